@@ -1,0 +1,163 @@
+"""Frozen settings objects, one per subsystem.
+
+Only the CLI reads environment variables (``STREAMTRAIN_*``); library code receives
+these objects. Each knows how to turn itself into the configuration dictionary of the
+client that consumes it, so no other module spells out Kafka client keys.
+
+Owned here:
+
+* :class:`KafkaSettings`: where Kafka is and how to authenticate (bootstrap,
+  SASL, SSL), rendered for confluent-kafka and aiokafka.
+* :class:`EmbeddedBrokerSettings`: how to run the embedded Tansu broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtrain.errors import ConfigError
+
+__all__ = ["EmbeddedBrokerSettings", "KafkaSettings", "parse_bootstrap"]
+
+_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"})
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]+):(?P<port>\d{1,5})$")
+
+# librdkafka prints connection failures straight to stderr unless given a logger; route
+# them through Python logging so a CLI user sees one clear error, not fifty retries.
+_CLIENT_LOGGER = logging.getLogger("streamtrain.kafka.client")
+
+
+def parse_bootstrap(bootstrap: str) -> tuple[tuple[str, int], ...]:
+    """Split ``host:port[,host:port...]`` into pairs, rejecting anything else clearly."""
+    servers = [part.strip() for part in bootstrap.split(",") if part.strip()]
+    if not servers:
+        raise ConfigError("bootstrap address is empty; expected HOST:PORT[,HOST:PORT...]")
+    parsed: list[tuple[str, int]] = []
+    for server in servers:
+        match = _HOST_PORT.match(server)
+        if match is None:
+            raise ConfigError(f"bootstrap address {server!r} is not HOST:PORT")
+        port = int(match["port"])
+        if not 0 < port < 65536:
+            raise ConfigError(f"bootstrap address {server!r} has port {port} outside 1-65535")
+        parsed.append((match["host"], port))
+    return tuple(parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """Connection settings shared by every component that talks to Kafka.
+
+    ``extra`` carries any further librdkafka property verbatim (for confluent-kafka
+    clients), for settings streamtrain does not name itself.
+    """
+
+    bootstrap: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        parse_bootstrap(self.bootstrap)
+        protocol = self.security_protocol.upper()
+        if protocol not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security protocol {self.security_protocol!r} is not one of "
+                f"{', '.join(sorted(_SECURITY_PROTOCOLS))}"
+            )
+        object.__setattr__(self, "security_protocol", protocol)
+        uses_sasl = protocol.startswith("SASL_")
+        if uses_sasl and self.sasl_mechanism is None:
+            raise ConfigError(f"security protocol {protocol} needs a SASL mechanism")
+        if self.sasl_mechanism is not None:
+            if not uses_sasl:
+                raise ConfigError(
+                    f"SASL mechanism {self.sasl_mechanism!r} given but security protocol is "
+                    f"{protocol}; use SASL_PLAINTEXT or SASL_SSL"
+                )
+            if self.sasl_mechanism.upper() not in _SASL_MECHANISMS:
+                raise ConfigError(
+                    f"SASL mechanism {self.sasl_mechanism!r} is not one of "
+                    f"{', '.join(sorted(_SASL_MECHANISMS))}"
+                )
+        object.__setattr__(self, "extra", dict(self.extra))
+
+    @property
+    def servers(self) -> tuple[tuple[str, int], ...]:
+        return parse_bootstrap(self.bootstrap)
+
+    def confluent_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka properties for a confluent-kafka Producer, Consumer or AdminClient."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.security_protocol,
+            "logger": _CLIENT_LOGGER,
+        }
+        optional = {
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password,
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.key.password": self.ssl_key_password,
+        }
+        conf.update({key: value for key, value in optional.items() if value is not None})
+        conf.update(self.extra)
+        conf.update(overrides)
+        return conf
+
+    def aiokafka_config(self) -> dict[str, Any]:
+        """Keyword arguments for aiokafka clients (and so Faust's transport)."""
+        conf: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap,
+            "security_protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism is not None:
+            conf["sasl_mechanism"] = self.sasl_mechanism.upper()
+            conf["sasl_plain_username"] = self.sasl_username
+            conf["sasl_plain_password"] = self.sasl_password
+        if self.security_protocol.endswith("SSL"):
+            import ssl
+
+            context = ssl.create_default_context(cafile=self.ssl_ca_location)
+            if self.ssl_certificate_location is not None:
+                context.load_cert_chain(
+                    self.ssl_certificate_location,
+                    keyfile=self.ssl_key_location,
+                    password=self.ssl_key_password,
+                )
+            conf["ssl_context"] = context
+        return conf
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedBrokerSettings:
+    """How to run the embedded Tansu broker.
+
+    ``port=0`` picks a free loopback port. ``startup_timeout_s`` bounds the wait for
+    the broker's first Metadata answer.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    startup_timeout_s: float = 15.0
+    stop_timeout_s: float = 5.0
+    cluster_id: str = "streamtrain"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"port {self.port} is outside 0-65535 (0 picks a free port)")
+        if self.startup_timeout_s <= 0 or self.stop_timeout_s <= 0:
+            raise ConfigError("broker timeouts must be positive")

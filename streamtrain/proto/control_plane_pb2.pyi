@@ -1,0 +1,213 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PartitionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PARTITION_STATUS_UNSPECIFIED: _ClassVar[PartitionStatus]
+    OK: _ClassVar[PartitionStatus]
+    WARN: _ClassVar[PartitionStatus]
+    STOP: _ClassVar[PartitionStatus]
+    STALL: _ClassVar[PartitionStatus]
+    REWIND: _ClassVar[PartitionStatus]
+    UNKNOWN: _ClassVar[PartitionStatus]
+PARTITION_STATUS_UNSPECIFIED: PartitionStatus
+OK: PartitionStatus
+WARN: PartitionStatus
+STOP: PartitionStatus
+STALL: PartitionStatus
+REWIND: PartitionStatus
+UNKNOWN: PartitionStatus
+
+class ThroughputSample(_message.Message):
+    __slots__ = ("schema_version", "job", "worker_id", "workers", "parameter_servers", "records_per_s_consumed", "samples_per_s_trained", "window_s", "observed_at_ms", "positions")
+    class Position(_message.Message):
+        __slots__ = ("topic", "partition", "offset")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        offset: int
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PARAMETER_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_S_TRAINED_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job: str
+    worker_id: str
+    workers: int
+    parameter_servers: int
+    records_per_s_consumed: float
+    samples_per_s_trained: float
+    window_s: float
+    observed_at_ms: int
+    positions: _containers.RepeatedCompositeFieldContainer[ThroughputSample.Position]
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., workers: _Optional[int] = ..., parameter_servers: _Optional[int] = ..., records_per_s_consumed: _Optional[float] = ..., samples_per_s_trained: _Optional[float] = ..., window_s: _Optional[float] = ..., observed_at_ms: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[ThroughputSample.Position, _Mapping]]] = ...) -> None: ...
+
+class PartitionLag(_message.Message):
+    __slots__ = ("topic", "partition", "committed", "high_watermark", "lag_records", "lag_s", "records_per_s", "status")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LAG_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LAG_S_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    committed: int
+    high_watermark: int
+    lag_records: int
+    lag_s: float
+    records_per_s: float
+    status: PartitionStatus
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed: _Optional[int] = ..., high_watermark: _Optional[int] = ..., lag_records: _Optional[int] = ..., lag_s: _Optional[float] = ..., records_per_s: _Optional[float] = ..., status: _Optional[_Union[PartitionStatus, str]] = ...) -> None: ...
+
+class LagReport(_message.Message):
+    __slots__ = ("schema_version", "group", "observed_at_ms", "partitions", "total_lag_records", "max_lag_s", "p99_lag_s", "records_per_s", "group_status")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LAG_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LAG_S_FIELD_NUMBER: _ClassVar[int]
+    P99_LAG_S_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    GROUP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    group: str
+    observed_at_ms: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionLag]
+    total_lag_records: int
+    max_lag_s: float
+    p99_lag_s: float
+    records_per_s: float
+    group_status: PartitionStatus
+    def __init__(self, schema_version: _Optional[int] = ..., group: _Optional[str] = ..., observed_at_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLag, _Mapping]]] = ..., total_lag_records: _Optional[int] = ..., max_lag_s: _Optional[float] = ..., p99_lag_s: _Optional[float] = ..., records_per_s: _Optional[float] = ..., group_status: _Optional[_Union[PartitionStatus, str]] = ...) -> None: ...
+
+class Alert(_message.Message):
+    __slots__ = ("schema_version", "alert_id", "kind", "severity", "group", "topic", "partition", "previous_state", "state", "message", "raised_at_ms", "resolved")
+    class Severity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        SEVERITY_UNSPECIFIED: _ClassVar[Alert.Severity]
+        INFO: _ClassVar[Alert.Severity]
+        WARNING: _ClassVar[Alert.Severity]
+        CRITICAL: _ClassVar[Alert.Severity]
+    SEVERITY_UNSPECIFIED: Alert.Severity
+    INFO: Alert.Severity
+    WARNING: Alert.Severity
+    CRITICAL: Alert.Severity
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        KIND_UNSPECIFIED: _ClassVar[Alert.Kind]
+        PARTITION_STATUS: _ClassVar[Alert.Kind]
+        SLO: _ClassVar[Alert.Kind]
+        CONTROL_APP: _ClassVar[Alert.Kind]
+        CANNOT_KEEP_UP: _ClassVar[Alert.Kind]
+    KIND_UNSPECIFIED: Alert.Kind
+    PARTITION_STATUS: Alert.Kind
+    SLO: Alert.Kind
+    CONTROL_APP: Alert.Kind
+    CANNOT_KEEP_UP: Alert.Kind
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ALERT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_STATE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RAISED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    alert_id: str
+    kind: Alert.Kind
+    severity: Alert.Severity
+    group: str
+    topic: str
+    partition: int
+    previous_state: str
+    state: str
+    message: str
+    raised_at_ms: int
+    resolved: bool
+    def __init__(self, schema_version: _Optional[int] = ..., alert_id: _Optional[str] = ..., kind: _Optional[_Union[Alert.Kind, str]] = ..., severity: _Optional[_Union[Alert.Severity, str]] = ..., group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., previous_state: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., raised_at_ms: _Optional[int] = ..., resolved: _Optional[bool] = ...) -> None: ...
+
+class Forecast(_message.Message):
+    __slots__ = ("schema_version", "job", "model", "fallback_reason", "generated_at_ms", "first_step_at_ms", "step_s", "records_per_s", "quantiles")
+    class Quantile(_message.Message):
+        __slots__ = ("level", "records_per_s")
+        LEVEL_FIELD_NUMBER: _ClassVar[int]
+        RECORDS_PER_S_FIELD_NUMBER: _ClassVar[int]
+        level: float
+        records_per_s: _containers.RepeatedScalarFieldContainer[float]
+        def __init__(self, level: _Optional[float] = ..., records_per_s: _Optional[_Iterable[float]] = ...) -> None: ...
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_STEP_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_S_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job: str
+    model: str
+    fallback_reason: str
+    generated_at_ms: int
+    first_step_at_ms: int
+    step_s: int
+    records_per_s: _containers.RepeatedScalarFieldContainer[float]
+    quantiles: _containers.RepeatedCompositeFieldContainer[Forecast.Quantile]
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., model: _Optional[str] = ..., fallback_reason: _Optional[str] = ..., generated_at_ms: _Optional[int] = ..., first_step_at_ms: _Optional[int] = ..., step_s: _Optional[int] = ..., records_per_s: _Optional[_Iterable[float]] = ..., quantiles: _Optional[_Iterable[_Union[Forecast.Quantile, _Mapping]]] = ...) -> None: ...
+
+class ScaleCommand(_message.Message):
+    __slots__ = ("schema_version", "command_id", "job", "current_workers", "target_workers", "reason", "plan", "plan_step_s", "created_at_ms", "explanation")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[ScaleCommand.Reason]
+        PROACTIVE: _ClassVar[ScaleCommand.Reason]
+        FALLBACK: _ClassVar[ScaleCommand.Reason]
+        MANUAL: _ClassVar[ScaleCommand.Reason]
+    REASON_UNSPECIFIED: ScaleCommand.Reason
+    PROACTIVE: ScaleCommand.Reason
+    FALLBACK: ScaleCommand.Reason
+    MANUAL: ScaleCommand.Reason
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    PLAN_STEP_S_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    command_id: str
+    job: str
+    current_workers: int
+    target_workers: int
+    reason: ScaleCommand.Reason
+    plan: _containers.RepeatedScalarFieldContainer[int]
+    plan_step_s: int
+    created_at_ms: int
+    explanation: str
+    def __init__(self, schema_version: _Optional[int] = ..., command_id: _Optional[str] = ..., job: _Optional[str] = ..., current_workers: _Optional[int] = ..., target_workers: _Optional[int] = ..., reason: _Optional[_Union[ScaleCommand.Reason, str]] = ..., plan: _Optional[_Iterable[int]] = ..., plan_step_s: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., explanation: _Optional[str] = ...) -> None: ...

