@@ -1,173 +1,28 @@
 """The ``streamtrain`` command line: thin shims over the packages.
 
-Owned here: parsing flags (and the ``STREAMTRAIN_*`` environment variables behind
-them, shown in every ``--help``), choosing between ``--bootstrap`` and the embedded
-broker, turning :class:`~streamtrain.errors.StreamtrainError` into one clear line on
-stderr with a non-zero exit code, and stopping what a command started on Ctrl-C or
-SIGTERM. No logic lives here that a library user would also need.
+Owned here: the command tree (``main``), logging set-up, and the commands that are a
+few lines each (``broker``, ``topics``); larger command groups live in
+``streamtrain.commands`` and the shared option/error machinery in
+``streamtrain.commands.common``. No logic lives here that a library user would also need.
 
 Exit codes: 0 success, 1 a streamtrain error, 2 bad usage or config, 130 interrupted.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import logging
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
 from streamtrain import __version__
-from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
-from streamtrain.errors import ConfigError, NotYetAvailableError, StreamtrainError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-log = logging.getLogger("streamtrain.cli")
-
-_ENV = "STREAMTRAIN_"
-_EMBEDDED_NOTE = (
-    "no --bootstrap given: using an embedded Kafka-compatible broker (Tansu, in memory) "
-    "at {bootstrap}; its data goes away when this command exits"
-)
-
-
-def _option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
-    """A click option that reads ``STREAMTRAIN_<env>`` and says so in ``--help``."""
-    return click.option(*names, envvar=_ENV + env, show_envvar=True, **kwargs)
-
-
-# -- Kafka connection options, shared by every command that talks to Kafka --------------
-
-
-def kafka_options(command: F) -> F:
-    """Add ``--bootstrap`` and the SASL/SSL pass-through options to ``command``."""
-    options = [
-        _option(
-            "--bootstrap",
-            env="BOOTSTRAP",
-            default=None,
-            metavar="HOST:PORT[,HOST:PORT]",
-            help="Kafka bootstrap servers. Without it an embedded broker is started.",
-        ),
-        _option(
-            "--connect-timeout-s",
-            env="CONNECT_TIMEOUT_S",
-            type=click.FloatRange(min=0.1),
-            default=10.0,
-            show_default=True,
-            help="Give up on an unreachable --bootstrap after this many seconds.",
-        ),
-        _option(
-            "--security-protocol",
-            env="SECURITY_PROTOCOL",
-            type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], False),
-            default="PLAINTEXT",
-            show_default=True,
-        ),
-        _option("--sasl-mechanism", env="SASL_MECHANISM", default=None),
-        _option("--sasl-username", env="SASL_USERNAME", default=None),
-        _option("--sasl-password", env="SASL_PASSWORD", default=None),
-        _option("--ssl-ca-location", env="SSL_CA_LOCATION", default=None),
-        _option("--ssl-certificate-location", env="SSL_CERTIFICATE_LOCATION", default=None),
-        _option("--ssl-key-location", env="SSL_KEY_LOCATION", default=None),
-        _option("--ssl-key-password", env="SSL_KEY_PASSWORD", default=None),
-        _option(
-            "--kafka-config",
-            env="KAFKA_CONFIG",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="Extra librdkafka property, passed through verbatim (repeatable).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _kafka_settings(bootstrap: str, opts: dict[str, Any]) -> KafkaSettings:
-    extra: dict[str, str] = {}
-    for item in opts["kafka_config"]:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--kafka-config {item!r} is not KEY=VALUE")
-        extra[key.strip()] = value
-    return KafkaSettings(
-        bootstrap=bootstrap,
-        security_protocol=opts["security_protocol"],
-        sasl_mechanism=opts["sasl_mechanism"],
-        sasl_username=opts["sasl_username"],
-        sasl_password=opts["sasl_password"],
-        ssl_ca_location=opts["ssl_ca_location"],
-        ssl_certificate_location=opts["ssl_certificate_location"],
-        ssl_key_location=opts["ssl_key_location"],
-        ssl_key_password=opts["ssl_key_password"],
-        extra=extra,
-    )
-
-
-@contextlib.contextmanager
-def kafka_connection(opts: dict[str, Any]) -> Iterator[KafkaSettings]:
-    """Yield settings for the given cluster (checked to answer) or for an embedded broker."""
-    from streamtrain.kafka import probe
-
-    if opts["bootstrap"]:
-        settings = _kafka_settings(opts["bootstrap"], opts)
-        probe(settings, timeout_s=opts["connect_timeout_s"])
-        yield settings
-        return
-    from streamtrain.broker import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        click.echo(_EMBEDDED_NOTE.format(bootstrap=broker.bootstrap), err=True)
-        yield broker.kafka_settings()
-
-
-# -- signals and errors -----------------------------------------------------------------
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"streamtrain: error: {message}", err=True)
-    sys.exit(code)
-
-
-def handle_errors(command: F) -> F:
-    """Turn streamtrain errors and interrupts into one line and an exit code."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # SIGTERM unwinds like Ctrl-C, so every `with` block stops what it started. SIGINT
-        # is installed too: a shell starts background jobs with SIGINT ignored, and
-        # `kill -INT` must still stop the command cleanly.
-        previous = {
-            sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            return command(*args, **kwargs)
-        except KeyboardInterrupt:
-            click.echo("streamtrain: interrupted; stopped cleanly", err=True)
-            sys.exit(130)
-        except ConfigError as exc:
-            _fail(exc.message, 2)
-        except StreamtrainError as exc:
-            _fail(exc.message, 1)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    return wrapper  # type: ignore[return-value]
-
+from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.scale import scale
+from streamtrain.config import EmbeddedBrokerSettings
+from streamtrain.errors import NotYetAvailableError, StreamtrainError
 
 # -- the command tree --------------------------------------------------------------------
 
@@ -177,7 +32,7 @@ def handle_errors(command: F) -> F:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="streamtrain")
-@_option(
+@option(
     "--log-level",
     env="LOG_LEVEL",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -199,14 +54,14 @@ def main(log_level: str) -> None:
 
 
 @main.command()
-@_option(
+@option(
     "--host",
     env="BROKER_HOST",
     default="127.0.0.1",
     show_default=True,
     help="Address to listen on (loopback by default).",
 )
-@_option(
+@option(
     "--port",
     env="BROKER_PORT",
     type=click.IntRange(0, 65535),
@@ -214,7 +69,7 @@ def main(log_level: str) -> None:
     show_default=True,
     help="Port to listen on; 0 picks a free one.",
 )
-@_option(
+@option(
     "--startup-timeout-s",
     env="BROKER_STARTUP_TIMEOUT_S",
     type=click.FloatRange(min=0.1),
@@ -309,7 +164,7 @@ main.add_command(_not_yet("worker", 3, "Run a training worker on a topic's parti
 main.add_command(_not_yet("lag", 5, "Per-partition lag (records, seconds), CPS and alerts."))
 main.add_command(_not_yet("forecast", 6, "Evaluate traffic forecasters on a trace."))
 main.add_command(_not_yet("trace", 6, "Generate synthetic traffic traces."))
-main.add_command(_not_yet("scale", 7, "Throughput models, plans, stabilization."))
+main.add_command(scale)
 main.add_command(_not_yet("simulate", 8, "Replay a trace against scaling policies."))
 main.add_command(_not_yet("demo", 9, "The end-to-end elastic online-training demo."))
 

@@ -1,4 +1,21 @@
-"""scale: throughput models, proactive plans, stabilization, fallback, executors.
+"""scale: throughput models, proactive plans, stabilization, fallback, executors (KALE §3.3-3.4).
 
-Not implemented yet: tracked in issue #7. See docs/architecture.md for its place.
+Landed so far (issue #7 is open): the NNLS throughput models (``models``), the physical
+Eq. 4 model for synthetic data (``physics``), the basic plan of Eq. 10 and Algorithm 1
+stabilization (``plan``). Still to come: the downtime-aware gate, the threshold fallback,
+ScaleCommand emission and the executors.
 """
+
+from streamtrain.scale.models import MODEL_KINDS, FitReport, ThroughputModel, fit, fit_report
+from streamtrain.scale.plan import BasicPlan, basic_plan, stabilize
+
+__all__ = [
+    "MODEL_KINDS",
+    "BasicPlan",
+    "FitReport",
+    "ThroughputModel",
+    "basic_plan",
+    "fit",
+    "fit_report",
+    "stabilize",
+]

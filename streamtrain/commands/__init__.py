@@ -1,0 +1,1 @@
+"""Command groups of the ``streamtrain`` CLI, one module per subsystem (thin shims)."""
