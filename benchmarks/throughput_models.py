@@ -18,18 +18,9 @@ import argparse
 import numpy as np
 
 from streamtrain.scale.models import fit, fit_report
-from streamtrain.scale.physics import PSJobPhysics
+from streamtrain.scale.physics import EXAMPLE_SYNC_JOB
 
-PHYSICS = PSJobPhysics(
-    t_forward_s=1.2e-4,
-    t_backward_s=3e-4,
-    sparse_size=40.0,
-    dense_size=5e4,
-    bandwidth=1e9,
-    t_update_s=1.5e-6,
-    lambda_ps_s=0.01,
-    lambda_worker_s=0.02,
-)
+PHYSICS = EXAMPLE_SYNC_JOB
 BATCH = 16384.0
 MODELS = ("sync", "optimus", "ernest")
 

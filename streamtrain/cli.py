@@ -107,7 +107,7 @@ def topics() -> None:
 
 @topics.command("list")
 @kafka_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
 @handle_errors
 def topics_list(as_json: bool, **opts: Any) -> None:
     """List the topics of the cluster with their partition counts."""
@@ -127,8 +127,12 @@ def topics_list(as_json: bool, **opts: Any) -> None:
 
 @topics.command("create")
 @click.argument("name")
-@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--exist-ok", is_flag=True, help="Succeed if the topic already exists.")
+@option(
+    "--partitions", env="TOPIC_PARTITIONS", type=click.IntRange(min=1), default=8, show_default=True
+)
+@option(
+    "--exist-ok", env="TOPIC_EXIST_OK", is_flag=True, help="Succeed if the topic already exists."
+)
 @kafka_options
 @handle_errors
 def topics_create(name: str, partitions: int, exist_ok: bool, **opts: Any) -> None:

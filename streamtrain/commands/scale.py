@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from streamtrain.commands.common import handle_errors, parse_float_list
+from streamtrain.commands.common import handle_errors, option, parse_float_list
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, fit_report
 from streamtrain.scale.plan import basic_plan, stabilize
@@ -26,31 +26,57 @@ _MODEL_HELP = (
 )
 
 
+_model_option = option(
+    "--model",
+    "kind",
+    env="SCALE_MODEL",
+    type=click.Choice(MODEL_KINDS),
+    required=True,
+    help=_MODEL_HELP,
+)
+_batch_size_option = option(
+    "--batch-size",
+    env="SCALE_BATCH_SIZE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="M: global batch (sync) or per-worker batch (async).",
+)
+
+
 @click.group()
 def scale() -> None:
     """Throughput models, proactive plans and their stabilization (KALE §3.3-3.4)."""
 
 
 @scale.command("plan")
-@click.option("--model", "kind", type=click.Choice(MODEL_KINDS), required=True, help=_MODEL_HELP)
-@click.option("--theta", required=True, help="Model coefficients, comma-separated.")
-@click.option(
-    "--batch-size",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="M: global batch (sync) or per-worker batch (async).",
-)
-@click.option(
+@_model_option
+@option("--theta", env="SCALE_THETA", required=True, help="Model coefficients, comma-separated.")
+@_batch_size_option
+@option(
     "--load",
     "loads",
+    env="SCALE_LOAD",
     required=True,
     help="Forecast records/s, one value or a comma-separated series.",
 )
-@click.option("--min-workers", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--max-workers", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option(
+@option(
+    "--min-workers",
+    env="SCALE_MIN_WORKERS",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+)
+@option(
+    "--max-workers",
+    env="SCALE_MAX_WORKERS",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+)
+@option(
     "--ps-per-worker",
+    env="SCALE_PS_PER_WORKER",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Parameter servers per worker, for the *_ps models.",
@@ -85,23 +111,28 @@ def plan_command(
 
 
 @scale.command("stabilize")
-@click.option("--plan", "plan_text", required=True, help="Worker counts, comma-separated.")
-@click.option(
+@option(
+    "--plan", "plan_text", env="SCALE_PLAN", required=True, help="Worker counts, comma-separated."
+)
+@option(
     "--step-min",
+    env="SCALE_STEP_MIN",
     type=click.FloatRange(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="Minutes between plan steps.",
 )
-@click.option(
+@option(
     "--tau-min",
+    env="SCALE_TAU_MIN",
     type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
     help="τ: runs shorter than this are calibrated away.",
 )
-@click.option(
+@option(
     "--rho",
+    env="SCALE_RHO",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
@@ -144,22 +175,17 @@ def _read_observations(path: Path) -> tuple[list[float], list[float], list[float
 
 
 @scale.command("fit")
-@click.option(
+@option(
     "--data",
     "data_path",
+    env="SCALE_DATA",
     type=click.Path(path_type=Path),
     required=True,
     help="CSV with columns workers,samples_per_s and optionally ps.",
 )
-@click.option("--model", "kind", type=click.Choice(MODEL_KINDS), required=True, help=_MODEL_HELP)
-@click.option(
-    "--batch-size",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="M: global batch (sync) or per-worker batch (async).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_model_option
+@_batch_size_option
+@option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
 @handle_errors
 def fit_command(data_path: Path, kind: str, batch_size: float, as_json: bool) -> None:
     """Fit a throughput model by NNLS and print its coefficients and errors."""

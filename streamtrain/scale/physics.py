@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["PSJobPhysics"]
+__all__ = ["EXAMPLE_SYNC_JOB", "PSJobPhysics"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +59,17 @@ class PSJobPhysics:
             big_m * self.sparse_size * self.t_update_s * r,
             self.lambda_ps_s / r + self.lambda_worker_s,
         )
+
+
+# A sparse synchronous job whose Eq. 6 coefficients (M = 16,384, w/p = 2) are of the same
+# order as KALE's worked example; used by the tests and benchmarks/throughput_models.py.
+EXAMPLE_SYNC_JOB = PSJobPhysics(
+    t_forward_s=1.2e-4,
+    t_backward_s=3e-4,
+    sparse_size=40.0,
+    dense_size=5e4,
+    bandwidth=1e9,
+    t_update_s=1.5e-6,
+    lambda_ps_s=0.01,
+    lambda_worker_s=0.02,
+)

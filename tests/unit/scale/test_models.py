@@ -11,21 +11,12 @@ from streamtrain.scale.models import (
     fit_report,
     modelarts_prior,
 )
-from streamtrain.scale.physics import PSJobPhysics
+from streamtrain.scale.physics import EXAMPLE_SYNC_JOB
 
 KALE = ThroughputModel("sync", (0.00035, 2.5726, 0.9824, 0.02786), batch_size=16384)
 
 # A job whose Eq. 4 reduces to Eq. 6 with θ of the same order as KALE's example.
-PHYSICS = PSJobPhysics(
-    t_forward_s=1.2e-4,
-    t_backward_s=0.0003,
-    sparse_size=40.0,
-    dense_size=5.0e4,
-    bandwidth=1.0e9,
-    t_update_s=1.5e-6,
-    lambda_ps_s=0.01,
-    lambda_worker_s=0.02,
-)
+PHYSICS = EXAMPLE_SYNC_JOB
 M, RATIO = 16384.0, 2.0
 
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from streamtrain.cli import main
-from streamtrain.scale.physics import PSJobPhysics
+from streamtrain.scale.physics import EXAMPLE_SYNC_JOB
 
 KALE_THETA = "0.00035,2.5726,0.9824,0.02786"
 
@@ -51,7 +51,7 @@ def test_stabilize_prints_the_kale_example():
 
 @pytest.fixture
 def observations(tmp_path):
-    physics = PSJobPhysics(1.2e-4, 3e-4, 40.0, 5e4, 1e9, 1.5e-6, 0.01, 0.02)
+    physics = EXAMPLE_SYNC_JOB
     w = np.arange(1, 25, dtype=float)
     f = physics.sync_samples_per_s(16384, w, w / 2)
     path = tmp_path / "obs.csv"
