@@ -2,10 +2,12 @@
 
 Landed so far (issue #7 is open): the NNLS throughput models (``models``), the physical
 Eq. 4 model for synthetic data (``physics``), the basic plan of Eq. 10 and Algorithm 1
-stabilization (``plan``). Still to come: the downtime-aware gate, the threshold fallback,
-ScaleCommand emission and the executors.
+stabilization (``plan``), and the HPA-style threshold fallback (``fallback``). Still to
+come: the downtime-aware gate, the fallback trigger, ScaleCommand emission, the Faust
+planner agent and the executors.
 """
 
+from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down
 from streamtrain.scale.models import MODEL_KINDS, FitReport, ThroughputModel, fit, fit_report
 from streamtrain.scale.plan import BasicPlan, basic_plan, stabilize
 
@@ -13,9 +15,12 @@ __all__ = [
     "MODEL_KINDS",
     "BasicPlan",
     "FitReport",
+    "HpaSettings",
     "ThroughputModel",
     "basic_plan",
     "fit",
     "fit_report",
+    "hpa_desired",
     "stabilize",
+    "stabilize_scale_down",
 ]

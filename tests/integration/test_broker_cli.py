@@ -1,5 +1,6 @@
 """`streamtrain broker` as a user runs it: it starts, answers, and leaves nothing behind."""
 
+import re
 import signal
 import socket
 import time
@@ -10,7 +11,14 @@ from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import EmbeddedBrokerSettings
 from streamtrain.errors import BrokerBinaryNotFoundError, PortInUseError
 
-from .cli_process import process_alive, run_cli, start_broker_cli, tansu_pids, wait_dead
+from .cli_process import (
+    process_alive,
+    process_cmdline,
+    run_cli,
+    start_broker_cli,
+    tansu_pids,
+    wait_dead,
+)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -89,9 +97,12 @@ def test_library_broker_stops_on_exception():
 
 
 def test_topics_without_bootstrap_use_an_embedded_broker_and_clean_up():
-    before = tansu_pids()
     result = run_cli("topics", "create", "t8", "--partitions", "8")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "t8\t8"
-    assert "embedded Kafka-compatible broker" in result.stderr
-    assert tansu_pids() <= before, "the command left its embedded broker running"
+    match = re.search(r"embedded Kafka-compatible broker .* at (127\.0\.0\.1:\d+)", result.stderr)
+    assert match, result.stderr
+    listener = f"tcp://{match.group(1)}"
+    assert not [pid for pid in tansu_pids() if listener in process_cmdline(pid)], (
+        "the command left its embedded broker running"
+    )
