@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -32,8 +31,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-log = logging.getLogger("streamtrain.cli")
 
 _ENV = "STREAMTRAIN_"
 _EMBEDDED_NOTE = (

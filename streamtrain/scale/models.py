@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 from streamtrain.errors import ConfigError
 
@@ -126,6 +125,10 @@ def fit(
     batch_size: float = 1.0,
 ) -> ThroughputModel:
     """Fit ``kind`` to observed (workers, [ps,] samples/s) by relative-error NNLS."""
+    # scipy costs ~0.6 s to import; only fitting needs it, not evaluating a model (the CLI,
+    # the planner and the simulator evaluate far more often than they fit).
+    from scipy.optimize import nnls
+
     _check_kind(kind)
     w = _as_positive("workers", workers)
     f = _as_positive("samples_per_s", samples_per_s)

@@ -71,7 +71,7 @@ def basic_plan(
 
 
 def stabilize(
-    plan: Sequence[int], *, step_s: float, tau_s: float = 600.0, rho: int = 1
+    plan: Sequence[float], *, step_s: float, tau_s: float = 600.0, rho: int = 1
 ) -> list[int]:
     """KALE Algorithm 1: calibrate short-lived changes away. ``[4, 4, 5, 6, 6, 6]`` at
     600 s steps with τ = 900 s becomes ``[4, 4, 6, 6, 6, 6]``."""
