@@ -2,9 +2,10 @@
 
 Landed so far (issue #7 is open): the NNLS throughput models (``models``), the physical
 Eq. 4 model for synthetic data (``physics``), the basic plan of Eq. 10 and Algorithm 1
-stabilization (``plan``), and the HPA-style threshold fallback (``fallback``). Still to
-come: the downtime-aware gate, the fallback trigger, ScaleCommand emission, the Faust
-planner agent and the executors.
+stabilization (``plan``), the HPA-style threshold fallback (``fallback``), and the
+executors (``executors``: local process pool, Kubernetes, webhook/command, and the
+idempotent ``CommandApplier``). Still to come: the downtime-aware gate, the fallback
+trigger, ScaleCommand emission and the Faust planner agent.
 """
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down

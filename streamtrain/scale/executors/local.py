@@ -1,0 +1,310 @@
+"""The local process-pool executor: N worker subprocesses on this machine (the demo's).
+
+Owned here: :class:`LocalProcessPool` keeps worker processes running from one command
+template. Each worker sits in a *slot* with a dense index 0..N-1 and gets
+``STREAMTRAIN_WORKER_ID=<prefix>-<index>`` and ``STREAMTRAIN_WORKER_INDEX=<index>`` in
+its environment; a replaced worker keeps its slot's id and index.
+
+* Scaling up fills the lowest free slots; scaling down stops the highest ones first (the
+  newest slots), with SIGTERM, then SIGKILL after ``grace_s`` (one deadline for all).
+* :meth:`~LocalProcessPool.reap` notices workers that exited, logs them and, with
+  ``replace_dead=True``, starts a new process in the same slot. Nothing calls it behind
+  the caller's back; run :meth:`~LocalProcessPool.supervise` in a thread for that.
+* On Linux every child gets ``PR_SET_PDEATHSIG`` (SIGTERM), so it dies with us even if
+  we are killed outright. The kernel ties that signal to the *thread* that forked the
+  child, not the process, so children are started from one long-lived thread the pool
+  owns: scaling from a short-lived thread (``asyncio.to_thread``, a timer) must not
+  kill the workers when that thread ends.
+
+Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from streamtrain.errors import ConfigError, ExecutorError
+from streamtrain.proto import control_plane_pb2 as cp
+
+__all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    index: int
+    worker_id: str
+    pid: int
+    restarts: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExit:
+    index: int
+    worker_id: str
+    pid: int
+    returncode: int  # negative: killed by that signal
+    replaced_by_pid: int | None
+
+
+@dataclass(slots=True)
+class _Worker:
+    index: int
+    worker_id: str
+    process: subprocess.Popen[bytes]
+    restarts: int = 0
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks for SIGTERM when the forking thread dies (Linux only).
+
+    ``prctl`` is looked up here, in the parent, so the child only makes one C call
+    between fork and exec. If the parent died before that call took effect, the child
+    exits at once instead of running orphaned.
+    """
+    if sys.platform != "linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError) as exc:
+        log.warning("prctl is unavailable (%s); workers will not die with this process", exc)
+        return None
+    parent_pid = os.getpid()
+
+    def die_with_parent() -> None:  # pragma: no cover - runs in the child
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return die_with_parent
+
+
+class LocalProcessPool:
+    """Worker subprocesses from ``argv`` (see the module docstring).
+
+    No process starts in ``__init__``; the first :meth:`scale_to` starts them.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        name: str = "local",
+        worker_id_prefix: str = "worker",
+        grace_s: float = 10.0,
+        replace_dead: bool = False,
+        cwd: str | Path | None = None,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        if not argv or not all(isinstance(arg, str) for arg in argv):
+            raise ConfigError("the worker command must be a non-empty sequence of strings")
+        if grace_s < 0:
+            raise ConfigError(f"grace_s cannot be negative, got {grace_s}")
+        if not worker_id_prefix:
+            raise ConfigError("worker_id_prefix cannot be empty")
+        self._argv = tuple(argv)
+        self._env = dict(env or {})
+        self._name = name
+        self._prefix = worker_id_prefix
+        self.grace_s = grace_s
+        self.replace_dead = replace_dead
+        self._cwd = cwd
+        self._log_dir = Path(log_dir) if log_dir is not None else None
+        self._lock = threading.RLock()
+        self._slots: dict[int, _Worker] = {}
+        self._closed = False
+        self._spawner: ThreadPoolExecutor | None = None
+        self._preexec: Callable[[], None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # -- the Executor protocol ---------------------------------------------------------
+
+    def current_workers(self) -> int:
+        """Live workers right now (exited ones are not counted, nor replaced, here)."""
+        with self._lock:
+            return sum(1 for worker in self._slots.values() if worker.process.poll() is None)
+
+    def scale_to(self, target_workers: int, command: cp.ScaleCommand | None = None) -> int:
+        """Start or stop workers until ``target_workers`` run; returns the live count."""
+        if target_workers < 0:
+            raise ExecutorError(f"cannot scale to {target_workers} workers", retriable=False)
+        with self._lock:
+            if self._closed:
+                raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
+            self._reap_locked(replace=False)
+            live = sorted(self._slots)
+            if target_workers > len(live):
+                needed, index = target_workers - len(live), 0
+                while needed:
+                    if index not in self._slots:
+                        self._slots[index] = self._spawn(index, restarts=0)
+                        needed -= 1
+                    index += 1
+            elif target_workers < len(live):
+                doomed = [self._slots.pop(i) for i in live[target_workers:]]
+                self._stop(doomed)
+            return len(self._slots)
+
+    # -- supervision -------------------------------------------------------------------
+
+    def reap(self) -> list[WorkerExit]:
+        """Collect exited workers; with ``replace_dead``, start a new one in each slot."""
+        with self._lock:
+            return self._reap_locked(replace=self.replace_dead and not self._closed)
+
+    def supervise(self, stop: threading.Event, interval_s: float = 1.0) -> None:
+        """Call :meth:`reap` every ``interval_s`` until ``stop`` is set (run it in a thread)."""
+        while not stop.wait(interval_s):
+            try:
+                self.reap()
+            except ExecutorError:
+                log.exception("process pool %r could not replace a worker", self._name)
+
+    def workers(self) -> tuple[WorkerInfo, ...]:
+        """The live workers, by slot index."""
+        with self._lock:
+            return tuple(
+                WorkerInfo(w.index, w.worker_id, w.process.pid, w.restarts)
+                for _, w in sorted(self._slots.items())
+                if w.process.poll() is None
+            )
+
+    def _reap_locked(self, *, replace: bool) -> list[WorkerExit]:
+        exits: list[WorkerExit] = []
+        for index in sorted(self._slots):
+            worker = self._slots[index]
+            code = worker.process.poll()
+            if code is None:
+                continue
+            del self._slots[index]
+            log.warning(
+                "worker %s (pid %d) exited with code %d",
+                worker.worker_id,
+                worker.process.pid,
+                code,
+            )
+            new_pid = None
+            if replace:
+                replacement = self._spawn(index, restarts=worker.restarts + 1)
+                self._slots[index] = replacement
+                new_pid = replacement.process.pid
+            exits.append(WorkerExit(index, worker.worker_id, worker.process.pid, code, new_pid))
+        return exits
+
+    # -- starting and stopping ---------------------------------------------------------
+
+    def _spawn(self, index: int, *, restarts: int) -> _Worker:
+        worker_id = f"{self._prefix}-{index}"
+        env = {
+            **os.environ,
+            **self._env,
+            "STREAMTRAIN_WORKER_ID": worker_id,
+            "STREAMTRAIN_WORKER_INDEX": str(index),
+        }
+        if self._spawner is None:
+            self._preexec = _pdeathsig_preexec()
+            self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-spawner")
+        try:
+            process = self._spawner.submit(self._popen, worker_id, env).result()
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise ExecutorError(
+                f"cannot start worker {worker_id} with {list(self._argv)!r}: {exc}",
+                retriable=False,
+            ) from exc
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ExecutorError(f"cannot start worker {worker_id}: {exc}") from exc
+        log.info(
+            "started worker %s (pid %d)%s",
+            worker_id,
+            process.pid,
+            f", restart {restarts}" if restarts else "",
+        )
+        return _Worker(index, worker_id, process, restarts)
+
+    def _popen(self, worker_id: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        if self._log_dir is None:
+            return self._start(env, None)
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        with (self._log_dir / f"{worker_id}.log").open("ab") as out:
+            return self._start(env, out)
+
+    def _start(self, env: dict[str, str], out: IO[bytes] | None) -> subprocess.Popen[bytes]:
+        # preexec_fn only makes the prctl call resolved beforehand (see _pdeathsig_preexec).
+        return subprocess.Popen(  # noqa: S603 - argv comes from the operator's config
+            self._argv,
+            env=env,
+            cwd=self._cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if out is not None else None,
+            preexec_fn=self._preexec,
+        )
+
+    def _stop(self, workers: Sequence[_Worker]) -> None:
+        """SIGTERM them all, wait up to ``grace_s`` in total, then SIGKILL the rest."""
+        for worker in workers:
+            if worker.process.poll() is None:
+                log.info("stopping worker %s (pid %d)", worker.worker_id, worker.process.pid)
+                worker.process.terminate()
+        deadline = time.monotonic() + self.grace_s
+        for worker in workers:
+            try:
+                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "worker %s (pid %d) ignored SIGTERM for %g s; killing it",
+                    worker.worker_id,
+                    worker.process.pid,
+                    self.grace_s,
+                )
+                worker.process.kill()
+                worker.process.wait()
+            log.info(
+                "worker %s (pid %d) stopped with code %d",
+                worker.worker_id,
+                worker.process.pid,
+                worker.process.returncode,
+            )
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every worker (newest first) and the spawner thread; safe to call twice."""
+        with self._lock:
+            self._closed = True
+            doomed = [self._slots.pop(i) for i in sorted(self._slots, reverse=True)]
+            self._stop(doomed)
+            spawner, self._spawner = self._spawner, None
+        if spawner is not None:
+            spawner.shutdown(wait=True)
+
+    def __enter__(self) -> LocalProcessPool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
