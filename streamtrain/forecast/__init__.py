@@ -1,18 +1,40 @@
 """forecast: traffic forecasters (KALE §3.2), traces, and the evaluation harness.
 
-Landed so far (issue #6 is open): the trace format and KALE-shaped generator
-(``trace``), the forecaster protocol and seasonal-naive models (``base``).
+Modules: ``trace`` (the CSV format, KALE-shaped generator), ``series`` (other
+realistic arrival series), ``base`` (the protocol, gap filling, seasonal naive),
+``ets`` (Holt-Winters), ``fedformer`` / ``fedformer_data`` / ``fedformer_train`` /
+``fedformer_model`` (the FEDformer-style model; torch is imported only when it is
+fitted or loaded), ``fallback`` (``auto``: the model behind a seasonal-naive safety
+net), ``registry`` (models by name) and ``evaluate`` (rolling-origin harness, metrics).
 """
 
 from streamtrain.forecast.base import Forecaster, SeasonalNaive, fill_gaps
+from streamtrain.forecast.ets import HoltWinters
+from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate, rolling_origin
+from streamtrain.forecast.fallback import FallbackForecaster
+from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
+from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
+from streamtrain.forecast.series import make_trace
 from streamtrain.forecast.trace import Trace, load_trace, synth_trace, write_trace
 
 __all__ = [
+    "FORECASTER_NAMES",
+    "EvalSettings",
+    "FallbackForecaster",
+    "FedformerForecaster",
+    "FedformerSettings",
     "Forecaster",
+    "HoltWinters",
+    "Scores",
     "SeasonalNaive",
     "Trace",
+    "evaluate",
     "fill_gaps",
+    "load_forecaster",
     "load_trace",
+    "make_forecaster",
+    "make_trace",
+    "rolling_origin",
     "synth_trace",
     "write_trace",
 ]

@@ -3,8 +3,9 @@
 Owned here:
 
 * :class:`Forecaster`: the protocol every model follows (statsforecast's shape):
-  ``fit(history) -> self``, ``predict(horizon) -> ndarray``, fitted state in
-  trailing-underscore attributes, ``save(path)`` / ``load(path)``. ``history`` is a
+  ``fit(history) -> self``, ``predict(horizon) -> ndarray``, ``update(new_points) ->
+  self`` (append observations without retraining), fitted state in trailing-underscore
+  attributes, ``save(path)`` / ``load(path)``. ``history`` is a
   regular series of records/s, one value per ``step_s`` (60 s by default), oldest
   first, with ``NaN`` for missing steps; forecasts are never negative.
 * :func:`fill_gaps`: the one gap rule shared by models that need a complete series:
@@ -30,6 +31,8 @@ __all__ = [
     "Forecaster",
     "SeasonalNaive",
     "as_history",
+    "as_new_points",
+    "check_horizon",
     "fill_gaps",
 ]
 
@@ -46,6 +49,8 @@ class Forecaster(Protocol):
     def fit(self, history: FloatArray) -> Self: ...
 
     def predict(self, horizon: int) -> FloatArray: ...
+
+    def update(self, new_points: FloatArray) -> Self: ...
 
     def save(self, path: str | Path) -> None: ...
 
@@ -89,7 +94,19 @@ def fill_gaps(history: FloatArray, season: int) -> FloatArray:
     return values
 
 
-def _check_horizon(horizon: int) -> None:
+def as_new_points(new_points: FloatArray | list[float]) -> FloatArray:
+    """Validate points for ``update``: 1-D, finite >= 0 or NaN (may be empty or all gaps)."""
+    values = np.asarray(new_points, dtype=np.float64)
+    if values.ndim != 1:
+        raise ForecastError("new points are a one-dimensional series")
+    observed = values[~np.isnan(values)]
+    if np.any(~np.isfinite(observed)) or np.any(observed < 0):
+        raise ForecastError("new points must be finite, non-negative records/s (NaN = gap)")
+    return values
+
+
+def check_horizon(horizon: int) -> None:
+    """A :class:`ConfigError` unless ``horizon`` is at least one step."""
     if horizon < 1:
         raise ConfigError(f"the forecast horizon must be at least one step, got {horizon}")
 
@@ -124,11 +141,24 @@ class SeasonalNaive:
         return self
 
     def predict(self, horizon: int) -> FloatArray:
-        _check_horizon(horizon)
+        check_horizon(horizon)
         if self.last_season_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         reps = -(-horizon // self.season)
         return np.maximum(np.tile(self.last_season_, reps)[:horizon], 0.0)
+
+    def update(self, new_points: FloatArray) -> Self:
+        """Append observations; a gap takes the value one season earlier."""
+        if self.last_season_ is None:
+            raise ForecastError(f"{self.name} is not fitted")
+        values = as_new_points(new_points)
+        season = self.season
+        window = np.concatenate([self.last_season_, values])
+        for i in range(season, window.shape[0]):
+            if np.isnan(window[i]):
+                window[i] = window[i - season]
+        self.last_season_ = window[-season:]
+        return self
 
     def save(self, path: str | Path) -> None:
         if self.last_season_ is None:

@@ -47,3 +47,16 @@ def test_seasonal_naive_save_load_round_trip(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ForecastError, match="cannot load"):
         SeasonalNaive.load(tmp_path / "bad.json")
+
+
+def test_seasonal_naive_update_appends_and_fills_gaps_from_the_last_season():
+    model = SeasonalNaive(180, step_s=60).fit(np.array([1.0, 2.0, 3.0]))
+    model.update(np.array([4.0, np.nan]))
+    # The window is now [3, 4, 2]: the gap took the value one season earlier (2).
+    np.testing.assert_array_equal(model.predict(4), [3, 4, 2, 3])
+    model.update(np.array([]))
+    np.testing.assert_array_equal(model.predict(1), [3])
+    with pytest.raises(ForecastError, match="not fitted"):
+        SeasonalNaive(180, step_s=60).update(np.array([1.0]))
+    with pytest.raises(ForecastError, match="non-negative"):
+        model.update(np.array([-2.0]))

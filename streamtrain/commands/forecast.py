@@ -1,0 +1,204 @@
+"""``streamtrain forecast`` and ``streamtrain trace``: evaluate forecasters, make traces.
+
+``forecast eval`` runs the rolling-origin harness of :mod:`streamtrain.forecast.evaluate`
+on a trace CSV and prints one row per model (or ``--json``); progress goes to stderr.
+``trace synth`` writes a synthetic trace CSV to stdout. All of the work lives in
+:mod:`streamtrain.forecast`; this module parses, calls and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from streamtrain.commands.common import handle_errors, option
+from streamtrain.errors import ConfigError
+from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate
+from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
+from streamtrain.forecast.series import SHAPES, make_trace
+from streamtrain.forecast.trace import DAY_S, load_trace, write_trace
+
+__all__ = ["forecast", "trace"]
+
+DEFAULT_MODELS = "seasonal_naive_daily,seasonal_naive_weekly,ets,fedformer"
+
+
+@click.group()
+def forecast() -> None:
+    """Traffic forecasters (KALE §3.2): evaluate them on a trace."""
+
+
+def _parse_models(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise ConfigError("--models is empty")
+    unknown = [name for name in names if name not in FORECASTER_NAMES]
+    if unknown:
+        raise ConfigError(
+            f"unknown model(s) {', '.join(unknown)} in --models; known: "
+            f"{', '.join(FORECASTER_NAMES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _factory(name: str, step_s: int, seed: int) -> Callable[[], Forecaster]:
+    return lambda: make_forecaster(name, step_s=step_s, seed=seed)
+
+
+def _minutes_to_steps(flag: str, minutes: float, step_s: int) -> int:
+    steps = minutes * 60 / step_s
+    if steps < 1 or abs(steps - round(steps)) > 1e-9:
+        raise ConfigError(f"{flag} {minutes:g} is not a whole number of {step_s}-s steps")
+    return round(steps)
+
+
+def _row(name: str, s: Scores) -> str:
+    mape = f"{s.mape_pct:8.2f}" if s.mape_pct is not None else f"{'n/a':>8}"
+    return (
+        f"{name:24} {s.mase:7.3f} {s.mae:12.4g} {s.rmse:12.4g} {s.smape_pct:8.2f} {mape} "
+        f"{s.fit_s:8.2f} {s.predict_ms:10.2f}"
+    )
+
+
+@forecast.command("eval")
+@option(
+    "--trace",
+    "trace_path",
+    env="FORECAST_TRACE",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Trace CSV with timestamp and records_per_s columns.",
+)
+@option(
+    "--horizon-min",
+    env="FORECAST_HORIZON_MIN",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Forecast horizon in minutes.",
+)
+@option(
+    "--models",
+    env="FORECAST_MODELS",
+    default=DEFAULT_MODELS,
+    show_default=True,
+    help=f"Comma-separated models: {', '.join(FORECASTER_NAMES)}.",
+)
+@option(
+    "--test-days",
+    env="FORECAST_TEST_DAYS",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Length of the test period at the end of the trace.",
+)
+@option(
+    "--stride-min",
+    env="FORECAST_STRIDE_MIN",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Minutes between forecast origins [default: the horizon].",
+)
+@option(
+    "--refit-every-min",
+    env="FORECAST_REFIT_EVERY_MIN",
+    type=click.FloatRange(min=0),
+    default=1440.0,
+    show_default=True,
+    help="Refit each model this often (0: fit once); new points reach it by update.",
+)
+@option(
+    "--step-s",
+    env="FORECAST_STEP_S",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Resolution the trace is put on, in seconds.",
+)
+@option("--seed", env="FORECAST_SEED", type=int, default=0, show_default=True, help="Model seed.")
+@option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
+@handle_errors
+def eval_command(
+    trace_path: Path,
+    horizon_min: float,
+    models: str,
+    test_days: float,
+    stride_min: float | None,
+    refit_every_min: float,
+    step_s: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Rolling-origin evaluation: fit on the past, forecast the next horizon, slide.
+
+    Scores per model: MASE (primary; scale = mean absolute daily-seasonal difference of
+    the training part), MAE, RMSE, sMAPE, MAPE (over actuals > 0), mean fit time and
+    mean predict time. Forecasts are clipped at 0; gap minutes are not scored.
+    """
+    names = _parse_models(models)
+    loaded = load_trace(trace_path, step_s=step_s)
+    if DAY_S % step_s:
+        raise ConfigError(f"--step-s {step_s} does not divide a day")
+    settings = EvalSettings(
+        horizon_steps=_minutes_to_steps("--horizon-min", horizon_min, step_s),
+        test_steps=_minutes_to_steps("--test-days", test_days * 1440, step_s),
+        stride_steps=_minutes_to_steps("--stride-min", stride_min or horizon_min, step_s),
+        season_steps=DAY_S // step_s,
+        refit_every_steps=(
+            _minutes_to_steps("--refit-every-min", refit_every_min, step_s)
+            if refit_every_min
+            else 0
+        ),
+    )
+    factories = {name: _factory(name, step_s, seed) for name in names}
+    click.echo(
+        f"{loaded.name}: {len(loaded)} steps of {step_s} s, {loaded.gaps} gaps; testing on the "
+        f"last {test_days:g} days, horizon {horizon_min:g} min",
+        err=True,
+    )
+    results = evaluate(
+        loaded.records_per_s, factories, settings, progress=lambda m: click.echo(m, err=True)
+    )
+    if as_json:
+        click.echo(json.dumps({"models": {n: s.as_dict() for n, s in results.items()}}))
+        return
+    click.echo(
+        f"{'model':24} {'MASE':>7} {'MAE':>12} {'RMSE':>12} {'sMAPE %':>8} {'MAPE %':>8} "
+        f"{'fit s':>8} {'predict ms':>10}"
+    )
+    for name, scores in results.items():
+        click.echo(_row(name, scores))
+
+
+@click.group()
+def trace() -> None:
+    """Traffic traces: the CSV format of forecast eval and simulate."""
+
+
+@trace.command("synth")
+@option("--days", env="TRACE_DAYS", type=click.IntRange(min=1), default=28, show_default=True)
+@option("--seed", env="TRACE_SEED", type=int, default=0, show_default=True)
+@option(
+    "--shape",
+    env="TRACE_SHAPE",
+    type=click.Choice(list(SHAPES)),
+    default="kale",
+    show_default=True,
+    help="kale: KALE Fig. 2a; web, retail, callcentre, bikeshare: other arrival series.",
+)
+@option(
+    "--step-s",
+    env="TRACE_STEP_S",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Seconds between rows.",
+)
+@handle_errors
+def synth_command(days: int, seed: int, shape: str, step_s: int) -> None:
+    """Write a synthetic trace CSV (timestamp,records_per_s) to stdout."""
+    write_trace(make_trace(shape, days, seed=seed, step_s=step_s), click.get_text_stream("stdout"))

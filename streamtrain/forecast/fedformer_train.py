@@ -1,0 +1,176 @@
+"""Training and inference of the FEDformer-style network: the only torch code besides
+the network itself, imported by :mod:`streamtrain.forecast.fedformer` but importing
+torch only inside its functions.
+
+Owned here:
+
+* :func:`train_network`: cut windows of block residuals, normalise each window by its
+  input's mean and standard deviation (RevIN), train with Adam on the L1 loss (MASE is
+  an absolute error) for a fixed number of seeded mini-batch steps, keep the weights
+  with the lowest validation error (the last windows), and return the validation
+  errors' quantiles per horizon block;
+* :func:`run_network`: one forward pass for one input window;
+* :func:`build_network`: the network for a :class:`FedformerSettings`.
+
+``torch.set_num_threads`` is set to the settings' ``threads`` for the call and restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from streamtrain.forecast.fedformer import FedformerSettings
+    from streamtrain.forecast.fedformer_model import FedformerNet
+
+__all__ = ["build_network", "run_network", "train_network"]
+
+FloatArray = NDArray[np.float64]
+_MIN_STD = 0.01  # log-scale units: about 1 % of the rate
+_QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
+
+
+def build_network(s: FedformerSettings) -> FedformerNet:
+    from streamtrain.forecast.fedformer_model import FedformerNet, NetConfig
+
+    cfg = NetConfig(
+        seq_len=s.seq_len,
+        label_len=s.label_len,
+        pred_len=s.pred_len,
+        mark_dim=4,
+        d_model=s.d_model,
+        n_heads=s.n_heads,
+        e_layers=s.e_layers,
+        d_layers=s.d_layers,
+        d_ff=s.d_ff,
+        moving_avg=s.moving_avg,
+        dropout=s.dropout,
+        factor=s.factor,
+        trend_from_mean=s.trend_from_mean,
+    )
+    return FedformerNet(cfg)
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[None]:
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _normalise(x: FloatArray, anchor: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    mean = (
+        x[..., -anchor:].mean(axis=-1, keepdims=True) if anchor else x.mean(axis=-1, keepdims=True)
+    )
+    std = np.maximum(x.std(axis=-1, keepdims=True), _MIN_STD)
+    return (x - mean) / std, mean, std
+
+
+def _tensor(values: FloatArray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+
+
+def train_network(
+    blocks: FloatArray,
+    seen: FloatArray,
+    level: FloatArray | None,
+    marks: FloatArray,
+    starts: NDArray[np.int64],
+    s: FedformerSettings,
+    seed: int,
+) -> tuple[FedformerNet, FloatArray, float]:
+    """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE)."""
+    import torch
+
+    seq, pred, label = s.seq_len, s.pred_len, s.label_len
+    idx_in = starts[:, None] + np.arange(seq)
+    idx_out = starts[:, None] + seq + np.arange(pred)
+    x_norm, mean, std = _normalise(blocks[idx_in], s.anchor_blocks)
+    target = blocks[idx_out]
+    weight = (seen[idx_out] >= 0.5).astype(np.float64)
+    if level is not None:
+        weight = weight * level[idx_out]
+    enc_marks = marks[idx_in]
+    dec_marks = marks[np.concatenate([idx_in[:, -label:], idx_out], axis=1)]
+    count = starts.shape[0]
+    n_val = max(1, int(count * s.val_fraction))
+    train_idx = np.arange(max(1, count - n_val - (seq + pred) // 2))
+    val_idx = np.arange(count - n_val, count)
+
+    tensors = [_tensor(a) for a in (x_norm, mean, std, target, weight, enc_marks, dec_marks)]
+    tx, tmean, tstd, ty, tw, tenc, tdec = tensors
+
+    def forward(rows: Any) -> Any:
+        out = net(tx[rows].unsqueeze(-1), tenc[rows], tdec[rows])[..., 0]
+        return out * tstd[rows] + tmean[rows]
+
+    rng = np.random.default_rng(seed)
+    with _threads(s.threads):
+        torch.manual_seed(seed)
+        net = build_network(s)
+        optimiser = torch.optim.Adam(net.parameters(), lr=s.learning_rate)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=s.train_steps)
+        best = (float("inf"), {k: v.clone() for k, v in net.state_dict().items()})
+        val_rows = torch.from_numpy(val_idx)
+        for step in range(1, s.train_steps + 1):
+            net.train()
+            rows = torch.from_numpy(rng.choice(train_idx, size=s.batch_size))
+            loss = ((forward(rows) - ty[rows]).abs() * tw[rows]).sum() / tw[rows].sum().clamp(
+                min=1.0
+            )
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            if step % s.val_every == 0 or step == s.train_steps:
+                net.eval()
+                with torch.no_grad():
+                    err = ((forward(val_rows) - ty[val_rows]).abs() * tw[val_rows]).sum()
+                    val_mae = float(err / tw[val_rows].sum().clamp(min=1.0))
+                if val_mae < best[0]:
+                    best = (val_mae, {k: v.clone() for k, v in net.state_dict().items()})
+        net.load_state_dict(best[1])
+        net.eval()
+        with torch.no_grad():
+            errors = (ty[val_rows] - forward(val_rows)).numpy().astype(np.float64)
+    valid = weight[val_idx] > 0
+    quantiles = np.stack(
+        [
+            np.quantile(col[ok], _QUANTILE_GRID) if ok.any() else np.zeros(_QUANTILE_GRID.size)
+            for col, ok in zip(errors.T, valid.T, strict=True)
+        ],
+        axis=1,
+    )
+    return net, quantiles, best[0]
+
+
+def run_network(
+    net: FedformerNet,
+    blocks: FloatArray,
+    enc_marks: FloatArray,
+    dec_marks: FloatArray,
+    threads: int,
+    anchor: int,
+) -> FloatArray:
+    """The network's forecast (``pred_len`` blocks) for one window of ``blocks``."""
+    import torch
+
+    x_norm, mean, std = _normalise(blocks[None, :], anchor)
+    with _threads(threads), torch.no_grad():
+        out = net(
+            _tensor(x_norm).unsqueeze(-1), _tensor(enc_marks[None]), _tensor(dec_marks[None])
+        )[0, :, 0]
+    result: FloatArray = out.numpy().astype(np.float64) * std[0] + mean[0]
+    return result

@@ -1,0 +1,117 @@
+import logging
+
+import numpy as np
+import pytest
+
+from streamtrain.errors import ForecastError
+from streamtrain.forecast.base import SeasonalNaive
+from streamtrain.forecast.fallback import FallbackForecaster
+from streamtrain.forecast.registry import load_forecaster
+
+
+class Stub:
+    """A main model whose forecast is the last value plus ``bias``; can be told to fail."""
+
+    name = "stub"
+    step_s = 60
+
+    def __init__(self, bias=0.0, fail_fit=False, fail_predict=False, nan=False):
+        self.bias, self.fail_fit, self.fail_predict, self.nan = bias, fail_fit, fail_predict, nan
+        self.last_ = None
+
+    def fit(self, history):
+        if self.fail_fit:
+            raise ForecastError("history too short")
+        self.last_ = float(history[-1])
+        return self
+
+    def update(self, new_points):
+        self.last_ = float(new_points[-1])
+        return self
+
+    def predict(self, horizon):
+        if self.fail_predict:
+            raise RuntimeError("torch broke")
+        value = np.nan if self.nan else self.last_ + self.bias
+        return np.full(horizon, value)
+
+    def save(self, path):
+        raise ForecastError("stubs do not save")
+
+
+DAY = 1440
+
+
+def _flat(days, value=100.0):
+    return np.full(days * DAY, value)
+
+
+def test_uses_the_main_model_when_it_is_fine():
+    model = FallbackForecaster(Stub(bias=1.0)).fit(_flat(2))
+    np.testing.assert_array_equal(model.predict(3), [101, 101, 101])
+    assert model.source_ == "stub" and model.reason_ is None
+
+
+def test_falls_back_when_the_main_model_cannot_fit(caplog):
+    with caplog.at_level(logging.WARNING):
+        model = FallbackForecaster(Stub(fail_fit=True)).fit(_flat(2, 7.0))
+        forecast = model.predict(4)
+    np.testing.assert_array_equal(forecast, [7, 7, 7, 7])
+    assert model.source_ == "seasonal_naive_daily"
+    assert model.reason_ is not None
+    assert "not fitted" in model.reason_ and "history too short" in model.reason_
+    assert "falling back" in caplog.text
+
+
+@pytest.mark.parametrize("stub", [Stub(fail_predict=True), Stub(nan=True)])
+def test_falls_back_when_the_main_model_fails_to_predict(stub):
+    model = FallbackForecaster(stub).fit(_flat(2, 5.0))
+    np.testing.assert_array_equal(model.predict(2), [5, 5])
+    assert model.reason_ is not None and "failed" in model.reason_
+
+
+def test_falls_back_while_recent_error_exceeds_the_naive_and_returns_after():
+    history = np.tile(np.arange(DAY, dtype=float), 8)  # a week and a day of a daily ramp
+    stub = Stub(bias=50.0)
+    model = FallbackForecaster(stub, track_steps=10, window_steps=60, min_tracked=30)
+    model.fit(history)
+    assert model.fallback_ is not None
+    assert model.fallback_.name == "seasonal_naive_weekly"
+    np.testing.assert_array_equal(model.predict(1), [DAY - 1 + 50])  # not enough evidence yet
+    for start in range(0, 60, 10):
+        model.update(np.arange(start, start + 10, dtype=float))
+    # The naive is exact on this series; the stub is 50 off (and lags the ramp).
+    recent = model.recent_mae()
+    assert recent is not None and recent[1] == 0.0
+    np.testing.assert_array_equal(model.predict(3), [60, 61, 62])
+    assert model.source_ == "seasonal_naive_weekly"
+    assert model.reason_ is not None and "recent MAE" in model.reason_
+    stub.bias = 1.0  # now the stub is right one step ahead
+    for start in range(60, 200, 10):
+        model.update(np.arange(start, start + 10, dtype=float))
+    model.track_steps = 1  # only score the step the stub gets right
+    for start in range(200, 300):
+        model.update(np.array([float(start)]))
+    recent = model.recent_mae()
+    assert recent is not None and recent[0] <= recent[1]
+    assert model.predict(1)[0] == pytest.approx(300.0)
+    assert model.source_ == "stub"
+
+
+def test_not_fitted_and_round_trip(tmp_path):
+    with pytest.raises(ForecastError, match="not fitted"):
+        FallbackForecaster(Stub()).predict(1)
+    model = FallbackForecaster(Stub(fail_fit=True)).fit(_flat(2, 3.0))
+    model.save(tmp_path / "auto.json")
+    again = load_forecaster(tmp_path / "auto.json")
+    assert isinstance(again, FallbackForecaster)
+    np.testing.assert_array_equal(again.predict(5), model.predict(5))
+    assert again.source_ == "seasonal_naive_daily"
+    assert isinstance(again.fallback_, SeasonalNaive)
+
+
+def test_quantiles_from_the_fallback_are_the_point_forecast():
+    model = FallbackForecaster(Stub(fail_fit=True)).fit(_flat(2, 3.0))
+    bands = model.predict_quantiles(2, [0.1, 0.9])
+    np.testing.assert_array_equal(bands[0.1], [3, 3])
+    np.testing.assert_array_equal(bands[0.9], [3, 3])

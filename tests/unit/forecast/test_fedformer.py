@@ -1,0 +1,123 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.base import SeasonalNaive
+from streamtrain.forecast.evaluate import EvalSettings, rolling_origin
+from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
+from streamtrain.forecast.registry import load_forecaster
+from tests.unit.forecast._series_helpers import seasonal_with_trend
+
+TINY = FedformerSettings(
+    seq_len=36,
+    label_len=12,
+    pred_len=6,
+    d_model=8,
+    n_heads=2,
+    d_ff=16,
+    train_steps=20,
+    batch_size=8,
+    val_every=10,
+)
+
+
+def _tiny(seed=0):
+    return FedformerForecaster(TINY, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def history():
+    return seasonal_with_trend(4, seed=1)
+
+
+@pytest.fixture(scope="module")
+def fitted(history):
+    return _tiny().fit(history)
+
+
+def test_shape_non_negative_and_deterministic(history, fitted):
+    forecast = fitted.predict(90)
+    assert forecast.shape == (90,)
+    assert np.all(forecast >= 0) and np.all(np.isfinite(forecast))
+    np.testing.assert_array_equal(_tiny().fit(history).predict(90), forecast)
+    assert not np.array_equal(_tiny(seed=1).fit(history).predict(90), forecast)
+
+
+def test_update_extends_the_window_without_retraining(history):
+    model = _tiny().fit(history[:-60])
+    weights = [p.detach().clone() for p in model.net_.parameters()]
+    before = model.predict(30)
+    model.update(history[-60:])
+    in_pieces = _tiny().fit(history[:-60]).update(history[-60:-25]).update(history[-25:])
+    np.testing.assert_allclose(model.predict(30), in_pieces.predict(30))
+    assert not np.allclose(model.predict(30), before)
+    for old, new in zip(weights, model.net_.parameters(), strict=True):
+        assert (old == new).all()
+
+
+def test_gaps_are_handled(history):
+    gappy = history.copy()
+    gappy[1000:1300] = np.nan  # a five-hour outage
+    gappy[::97] = np.nan  # scattered missing minutes
+    model = _tiny().fit(gappy)
+    model.update(np.array([np.nan] * 20 + [900.0]))
+    assert np.all(np.isfinite(model.predict(60)))
+
+
+def test_quantiles_are_ordered(fitted):
+    bands = fitted.predict_quantiles(60, [0.1, 0.5, 0.9])
+    assert set(bands) == {0.1, 0.5, 0.9}
+    assert np.all(bands[0.1] <= bands[0.5]) and np.all(bands[0.5] <= bands[0.9])
+    assert np.any(bands[0.1] < bands[0.9])
+    with pytest.raises(ConfigError):
+        fitted.predict_quantiles(5, [1.5])
+
+
+def test_save_load_round_trip(tmp_path, fitted):
+    fitted.save(tmp_path / "model.npz")
+    again = load_forecaster(tmp_path / "model.npz")
+    assert isinstance(again, FedformerForecaster)
+    np.testing.assert_allclose(again.predict(45), fitted.predict(45), rtol=1e-6)
+    again.update(np.array([500.0]))
+    fitted_copy = FedformerForecaster.load(tmp_path / "model.npz").update(np.array([500.0]))
+    np.testing.assert_allclose(again.predict(10), fitted_copy.predict(10))
+    (tmp_path / "bad.npz").write_bytes(b"not a model")
+    with pytest.raises(ForecastError, match="cannot load"):
+        FedformerForecaster.load(tmp_path / "bad.npz")
+
+
+def test_errors(history):
+    with pytest.raises(ForecastError, match="not fitted"):
+        _tiny().predict(5)
+    with pytest.raises(ForecastError, match="at least"):
+        _tiny().fit(history[:1000])
+    with pytest.raises(ConfigError):
+        FedformerForecaster(TINY, step_s=7)
+    with pytest.raises(ConfigError):
+        FedformerSettings(label_len=0)
+
+
+def test_importing_the_registry_does_not_import_torch():
+    code = (
+        "import sys, streamtrain.forecast, streamtrain.commands.forecast; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_beats_both_seasonal_naives_on_a_held_out_week_with_trend():
+    """Three weeks to train on, the fourth held out; 30-minute horizon, fitted once."""
+    values = seasonal_with_trend(28, seed=3)
+    settings = EvalSettings(
+        horizon_steps=30, test_steps=7 * 1440, stride_steps=60, season_steps=1440
+    )
+    small = FedformerSettings(train_steps=250)
+    fed = rolling_origin(values, lambda: FedformerForecaster(small, seed=0), settings)
+    daily = rolling_origin(values, lambda: SeasonalNaive(86_400), settings)
+    weekly = rolling_origin(values, lambda: SeasonalNaive(7 * 86_400), settings)
+    assert fed.mase < daily.mase
+    assert fed.mase < weekly.mase

@@ -1,0 +1,95 @@
+import csv
+import io
+import json
+
+import click
+from click.testing import CliRunner
+
+from streamtrain.commands.forecast import forecast, trace
+
+
+def _synth(*args):
+    result = CliRunner().invoke(trace, ["synth", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_trace_synth_writes_csv_for_each_shape():
+    for shape in ("kale", "web", "retail", "callcentre", "bikeshare"):
+        rows = list(csv.DictReader(io.StringIO(_synth("--days", "1", "--shape", shape))))
+        assert rows and set(rows[0]) == {"timestamp", "records_per_s"}
+        assert len(rows) <= 1440
+    assert _synth("--days", "1", "--seed", "4") == _synth("--days", "1", "--seed", "4")
+    assert _synth("--days", "1", "--seed", "4") != _synth("--days", "1", "--seed", "5")
+
+
+def test_trace_synth_defaults_to_28_days_of_kale(monkeypatch):
+    monkeypatch.setenv("STREAMTRAIN_TRACE_DAYS", "2")
+    out = _synth()
+    assert len(out.splitlines()) == 1 + 2 * 1440
+
+
+def test_eval_json_with_the_naive_models(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(_synth("--days", "9", "--shape", "retail"))
+    result = CliRunner().invoke(
+        forecast,
+        [
+            "eval",
+            "--trace",
+            str(path),
+            "--models",
+            "seasonal_naive_daily,seasonal_naive_weekly",
+            "--test-days",
+            "1",
+            "--horizon-min",
+            "60",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout.strip().splitlines()[-1])
+    assert list(payload["models"]) == ["seasonal_naive_daily", "seasonal_naive_weekly"]
+    for scores in payload["models"].values():
+        assert set(scores) == {
+            "mase",
+            "mae",
+            "rmse",
+            "smape_pct",
+            "mape_pct",
+            "fit_s",
+            "predict_ms",
+        }
+        assert scores["mase"] > 0
+    # Progress and the header go to stderr; stdout is the JSON alone.
+    assert "seasonal_naive_daily: fitted" in result.stderr
+
+
+def test_eval_table_and_errors(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(_synth("--days", "3"))
+    ok = CliRunner().invoke(
+        forecast,
+        ["eval", "--trace", str(path), "--models", "ets", "--test-days", "0.5"],
+    )
+    assert ok.exit_code == 0, ok.output
+    lines = ok.stdout.splitlines()
+    assert lines[0].split()[:2] == ["model", "MASE"]
+    assert lines[1].split()[0] == "ets"
+    bad = CliRunner().invoke(forecast, ["eval", "--trace", str(path), "--models", "nope"])
+    assert bad.exit_code == 2 and "unknown model(s) nope" in bad.stderr
+    missing = CliRunner().invoke(forecast, ["eval", "--trace", str(tmp_path / "absent.csv")])
+    assert missing.exit_code == 1 and "cannot read trace" in missing.stderr
+    odd = CliRunner().invoke(
+        forecast, ["eval", "--trace", str(path), "--horizon-min", "1.5", "--models", "ets"]
+    )
+    assert odd.exit_code == 2 and "whole number" in odd.stderr
+
+
+def test_every_option_has_an_env_var():
+    for group in (forecast, trace):
+        for command in group.commands.values():
+            for param in command.params:
+                if isinstance(param, click.Option) and not param.hidden:
+                    assert isinstance(param.envvar, str), param.name
+                    assert param.envvar.startswith("STREAMTRAIN_"), param.name

@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.base import Forecaster, SeasonalNaive
+from streamtrain.forecast.ets import HoltWinters
+from streamtrain.forecast.fallback import FallbackForecaster
+from streamtrain.forecast.fedformer import FedformerForecaster
+from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
+
+
+def test_every_name_makes_a_forecaster():
+    kinds = {
+        "seasonal_naive_daily": SeasonalNaive,
+        "seasonal_naive_weekly": SeasonalNaive,
+        "ets": HoltWinters,
+        "fedformer": FedformerForecaster,
+        "auto": FallbackForecaster,
+    }
+    assert set(FORECASTER_NAMES) == set(kinds)
+    for name in FORECASTER_NAMES:
+        model = make_forecaster(name, step_s=60)
+        assert isinstance(model, kinds[name])
+        assert isinstance(model, Forecaster)
+    assert make_forecaster("seasonal_naive_weekly").name == "seasonal_naive_weekly"
+
+
+def test_options_reach_the_model():
+    model = make_forecaster("fedformer", seed=3, train_steps=7)
+    assert isinstance(model, FedformerForecaster)
+    assert model.settings.train_steps == 7 and model.seed == 3
+    auto = make_forecaster("auto", train_steps=9, window_steps=77)
+    assert isinstance(auto, FallbackForecaster) and isinstance(auto.main, FedformerForecaster)
+    assert auto.main.settings.train_steps == 9 and auto.window_steps == 77
+    ets = make_forecaster("ets", fit_days=3.0)
+    assert isinstance(ets, HoltWinters) and ets.fit_days == 3.0
+
+
+def test_bad_names_and_options():
+    with pytest.raises(ConfigError, match=r"known: seasonal_naive_daily, .*auto"):
+        make_forecaster("prophet")
+    with pytest.raises(ConfigError, match="fedformer"):
+        make_forecaster("fedformer", no_such_option=1)
+    with pytest.raises(ConfigError):
+        make_forecaster("seasonal_naive_daily", season=3)
+    with pytest.raises(ConfigError, match="ets"):
+        make_forecaster("ets", nope=1)
+
+
+def test_load_dispatches_on_the_saved_kind(tmp_path):
+    naive = SeasonalNaive(120).fit(np.array([1.0, 2.0]))
+    naive.save(tmp_path / "n.json")
+    assert isinstance(load_forecaster(tmp_path / "n.json"), SeasonalNaive)
+    (tmp_path / "x.json").write_text('{"model": "mystery"}')
+    with pytest.raises(ForecastError, match="mystery"):
+        load_forecaster(tmp_path / "x.json")
+    with pytest.raises(ForecastError, match="cannot load"):
+        load_forecaster(tmp_path / "absent.json")
