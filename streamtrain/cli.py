@@ -20,7 +20,9 @@ import click
 
 from streamtrain import __version__
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.forecast import forecast, trace
 from streamtrain.commands.scale import scale
+from streamtrain.commands.simulate import simulate
 from streamtrain.config import EmbeddedBrokerSettings
 from streamtrain.errors import NotYetAvailableError, StreamtrainError
 
@@ -166,10 +168,10 @@ def _not_yet(name: str, issue: int, summary: str) -> click.Command:
 
 main.add_command(_not_yet("worker", 3, "Run a training worker on a topic's partitions."))
 main.add_command(_not_yet("lag", 5, "Per-partition lag (records, seconds), CPS and alerts."))
-main.add_command(_not_yet("forecast", 6, "Evaluate traffic forecasters on a trace."))
-main.add_command(_not_yet("trace", 6, "Generate synthetic traffic traces."))
+main.add_command(forecast)
+main.add_command(trace)
 main.add_command(scale)
-main.add_command(_not_yet("simulate", 8, "Replay a trace against scaling policies."))
+main.add_command(simulate)
 main.add_command(_not_yet("demo", 9, "The end-to-end elastic online-training demo."))
 
 

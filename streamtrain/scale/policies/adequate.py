@@ -1,0 +1,27 @@
+"""The "Adequate Resources" baseline of KALE Table 3: a fixed allocation, never scaled."""
+
+from __future__ import annotations
+
+from streamtrain.scale.policy import Decision, Observation, PolicyContext
+
+__all__ = ["Adequate"]
+
+
+class Adequate:
+    """Holds ``workers`` (default: the context's maximum) from the start."""
+
+    name = "adequate"
+
+    def __init__(self, context: PolicyContext, *, workers: int | None = None) -> None:
+        self.workers = context.clamp(workers if workers is not None else context.max_workers)
+        self.initial_workers = self.workers
+        self.decision_interval_s = 60.0
+
+    def decide(self, obs: Observation) -> Decision | None:
+        if obs.pending is not None or obs.current_workers == self.workers:
+            return None
+        return Decision(
+            target_workers=self.workers,
+            reason="manual",
+            explanation=f"fixed allocation of {self.workers} workers",
+        )

@@ -1,0 +1,273 @@
+"""Keeping a forecaster in step with what a policy observes, and scoring it as it goes.
+
+Owned here:
+
+* :func:`forecaster_factory`: builds forecasters by registry name
+  (``streamtrain.forecast.make_forecaster``: ``seasonal_naive_daily``,
+  ``seasonal_naive_weekly``, ``ets``, ``fedformer``, ``auto``) plus ``seasonal_naive``:
+  weekly once two weeks of history exist, daily before (a weekly model fitted on less
+  than a week can only repeat its last value). :func:`default_forecaster_factory` is
+  ``seasonal_naive``: cheap enough to replay a day in seconds; the simulator's
+  ``--forecaster auto`` plans on the FEDformer-style model KALE uses.
+* :class:`Forecast`: one prediction: the point forecast and any quantiles.
+* :func:`precompute`: every prediction a replay will ask for, from one model fitted on
+  the history before the window (refitted every ``refit_every_steps``) and fed one step
+  at a time, each from the history up to its own origin only. Policies replaying the
+  same arrivals share them through a :class:`ForecastFeed` cache, so a slow model is
+  fitted once per simulated day and predicts once per step, not once per policy.
+* :class:`ForecastFeed`: what a policy calls. Without a cached entry it fits its own
+  forecaster on the observed history at first use and every ``refit_interval_s``
+  after, feeds it each newly observed step with ``update`` (or refits, for models
+  without it) and predicts from the first unobserved step (the live path). Each
+  prediction is kept and scored against the steps that later arrive: the ratios
+  ``actual / forecast`` by lead time give an empirical upper quantile (split-conformal
+  style) when the model has no quantile of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
+from streamtrain.forecast.trace import WEEK_S
+from streamtrain.scale.policy import ForecasterFactory, Observation
+from streamtrain.scale.trigger import relative_error
+
+__all__ = [
+    "FORECASTER_CHOICES",
+    "Forecast",
+    "ForecastFeed",
+    "default_forecaster_factory",
+    "forecaster_factory",
+    "precompute",
+]
+
+log = logging.getLogger(__name__)
+FloatArray = NDArray[np.float64]
+# Lead-time buckets (in steps) for the error ratios: near, mid and far leads differ.
+_BUCKETS = (0, 10, 30, 60, 120, 10**9)
+FORECASTER_CHOICES: tuple[str, ...] = ("seasonal_naive", *FORECASTER_NAMES)
+
+
+def forecaster_factory(name: str = "seasonal_naive", *, step_s: int = 60) -> ForecasterFactory:
+    """See the module docstring; unknown names are a :class:`ConfigError`."""
+    if name not in FORECASTER_CHOICES:
+        raise ConfigError(
+            f"unknown forecaster {name!r}; use one of {', '.join(FORECASTER_CHOICES)}"
+        )
+
+    def factory(history_steps: int) -> Forecaster:
+        chosen = name
+        if name == "seasonal_naive":
+            weekly = history_steps * step_s >= 2 * WEEK_S
+            chosen = "seasonal_naive_weekly" if weekly else "seasonal_naive_daily"
+        return make_forecaster(chosen, step_s=step_s)
+
+    return factory
+
+
+def default_forecaster_factory(step_s: int = 60) -> ForecasterFactory:
+    """``seasonal_naive`` (see the module docstring)."""
+    return forecaster_factory("seasonal_naive", step_s=step_s)
+
+
+@dataclass(slots=True)
+class Forecast:
+    """A prediction from one origin: records/s per step, and quantiles by level."""
+
+    point: FloatArray
+    quantiles: dict[float, FloatArray] = field(default_factory=dict)
+
+
+def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+    method: Callable[..., object] | None = getattr(model, "predict_quantiles", None)
+    if method is None or not levels:
+        return {}
+    try:
+        raw = method(horizon, list(levels))
+    except (ForecastError, ValueError, RuntimeError) as exc:
+        log.debug("predict_quantiles failed (%s)", exc)
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[float, FloatArray] = {}
+    for level in levels:
+        if level in raw:
+            out[float(level)] = np.maximum(np.asarray(raw[level], dtype=np.float64), 0.0)
+    return out
+
+
+def precompute(
+    factory: ForecasterFactory,
+    history: FloatArray,
+    first: int,
+    last: int,
+    *,
+    max_horizon_steps: int = 180,
+    refit_every_steps: int = 1440,
+    levels: Sequence[float] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[int, Forecast]:
+    """Predictions from every origin ``n`` in ``[first, last]``, each made from
+    ``history[:n]`` only (see the module docstring)."""
+    if not 1 <= first <= last <= history.shape[0] or refit_every_steps < 1:
+        raise ConfigError("need 1 <= first <= last <= len(history) and a positive refit period")
+    out: dict[int, Forecast] = {}
+    model: Forecaster | None = None
+    fitted_at = synced = first
+    for n in range(first, last + 1):
+        if model is None or n - fitted_at >= refit_every_steps:
+            if progress is not None:
+                progress(f"forecasting: fitting on {n} steps of history")
+            model = factory(n).fit(np.asarray(history[:n]))
+            fitted_at = synced = n
+        elif n > synced:
+            update = getattr(model, "update", None)
+            if callable(update):
+                update(np.asarray(history[synced:n]))
+            else:
+                model = model.fit(np.asarray(history[:n]))
+            synced = n
+        point = np.maximum(np.asarray(model.predict(max_horizon_steps), dtype=np.float64), 0.0)
+        out[n] = Forecast(point, _quantiles(model, max_horizon_steps, levels))
+    return out
+
+
+class ForecastFeed:
+    """See the module docstring. ``max_horizon_steps`` bounds every prediction.
+
+    ``cache`` (optional, shareable) maps a history length to the prediction made from
+    it (:func:`precompute` fills one). A cached prediction only ever used history up to
+    its own length, so sharing leaks nothing from the future; each feed keeps its own
+    scoring (what it has seen), so the empirical quantiles are never ahead of time.
+    """
+
+    def __init__(
+        self,
+        factory: ForecasterFactory,
+        *,
+        refit_interval_s: float = 86_400.0,
+        max_horizon_steps: int = 180,
+        scored_predictions: int = 2000,
+        cache: dict[int, Forecast] | None = None,
+    ) -> None:
+        if refit_interval_s <= 0 or max_horizon_steps < 1:
+            raise ConfigError("need a positive refit interval and horizon")
+        self.factory = factory
+        self.refit_interval_s = refit_interval_s
+        self.max_horizon_steps = max_horizon_steps
+        self.cache: dict[int, Forecast] = {} if cache is None else cache
+        self.model_: Forecaster | None = None
+        self.fitted_at_s_ = -math.inf
+        self.synced_steps_ = 0  # history steps the model has been given
+        self.scored_steps_ = 0  # history steps compared with earlier predictions
+        self._issued: deque[tuple[int, FloatArray]] = deque(maxlen=max_horizon_steps)
+        self._ratios = [deque[float](maxlen=scored_predictions) for _ in _BUCKETS[:-1]]
+        self._pairs: deque[tuple[float, float]] = deque(maxlen=30)  # (actual, 1-step forecast)
+
+    def _predict_model(self, obs: Observation) -> FloatArray:
+        """Bring the own model up to the observed history; predict ``max_horizon_steps``."""
+        history = np.asarray(obs.arrivals_records_per_s)
+        n = history.shape[0]
+        if self.model_ is None or obs.now_s - self.fitted_at_s_ >= self.refit_interval_s:
+            self.model_ = self.factory(n).fit(history)
+            self.fitted_at_s_ = obs.now_s
+        elif n > self.synced_steps_:
+            update = getattr(self.model_, "update", None)
+            if callable(update):
+                update(history[self.synced_steps_ : n])
+            else:
+                self.model_ = self.model_.fit(history)
+        self.synced_steps_ = n
+        return np.maximum(np.asarray(self.model_.predict(self.max_horizon_steps)), 0.0)
+
+    def _score(self, history: FloatArray, n: int) -> None:
+        """Compare this feed's earlier predictions with the steps observed since."""
+        for k in range(max(self.scored_steps_, n - self.max_horizon_steps), n):
+            actual = float(history[k])
+            for start, prediction in self._issued:
+                lead = k - start
+                if 0 <= lead < prediction.shape[0]:
+                    forecast = float(prediction[lead])
+                    if lead == 0:
+                        self._pairs.append((actual, forecast))
+                    if forecast > 0:
+                        bucket = int(np.searchsorted(_BUCKETS, lead, side="right")) - 1
+                        self._ratios[bucket].append(actual / forecast)
+        self.scored_steps_ = max(self.scored_steps_, n)
+
+    def _entry(self, obs: Observation) -> Forecast:
+        history = obs.arrivals_records_per_s
+        n = obs.observed_steps
+        if n == 0:
+            raise ForecastError("no arrival history observed yet")
+        self._score(history, n)
+        entry = self.cache.get(n)
+        if entry is None:
+            try:
+                point = self._predict_model(obs)
+            except ForecastError as exc:
+                log.warning("forecaster failed (%s); using the last observed rate", exc)
+                self.model_ = None
+                point = np.full(self.max_horizon_steps, float(history[-1]))
+            entry = Forecast(point)
+            self.cache[n] = entry
+        if not self._issued or self._issued[-1][0] != n:
+            self._issued.append((n, entry.point))
+        return entry
+
+    def forecast(self, obs: Observation, horizon_steps: int) -> FloatArray:
+        """Point forecast (records/s) for the ``horizon_steps`` steps from the first
+        unobserved one. When the model fails, the last observed rate, flat."""
+        if not 1 <= horizon_steps <= self.max_horizon_steps:
+            raise ConfigError(f"horizon must be in [1, {self.max_horizon_steps}] steps")
+        return self._entry(obs).point[:horizon_steps].copy()
+
+    def upper(self, obs: Observation, horizon_steps: int, level: float) -> FloatArray:
+        """The ``level`` quantile forecast: the model's own (cached, or from this feed's
+        model when it made the point forecast) if it has one, never below the point
+        forecast; else the point forecast times the ``level`` quantile of past
+        ``actual / forecast`` ratios at the same lead (at least 1; the point forecast
+        until 20 ratios exist for a lead)."""
+        if not 0 < level < 1:
+            raise ConfigError(f"a quantile level is in (0, 1), got {level}")
+        point = self.forecast(obs, horizon_steps)
+        entry = self.cache[obs.observed_steps]
+        own = entry.quantiles.get(level)
+        if own is None and self.model_ is not None and self.synced_steps_ == obs.observed_steps:
+            entry.quantiles.update(_quantiles(self.model_, self.max_horizon_steps, [level]))
+            own = entry.quantiles.get(level)
+        if own is not None:
+            result: FloatArray = np.maximum(own[:horizon_steps], point)
+            return result
+        factors = np.ones(horizon_steps)
+        leads = np.arange(horizon_steps)
+        for b in range(len(_BUCKETS) - 1):
+            ratios = self._ratios[b]
+            if len(ratios) >= 20:
+                mask = (leads >= _BUCKETS[b]) & (leads < _BUCKETS[b + 1])
+                factors[mask] = max(1.0, float(np.quantile(np.fromiter(ratios, float), level)))
+        scaled: FloatArray = point * factors
+        return scaled
+
+    def recent_ratio(self, steps: int = 10) -> float | None:
+        """``Σ actual / Σ forecast`` of the one-step-ahead forecasts over the last
+        ``steps`` observed steps (None before any, or when nothing was forecast)."""
+        pairs = np.asarray(list(self._pairs)[-steps:], dtype=np.float64).reshape(-1, 2)
+        forecast = float(pairs[:, 1].sum())
+        return float(pairs[:, 0].sum()) / forecast if forecast > 0 else None
+
+    def recent_error(self, steps: int = 10) -> float | None:
+        """Relative error ``|Σ actual - Σ forecast| / Σ forecast`` of the one-step-ahead
+        forecasts over the last ``steps`` observed steps (None before any)."""
+        pairs = np.asarray(list(self._pairs)[-steps:], dtype=np.float64).reshape(-1, 2)
+        return relative_error(pairs[:, 0], pairs[:, 1])

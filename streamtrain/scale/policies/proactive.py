@@ -1,0 +1,395 @@
+"""streamtrain's own policy: KALE's proactive plan, made downtime-aware.
+
+What it adds to KALE (§3.4), every ``decision_interval_s``:
+
+1. **Quantile forecasts.** It plans for the ``quantile`` forecast
+   (:meth:`~streamtrain.scale.policies.feed.ForecastFeed.upper`: the model's own
+   quantiles, else calibrated by the ratios of past actuals to forecasts), averaged over
+   ``smooth_s`` (a backlog of a few seconds drains by itself; planning for every
+   minute's peak would only churn).
+2. **A measured F.** The NNLS fit (Eq. 6) is rescaled so it matches the training speed
+   measured at the current count (a slower GPU, power capping).
+3. **Act at the last safe moment, for long enough.** A fluid backlog model
+   (:mod:`streamtrain.scale.gate`) projects the lag of holding the current count; only
+   when holding would build more than ``tolerated_lag_s`` of lag before an action
+   started at the next decision could take effect does it scale up, and then to the
+   smallest count that drains the pause's backlog within ``catchup_s`` of resuming and
+   keeps up for ``cover`` after (``max(min_cover_s, cover_pauses x pause)``), so each
+   pause buys a long stretch of headroom instead of one step of the ramp.
+4. **The downtime-aware gate** (DLRover-RM Eq. 8): a scale-up must save more backlog
+   than its pause creates (:func:`~streamtrain.scale.gate.gate_scale_up`); a scale-down
+   to the smallest count that keeps up for ``down_hold_s`` must free more
+   worker-time than its pause wastes (:func:`~streamtrain.scale.gate.gate_scale_down`),
+   so small scale-downs wait and merge into larger ones.
+5. **Fallback** (KALE §3.4.3) when measurements say the plan is wrong
+   (:mod:`streamtrain.scale.trigger`): measured lag above the lag the last action's
+   projection expected, or a large recent forecast error. With a forecast-error cause
+   the planned load is rescaled by the measured ``Σ actual / Σ forecast`` of the last
+   10 steps (within 0.5-3x: the level is wrong, the shape is kept). With a lag cause
+   the load is at least the measured rate plus 10 %, the count is at least the HPA formula
+   on lag (``ceil(w · lag / fallback_target_lag_s)``, HPA's scale-up limit applied,
+   at most once per ``fallback_cooldown_s`` after an action finished, so the pause of
+   one fallback action does not trigger the next), and it never scales down while the
+   lag is the cause.
+
+The pause and prep per action come from the context (the executor's mode: two-phase
+scaling shortens the pause), replaced by the measured pause once one is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError
+from streamtrain.scale.fallback import HpaSettings, hpa_desired
+from streamtrain.scale.gate import (
+    capacity_path,
+    estimated_lag_s,
+    gate_scale_down,
+    gate_scale_up,
+    project_backlog,
+)
+from streamtrain.scale.plan import stabilize
+from streamtrain.scale.policies._common import capacity_table, fitted_model
+from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
+from streamtrain.scale.policies.hpa import scale_up_limit
+from streamtrain.scale.policy import Decision, Observation, PolicyContext, Reason
+from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
+
+__all__ = ["StreamtrainPolicy", "StreamtrainSettings", "meets_lag_goal"]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamtrainSettings:
+    decision_interval_s: float = 60.0
+    quantile: float = 0.8
+    smooth_s: float = 300.0
+    horizon_s: float = 7200.0
+    catchup_s: float = 900.0
+    tolerated_lag_s: float = 60.0
+    cover_pauses: float = 6.0
+    min_cover_s: float = 1800.0
+    down_hold_s: float = 3600.0
+    fallback_target_lag_s: float = 300.0
+    fallback_cooldown_s: float = 600.0
+    trigger: TriggerSettings = field(
+        default_factory=lambda: TriggerSettings(lag_enter_s=300.0, lag_exit_s=60.0)
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 < self.quantile < 1:
+            raise ConfigError(f"the planning quantile is in (0, 1), got {self.quantile}")
+        positive = (self.decision_interval_s, self.horizon_s, self.catchup_s, self.down_hold_s)
+        if min(positive) <= 0 or self.fallback_target_lag_s <= 0:
+            raise ConfigError("intervals, horizons and targets must be positive")
+
+
+def meets_lag_goal(
+    backlog: FloatArray,
+    lag_s: FloatArray,
+    *,
+    resume: int,
+    catchup_steps: int,
+    end: int,
+    tolerated_lag_s: float,
+    tolerance: float,
+) -> BoolArray:
+    """Per row (candidate): the backlog empties at some step in
+    ``[resume, resume + catchup_steps]``, and from then until ``end`` the lag stays
+    within ``tolerated_lag_s``."""
+    steps = backlog.shape[-1]
+    end = min(end, steps)
+    deadline = min(resume + catchup_steps, steps - 1)
+    columns = np.arange(steps)
+    window = (backlog <= tolerance) & (columns >= resume) & (columns <= deadline)
+    drained = window.any(axis=-1)
+    first = np.argmax(window, axis=-1)
+    after = (columns >= first[..., None]) & (columns < end)
+    ok_after = ~((lag_s > tolerated_lag_s) & after).any(axis=-1)
+    result: BoolArray = drained & ok_after
+    return result
+
+
+class StreamtrainPolicy:
+    """See the module docstring."""
+
+    name = "streamtrain"
+
+    def __init__(
+        self, context: PolicyContext, *, feed: ForecastFeed | None = None, **settings: object
+    ) -> None:
+        self.settings = StreamtrainSettings(**settings)  # type: ignore[arg-type]
+        self.context = context
+        self.decision_interval_s = self.settings.decision_interval_s
+        self.model = fitted_model(context)
+        self.table = capacity_table(self.model, context.max_workers)
+        self.correction = 1.0
+        self.pause_s = context.action_pause_s
+        self.prep_s = context.scale_up_prep_s
+        factory = context.forecaster_factory or default_forecaster_factory(context.step_s)
+        self.feed = feed or ForecastFeed(factory, max_horizon_steps=max(180, 1))
+        self.trigger = TriggerState()
+        self._expected: tuple[float, FloatArray] | None = None
+        self._settled_at_s = -math.inf  # when the last action finished
+        self.hpa = HpaSettings(
+            target=self.settings.fallback_target_lag_s,
+            min_workers=context.min_workers,
+            max_workers=context.max_workers,
+        )
+
+    # -- measurements ------------------------------------------------------------------
+
+    def _learn(self, obs: Observation) -> None:
+        measured = obs.throughput_per_worker_records_per_s
+        w = obs.current_workers
+        if measured and 1 <= w <= self.context.max_workers and self.table[w] > 0:
+            ratio = measured * w / self.table[w]
+            self.correction = 0.7 * self.correction + 0.3 * ratio
+        if obs.last_pause_s is not None:
+            self.pause_s = obs.last_pause_s
+
+    def _expected_lag_s(self, now_s: float, step_s: int) -> float:
+        if self._expected is None:
+            return 0.0
+        start_s, path = self._expected
+        index = int((now_s - start_s) // step_s)
+        return float(path[index]) if 0 <= index < path.size else 0.0
+
+    def _load(self, obs: Observation, steps: int) -> FloatArray:
+        s = self.settings
+        upper = self.feed.upper(obs, steps, s.quantile)
+        width = max(1, round(s.smooth_s / obs.step_s))
+        if width > 1:
+            padded = np.concatenate([upper, np.full(width - 1, upper[-1])])
+            upper = np.convolve(padded, np.ones(width) / width, mode="valid")
+        if self.trigger.active and self.trigger.cause == "forecast_error":
+            ratio = self.feed.recent_ratio()
+            if ratio is not None:
+                upper = upper * min(3.0, max(0.5, ratio))
+        elif self.trigger.active:
+            upper = np.maximum(upper, obs.recent_rate_records_per_s(600.0) * 1.1)
+        return upper
+
+    # -- the decision ------------------------------------------------------------------
+
+    def decide(self, obs: Observation) -> Decision | None:
+        if obs.pending is not None:
+            self._settled_at_s = obs.pending.ready_at_s
+            return None
+        if obs.observed_steps == 0:
+            return None
+        self._learn(obs)
+        s, step = self.settings, obs.step_s
+        steps = max(2, min(self.feed.max_horizon_steps, math.ceil(s.horizon_s / step)))
+        self.trigger = update_trigger(
+            self.trigger,
+            now_s=obs.now_s,
+            max_lag_s=obs.max_lag_s,
+            expected_lag_s=self._expected_lag_s(obs.now_s, step),
+            forecast_error=self.feed.recent_error(),
+            settings=s.trigger,
+        )
+        load = self._load(obs, steps)
+        table = self.table * self.correction
+        w = obs.current_workers
+        backlog0 = obs.backlog_records
+        tolerance = 1e-6 * max(1.0, float(load.max()) * step)
+        catchup = math.ceil(s.catchup_s / step)
+        up_resume = math.ceil((self.prep_s + self.pause_s) / step)
+        cover = math.ceil(max(s.min_cover_s, s.cover_pauses * self.pause_s) / step)
+        lead = up_resume + math.ceil(s.decision_interval_s / step)
+
+        hold = project_backlog(
+            load, np.full(steps, table[w]), backlog_records=backlog0, step_s=step
+        )
+        hold_lag = estimated_lag_s(hold, load)
+        hold_ok = bool(
+            meets_lag_goal(
+                hold,
+                hold_lag,
+                resume=0,
+                catchup_steps=catchup,
+                end=lead,
+                tolerated_lag_s=s.tolerated_lag_s,
+                tolerance=tolerance,
+            )
+        )
+        plan = self._plan(load, table, step)
+        lag_fallback = (
+            self.trigger.active
+            and self.trigger.cause == "lag"
+            and obs.now_s - self._settled_at_s >= s.fallback_cooldown_s
+        )
+        if not hold_ok or lag_fallback:
+            decision = self._scale_up(
+                obs, load, table, plan, (up_resume, catchup, cover), tolerance, lag_fallback
+            )
+            if decision is not None or not hold_ok:
+                return decision
+        if self.trigger.active and self.trigger.cause == "lag":
+            return None
+        return self._scale_down(obs, load, table, plan, catchup, tolerance)
+
+    def _plan(self, load: FloatArray, table: FloatArray, step: int) -> tuple[int, ...]:
+        """Eq. 10 per step on the planned load, calibrated by Algorithm 1 (for the record)."""
+        lo, hi = self.context.min_workers, self.context.max_workers
+        enough = table[None, lo : hi + 1] > load[:, None]
+        best = lo + int(np.argmax(table[lo : hi + 1]))
+        counts = np.where(enough.any(axis=1), lo + np.argmax(enough, axis=1), best)
+        return tuple(stabilize(counts.tolist(), step_s=step))
+
+    def _candidates(
+        self,
+        load: FloatArray,
+        table: FloatArray,
+        counts: NDArray[np.int64],
+        backlog0: float,
+        current: int,
+        prep_s: float,
+        pause_s: float,
+        step: int,
+    ) -> tuple[FloatArray, FloatArray]:
+        paths = np.vstack(
+            [
+                capacity_path(
+                    load.size,
+                    current_records_per_s=float(table[current]),
+                    target_records_per_s=float(table[c]),
+                    step_s=step,
+                    prep_s=prep_s,
+                    pause_s=pause_s,
+                )
+                for c in counts
+            ]
+        )
+        backlog = project_backlog(load, paths, backlog_records=backlog0, step_s=step)
+        return backlog, estimated_lag_s(backlog, load)
+
+    def _scale_up(
+        self,
+        obs: Observation,
+        load: FloatArray,
+        table: FloatArray,
+        plan: tuple[int, ...],
+        windows: tuple[int, int, int],
+        tolerance: float,
+        lag_fallback: bool,
+    ) -> Decision | None:
+        """Steps ``windows = (resume, catchup, cover)``; see the module docstring."""
+        s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
+        resume, catchup, cover = windows
+        if w >= ctx.max_workers:
+            return None
+        counts = np.arange(w + 1, ctx.max_workers + 1)
+        backlog, lag = self._candidates(
+            load, table, counts, obs.backlog_records, w, self.prep_s, self.pause_s, step
+        )
+        good = meets_lag_goal(
+            backlog,
+            lag,
+            resume=resume,
+            catchup_steps=catchup,
+            end=resume + cover,
+            tolerated_lag_s=s.tolerated_lag_s,
+            tolerance=tolerance,
+        )
+        # The smallest count that meets the goal; none does: the one with the most F.
+        index = int(np.argmax(good)) if good.any() else int(np.argmax(table[counts]))
+        target = int(counts[index])
+        path: Reason = "proactive"
+        why = f"holding {w} would lag within {resume * step / 60:.0f} min"
+        if lag_fallback:
+            desired = hpa_desired(w, obs.max_lag_s, self.hpa)
+            desired = min(desired, scale_up_limit(w, 100.0, 4), ctx.max_workers)
+            if desired > target:
+                target, index = desired, desired - w - 1
+            path = "fallback"
+            why = f"measured lag {obs.max_lag_s / 60:.1f} min above the plan's"
+        elif self.trigger.active:
+            path = "fallback"
+            why = "recent traffic far from the forecast: planning on the measured rate"
+        end = min(load.size, resume + cover)
+        verdict = gate_scale_up(
+            load[:end],
+            current_records_per_s=float(table[w]),
+            target_records_per_s=float(table[target]),
+            backlog_records=obs.backlog_records,
+            step_s=step,
+            pause_s=self.pause_s,
+            prep_s=self.prep_s,
+        )
+        if not verdict.accept and path == "proactive":
+            return None
+        self._expected = (obs.now_s, lag[min(index, lag.shape[0] - 1)])
+        return Decision(
+            target_workers=target,
+            reason=path,
+            plan=plan,
+            plan_step_s=step,
+            explanation=f"{why}; {target} drains the pause within {s.catchup_s / 60:.0f} min "
+            f"and covers {cover * step / 60:.0f} min; {verdict.explanation}",
+        )
+
+    def _scale_down(
+        self,
+        obs: Observation,
+        load: FloatArray,
+        table: FloatArray,
+        plan: tuple[int, ...],
+        catchup: int,
+        tolerance: float,
+    ) -> Decision | None:
+        s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
+        if w <= ctx.min_workers:
+            return None
+        pause = self.pause_s
+        resume = math.ceil(pause / step)
+        hold = math.ceil(s.down_hold_s / step)
+        counts = np.arange(ctx.min_workers, w)
+        backlog, lag = self._candidates(
+            load, table, counts, obs.backlog_records, w, 0.0, pause, step
+        )
+        good = meets_lag_goal(
+            backlog,
+            lag,
+            resume=resume,
+            catchup_steps=catchup,
+            end=resume + hold,
+            tolerated_lag_s=s.tolerated_lag_s,
+            tolerance=tolerance,
+        )
+        if not good.any():
+            return None
+        index = int(np.argmax(good))
+        target = int(counts[index])
+        end = min(load.size, resume + hold)
+        verdict = gate_scale_down(
+            load[:end],
+            current_workers=w,
+            target_workers=target,
+            target_records_per_s=float(table[target]),
+            backlog_records=obs.backlog_records,
+            step_s=step,
+            pause_s=pause,
+            hold_s=s.down_hold_s,
+            drain_s=s.catchup_s,
+            lag_budget_s=obs.max_lag_s + pause + s.catchup_s,
+        )
+        if not verdict.accept:
+            return None
+        self._expected = (obs.now_s, lag[index])
+        return Decision(
+            target_workers=target,
+            reason="proactive",
+            plan=plan,
+            plan_step_s=step,
+            explanation=f"{target} workers keep up for {s.down_hold_s / 60:.0f} min after the "
+            f"pause; {verdict.explanation}",
+        )

@@ -1,0 +1,128 @@
+"""What forecasting policies are fed: predictions from the past only, shared safely,
+with empirical quantiles when the model has none."""
+
+import numpy as np
+import pytest
+
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.base import SeasonalNaive
+from streamtrain.scale.policies.feed import (
+    Forecast,
+    ForecastFeed,
+    forecaster_factory,
+    precompute,
+)
+from streamtrain.scale.policy import Observation
+
+
+class Spy:
+    """Predicts the mean of what it was given; records how much it has seen."""
+
+    name = "spy"
+    step_s = 60
+
+    def __init__(self, log):
+        self.log = log
+        self.seen = []
+
+    def fit(self, history):
+        self.seen = list(history)
+        return self
+
+    def update(self, new_points):
+        self.seen += list(new_points)
+        return self
+
+    def predict(self, horizon):
+        self.log.append(len(self.seen))
+        return np.full(horizon, float(np.mean(self.seen)))
+
+    def save(self, path):
+        raise NotImplementedError
+
+
+def _obs(history, now_s=None):
+    history = np.asarray(history, dtype=float)
+    return Observation(
+        now_s=60.0 * history.size if now_s is None else now_s,
+        current_workers=1,
+        step_s=60,
+        history_start_s=0.0,
+        arrivals_records_per_s=history,
+        max_lag_s=0.0,
+        backlog_records=0.0,
+    )
+
+
+def test_precomputed_predictions_only_use_the_past():
+    history = np.arange(100.0)
+    log: list[int] = []
+    table = precompute(
+        lambda n: Spy(log), history, 10, 100, max_horizon_steps=5, refit_every_steps=30
+    )
+    assert sorted(table) == list(range(10, 101))
+    assert log == list(range(10, 101))  # at origin n the model had seen exactly n steps
+    assert table[10].point[0] == pytest.approx(np.mean(history[:10]))
+    with pytest.raises(ConfigError):
+        precompute(lambda n: Spy([]), history, 0, 10)
+
+
+def test_model_quantiles_are_kept():
+    class WithQuantiles(Spy):
+        def predict_quantiles(self, horizon, levels):
+            return {q: np.full(horizon, 100.0 * q) for q in levels}
+
+    table = precompute(
+        lambda n: WithQuantiles([]), np.ones(20), 10, 10, max_horizon_steps=3, levels=(0.8,)
+    )
+    np.testing.assert_allclose(table[10].quantiles[0.8], 80.0)
+
+
+def test_feeds_share_a_cache_without_sharing_what_they_have_seen():
+    cache = {5: Forecast(np.full(10, 7.0))}
+    feed = ForecastFeed(lambda n: Spy([]), max_horizon_steps=10, cache=cache)
+    np.testing.assert_allclose(feed.forecast(_obs(np.ones(5)), 3), 7.0)
+    assert feed.model_ is None  # served from the cache: no model of its own was fitted
+    np.testing.assert_allclose(feed.forecast(_obs(np.ones(6)), 3), 1.0)  # a miss: own model
+    assert 6 in cache
+
+
+def test_empirical_upper_quantile_from_past_ratios():
+    # The model always says 100 while 120 arrives: after enough scored steps the 0.8
+    # quantile of actual / forecast is 1.2.
+    class Hundred(Spy):
+        def predict(self, horizon):
+            return np.full(horizon, 100.0)
+
+    feed = ForecastFeed(lambda n: Hundred([]), max_horizon_steps=10)
+    actual = np.full(200, 120.0)
+    for n in range(1, 60):
+        feed.forecast(_obs(actual[:n]), 10)
+    np.testing.assert_allclose(feed.upper(_obs(actual[:60]), 10, 0.8), 120.0)
+    assert feed.recent_error() == pytest.approx(0.2)
+    with pytest.raises(ConfigError):
+        feed.upper(_obs(actual[:60]), 10, 1.5)
+
+
+def test_a_failing_model_falls_back_to_the_last_rate():
+    class Broken(Spy):
+        def predict(self, horizon):
+            raise ForecastError("boom")
+
+    feed = ForecastFeed(lambda n: Broken([]), max_horizon_steps=4)
+    np.testing.assert_allclose(feed.forecast(_obs([3.0, 5.0]), 4), 5.0)
+
+
+def test_no_history_no_forecast():
+    feed = ForecastFeed(lambda n: Spy([]))
+    with pytest.raises(ForecastError):
+        feed.forecast(_obs(np.zeros(0), now_s=0.0), 1)
+
+
+def test_forecaster_names():
+    factory = forecaster_factory("seasonal_naive")
+    assert isinstance(factory(10), SeasonalNaive)
+    assert factory(10).name == "seasonal_naive_daily"
+    assert factory(3 * 7 * 1440).name == "seasonal_naive_weekly"
+    with pytest.raises(ConfigError, match="unknown forecaster"):
+        forecaster_factory("crystal_ball")

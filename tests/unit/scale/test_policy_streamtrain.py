@@ -1,0 +1,160 @@
+"""streamtrain's policy: acts at the last safe moment, covers the ramp, pays for its
+pauses (Eq. 8 gate), and hands over to the fallback when measurements disagree."""
+
+import numpy as np
+
+from streamtrain.scale.policies import make_policy
+from streamtrain.scale.policy import Observation, PendingAction, PolicyContext
+
+PER_WORKER = 100.0
+OBSERVATIONS = tuple((float(w), PER_WORKER * w) for w in range(1, 31) for _ in range(2))
+
+
+class Scripted:
+    """Test double: the prediction from n observed steps is ``profile[n:]``."""
+
+    name = "scripted"
+    step_s = 60
+
+    def __init__(self, profile):
+        self.profile = np.asarray(profile, dtype=float)
+        self.n = 0
+
+    def fit(self, history):
+        self.n = len(history)
+        return self
+
+    def update(self, new_points):
+        self.n += len(new_points)
+        return self
+
+    def predict(self, horizon):
+        out = self.profile[self.n : self.n + horizon]
+        return np.pad(out, (0, horizon - out.size), mode="edge")
+
+    def save(self, path):
+        raise NotImplementedError
+
+
+def _policy(profile, pause_s=600.0, prep_s=0.0, **settings):
+    ctx = PolicyContext(
+        max_workers=30,
+        throughput_observations=OBSERVATIONS,
+        model_kind="async",
+        forecaster_factory=lambda steps: Scripted(profile),
+        action_pause_s=pause_s,
+        scale_up_prep_s=prep_s,
+    )
+    return make_policy("streamtrain", ctx, **settings)
+
+
+def _obs(n, workers, rates, **kw):
+    return Observation(
+        now_s=60.0 * n,
+        current_workers=workers,
+        step_s=60,
+        history_start_s=0.0,
+        arrivals_records_per_s=np.asarray(rates[:n], dtype=float),
+        max_lag_s=kw.pop("lag", 0.0),
+        backlog_records=kw.pop("backlog", 0.0),
+        throughput_per_worker_records_per_s=PER_WORKER,
+        **kw,
+    )
+
+
+RAMP = np.concatenate([np.full(120, 450.0), np.full(300, 1000.0)])  # the load doubles at 2 h
+
+
+def test_holds_while_the_current_count_keeps_up():
+    policy = _policy(np.full(400, 450.0))
+    assert policy.decide(_obs(60, 5, np.full(400, 450.0))) is None
+
+
+def test_scales_up_ahead_of_the_ramp_at_the_last_safe_moment():
+    policy = _policy(RAMP)
+    # 30 min before the ramp: a 10-min pause started now would be ready far too early.
+    assert policy.decide(_obs(90, 5, RAMP)) is None
+    decisions = {n: policy.decide(_obs(n, 5, RAMP)) for n in range(91, 120)}
+    acted = [n for n, d in decisions.items() if d is not None]
+    assert acted, "never scaled up before the ramp"
+    first = decisions[acted[0]]
+    assert first.reason == "proactive"
+    # Started before the load arrives, early enough for the pause to end first.
+    assert 120 - 12 <= acted[0] < 120 - 9
+    # Enough for 1,000/s plus draining the pause's backlog: more than Eq. 10's 11.
+    assert first.target_workers > 11
+    assert "Eq. 8 passes" in first.explanation
+
+
+def test_two_phase_scaling_starts_earlier_by_its_preparation_only():
+    policy = _policy(RAMP, pause_s=180.0, prep_s=420.0)
+    decisions = {n: policy.decide(_obs(n, 5, RAMP)) for n in range(100, 120)}
+    acted = [n for n, d in decisions.items() if d is not None]
+    assert 120 - 12 <= acted[0] < 120 - 9
+    # A 3-minute pause leaves less backlog: fewer workers drain it in time.
+    one_phase = _policy(RAMP)
+    bigger = next(d for n in range(100, 120) if (d := one_phase.decide(_obs(n, 5, RAMP))))
+    assert decisions[acted[0]].target_workers <= bigger.target_workers
+
+
+def test_a_small_scale_down_waits_for_a_larger_one():
+    load = np.full(400, 1050.0)  # 11 workers suffice
+    policy = _policy(load)
+    # 12 -> 11 frees 60 worker-min an hour; the 10-min pause idles 120: skip.
+    assert policy.decide(_obs(60, 12, load)) is None
+    # From 30, the smallest count that also drains the pause's 10 minutes of backlog
+    # within 15 minutes is 18 (F > 1,050 + 630,000 / 900): frees 720 worker-min an hour
+    # for 300 idle: go.
+    decision = _policy(load).decide(_obs(60, 30, load))
+    assert decision is not None and decision.reason == "proactive"
+    assert decision.target_workers == 18
+    assert "Eq. 8 passes" in decision.explanation
+
+
+def test_a_lagging_job_falls_back_with_a_lag_reason():
+    load = np.full(400, 450.0)
+    policy = _policy(load)
+    # 25 minutes of lag that no action of the plan explains.
+    decision = policy.decide(_obs(60, 5, load, lag=1500.0, backlog=450.0 * 1500))
+    assert decision.reason == "fallback"
+    assert decision.target_workers >= 10  # at least HPA on lag, capped at double
+    assert "measured lag" in decision.explanation
+
+
+def test_a_forecast_far_below_the_traffic_is_overruled_by_measurements():
+    forecast = np.full(400, 300.0)
+    actual = np.full(400, 900.0)  # three times the forecast, every minute
+    policy = _policy(forecast)
+    decision = None
+    for n in range(30, 60):
+        decision = policy.decide(_obs(n, 4, actual)) or decision
+        if decision is not None:
+            break
+    assert decision is not None and decision.reason == "fallback"
+    assert decision.target_workers >= 10  # 900/s x 1.1 needs 10 at 100/s per worker
+
+
+def test_silent_while_an_action_is_pending():
+    pending = PendingAction(
+        from_workers=5, target_workers=9, started_at_s=0.0, ready_at_s=600.0, pause_s=600.0
+    )
+    policy = _policy(RAMP)
+    assert policy.decide(_obs(115, 5, RAMP, pending=pending)) is None
+
+
+def test_measured_speed_corrects_the_fitted_model():
+    load = np.full(400, 450.0)
+    policy = _policy(load)
+    # The workers train at half the fitted speed: 5 of them cannot keep up.
+    obs = Observation(
+        now_s=3600.0,
+        current_workers=5,
+        step_s=60,
+        history_start_s=0.0,
+        arrivals_records_per_s=load[:60],
+        max_lag_s=0.0,
+        backlog_records=0.0,
+        throughput_per_worker_records_per_s=50.0,
+    )
+    decisions = [policy.decide(obs) for _ in range(8)]
+    assert any(d is not None and d.target_workers >= 10 for d in decisions)
