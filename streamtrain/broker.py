@@ -75,8 +75,12 @@ def resolve_tansu_binary() -> str:
     return path
 
 
-def port_is_free(host: str, port: int) -> bool:
+def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
+    """True if ``host:port`` can be bound now; ``reuse_address`` as servers that set
+    SO_REUSEADDR (aiohttp) see it: connections in TIME_WAIT do not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -21,6 +21,7 @@ import click
 from streamtrain import __version__
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.forecast import forecast, trace
+from streamtrain.commands.lag import lag
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
 from streamtrain.config import EmbeddedBrokerSettings
@@ -167,7 +168,7 @@ def _not_yet(name: str, issue: int, summary: str) -> click.Command:
 
 
 main.add_command(_not_yet("worker", 3, "Run a training worker on a topic's partitions."))
-main.add_command(_not_yet("lag", 5, "Per-partition lag (records, seconds), CPS and alerts."))
+main.add_command(lag)
 main.add_command(forecast)
 main.add_command(trace)
 main.add_command(scale)

@@ -3,11 +3,10 @@
 Owned here, and only here, is the Kafka I/O of the lag monitor:
 
 * :class:`OffsetsReader` takes one :class:`OffsetsSnapshot` per call: topic metadata,
-  then for all watched partitions at once a batched ListOffsets (latest and earliest)
-  and one OffsetFetch per group, all in flight together. ``snapshot()`` is a coroutine
-  that never blocks the event loop: the AdminClient's futures are awaited with
-  :func:`asyncio.wrap_future`, and the one blocking call (Metadata) runs in a thread.
-  ``snapshot_sync()`` is the same for the one-shot CLI.
+  then for all watched partitions at once a batched ListOffsets (latest; earliest only
+  where a group has no commit) and one OffsetFetch per group, overlapping.
+  ``snapshot_sync()`` blocks its thread (the one-shot CLI); ``snapshot()`` is a
+  coroutine that runs it in a worker thread, so the event loop never waits.
 * :func:`read_record_timestamps`: the timestamp of the record at a given offset, for lag
   seconds when the committed offset is older than the HWM history (the one-shot CLI
   always, the app after a restart or for a long-stuck group).
@@ -154,46 +153,37 @@ class OffsetsReader:
     # -- the one-shot, synchronous path --------------------------------------------
 
     def snapshot_sync(self) -> OffsetsSnapshot:
-        """One snapshot, blocking the calling thread (for CLIs and threads, not coroutines)."""
+        """One snapshot, blocking the calling thread (for CLIs and threads, not coroutines).
+
+        Requests overlap: the OffsetFetches fly while Metadata is read; then one
+        ListOffsets (latest) for every watched partition, and one (earliest) only for
+        the partitions some group has no commit on.
+        """
         started = time.monotonic()
         groups = self._resolve_groups(self._wait(self._list_groups()) if self._pattern else None)
+        fetches = self._offset_fetches(groups)
         counts = self._metadata()
         committed = {
             group: self._committed_of(group, self._wait(future))
-            for group, future in self._offset_fetches(groups).items()
+            for group, future in fetches.items()
         }
         plan = self._plan(groups, committed, counts)
-        latest, earliest = self._list_offsets(plan.partitions)
+        uncommitted = {
+            (topic, p)
+            for group, topics in plan.group_topics.items()
+            for topic in topics
+            for p in range(plan.partition_counts.get(topic, 0))
+            if (topic, p) not in committed[group]
+        }
+        latest, earliest = self._list_offsets(plan.partitions, sorted(uncommitted))
         high = {key: self._offset_of(key, self._wait(f)) for key, f in latest.items()}
         low = {key: self._offset_of(key, self._wait(f)) for key, f in earliest.items()}
         return plan.snapshot(high, low, committed, time.monotonic() - started)
 
-    # -- the asynchronous path used by the Faust app -------------------------------
-
     async def snapshot(self) -> OffsetsSnapshot:
-        """One snapshot without blocking the event loop."""
-        started = time.monotonic()
-        groups: tuple[str, ...] = self.groups
-        if self._pattern is not None:
-            groups = self._resolve_groups(await self._await(self._list_groups()))
-        counts = await asyncio.to_thread(self._metadata)
-        fetches = self._offset_fetches(groups)
-        results = await asyncio.gather(*(self._await(f) for f in fetches.values()))
-        committed = {
-            group: self._committed_of(group, result)
-            for group, result in zip(fetches, results, strict=True)
-        }
-        plan = self._plan(groups, committed, counts)
-        latest, earliest = self._list_offsets(plan.partitions)
-        keys = list(latest)
-        answers = await asyncio.gather(
-            *(self._await(latest[key]) for key in keys),
-            *(self._await(earliest[key]) for key in keys),
-        )
-        n = len(keys)
-        high = {key: self._offset_of(key, a) for key, a in zip(keys, answers[:n], strict=True)}
-        low = {key: self._offset_of(key, a) for key, a in zip(keys, answers[n:], strict=True)}
-        return plan.snapshot(high, low, committed, time.monotonic() - started)
+        """One snapshot without blocking the event loop (:meth:`snapshot_sync` in a
+        thread: one hop for the whole tick rather than a wake-up per partition)."""
+        return await asyncio.to_thread(self.snapshot_sync)
 
     # -- shared steps ----------------------------------------------------------------
 
@@ -201,16 +191,6 @@ class OffsetsReader:
         try:
             return future.result(timeout=self.request_timeout_s + 1)
         except concurrent.futures.TimeoutError as exc:
-            raise BrokerUnreachableError(self.settings.bootstrap, self.request_timeout_s) from exc
-        except KafkaException as exc:
-            raise _translate(exc, "reading offsets failed") from exc
-
-    async def _await(self, future: concurrent.futures.Future[Any]) -> Any:
-        try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout=self.request_timeout_s + 1
-            )
-        except TimeoutError as exc:
             raise BrokerUnreachableError(self.settings.bootstrap, self.request_timeout_s) from exc
         except KafkaException as exc:
             raise _translate(exc, "reading offsets failed") from exc
@@ -275,16 +255,21 @@ class OffsetsReader:
         return _Plan(present, group_topics, missing)
 
     def _list_offsets(
-        self, partitions: Sequence[TopicPartitionKey]
+        self, partitions: Sequence[TopicPartitionKey], need_low: Sequence[TopicPartitionKey]
     ) -> tuple[dict[TopicPartitionKey, Any], dict[TopicPartitionKey, Any]]:
         if not partitions:
             return {}, {}
         admin = self._client()
         tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        low_tps = [TopicPartition(topic, partition) for topic, partition in need_low]
         timeout = self.request_timeout_s
         latest_spec, earliest_spec = OffsetSpec.latest(), OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         latest = admin.list_offsets({tp: latest_spec for tp in tps}, request_timeout=timeout)
-        earliest = admin.list_offsets({tp: earliest_spec for tp in tps}, request_timeout=timeout)
+        earliest = (
+            admin.list_offsets({tp: earliest_spec for tp in low_tps}, request_timeout=timeout)
+            if low_tps
+            else {}
+        )
         return (
             {(tp.topic, tp.partition): future for tp, future in latest.items()},
             {(tp.topic, tp.partition): future for tp, future in earliest.items()},

@@ -1,24 +1,24 @@
 """Conversion of a group's lag tick to the ``LagReport`` protobuf (control_plane.proto).
 
 Owned here: :func:`status_to_proto` (our :class:`~streamtrain.lag.status.Status`, ordered
-by severity, to the wire enum ``PartitionStatus``) and :func:`to_proto`.
+by severity, to the wire enum ``PartitionStatus``), :func:`to_proto`, and
+:func:`group_lag_json`, the JSON form the CLI and the app's HTTP API share.
 
-Unknown per-partition values are left unset (the fields are ``optional``). The group's
-``max_lag_s``, ``p99_lag_s`` and ``records_per_s`` are written only when known if the
-schema gives them presence; on the current schema (plain ``double``) an unknown value is
-NaN, never a made-up 0. Times go on the wire in milliseconds.
+Unknown values are left unset (the fields are ``optional``), never a made-up 0: per
+partition and the group's ``max_lag_s``, ``p99_lag_s`` and ``records_per_s``. Times go
+on the wire in milliseconds.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from streamtrain.lag.metrics import GroupLag
 from streamtrain.lag.status import Status
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import SCHEMA_VERSION
 
-__all__ = ["status_to_proto", "to_proto"]
+__all__ = ["group_lag_json", "status_to_proto", "to_proto"]
 
 _STATUS_TO_PROTO: dict[Status, pb.PartitionStatus] = {
     Status.OK: pb.OK,
@@ -35,11 +35,8 @@ def status_to_proto(status: Status) -> pb.PartitionStatus:
 
 
 def _set_optional_double(message: pb.LagReport, name: str, value: float | None) -> None:
-    has_presence = pb.LagReport.DESCRIPTOR.fields_by_name[name].has_presence
     if value is not None:
         setattr(message, name, value)
-    elif not has_presence:
-        setattr(message, name, math.nan)
 
 
 def to_proto(group_lag: GroupLag) -> pb.LagReport:
@@ -68,3 +65,42 @@ def to_proto(group_lag: GroupLag) -> pb.LagReport:
         if rate is not None:
             item.records_per_s = rate
     return report
+
+
+def group_lag_json(group_lag: GroupLag, *, extended: bool = False) -> dict[str, Any]:
+    """The JSON object of ``streamtrain lag status --json`` (None where unknown).
+
+    ``{"group", "partitions": [{"topic", "partition", "committed", "high_watermark",
+    "lag_records", "lag_s", "records_per_s"}], "total_lag_records", "max_lag_s"}``;
+    ``extended`` adds the status (group and per partition), p99, the group's CPS, the
+    count of partitions with unknown lag, and the observation time (the app's API).
+    """
+    partitions = []
+    for topic, partition, committed, hwm, lag_records, lag_s, rate, status in group_lag.rows():
+        row: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "committed": committed,
+            "high_watermark": hwm,
+            "lag_records": lag_records,
+            "lag_s": lag_s,
+            "records_per_s": rate,
+        }
+        if extended:
+            row["status"] = status.name
+        partitions.append(row)
+    body: dict[str, Any] = {
+        "group": group_lag.group,
+        "partitions": partitions,
+        "total_lag_records": group_lag.total_lag_records,
+        "max_lag_s": group_lag.max_lag_s,
+    }
+    if extended:
+        body |= {
+            "status": group_lag.status.name,
+            "p99_lag_s": group_lag.p99_lag_s,
+            "records_per_s": group_lag.records_per_s,
+            "unknown_lag_records": group_lag.unknown_lag_records,
+            "observed_at_s": group_lag.observed_at_s,
+        }
+    return body

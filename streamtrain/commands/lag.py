@@ -1,0 +1,250 @@
+"""``streamtrain lag``: the Faust lag app (``run``) and a one-shot look (``status``).
+
+All of the work lives in :mod:`streamtrain.lag`; this module parses, calls and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.errors import ConfigError, StreamtrainError
+
+__all__ = ["lag"]
+
+
+@click.group()
+def lag() -> None:
+    """Per-partition lag in records and seconds, CPS, status and alerts (KALE §2.2)."""
+
+
+def _dash(value: Any, fmt: str = "{}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+@lag.command("status")
+@option("--group", env="LAG_GROUP", required=True, help="The consumer group.")
+@option(
+    "--topic",
+    "topics",
+    env="LAG_TOPIC",
+    multiple=True,
+    help="Topic to report (repeatable); default: every topic the group committed on.",
+)
+@option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
+@kafka_options
+@handle_errors
+def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) -> None:
+    """One snapshot of GROUP's lag, like `kafka-consumer-groups.sh --describe` plus LAG-S and CPS.
+
+    LAG-S is the age of the record at the committed offset (from its timestamp); CPS
+    needs a history, so a one-shot shows it as unknown (`-`, null in JSON).
+    """
+    from streamtrain.lag.monitor import one_shot_lag
+    from streamtrain.lag.offsets import OffsetsReader
+    from streamtrain.lag.report import group_lag_json
+
+    with kafka_connection(opts) as settings:
+        reader = OffsetsReader(
+            settings, groups=[group], topics=topics, request_timeout_s=opts["connect_timeout_s"]
+        )
+        result, snapshot = one_shot_lag(reader, group)
+    if snapshot.missing_topics:
+        missing = ", ".join(repr(t) for t in snapshot.missing_topics)
+        raise StreamtrainError(f"topic {missing} does not exist")
+    if not snapshot.group_topics.get(group):
+        raise StreamtrainError(
+            f"consumer group {group!r} has no committed offsets (unknown group?); "
+            "give --topic to see the lag it would have"
+        )
+    if as_json:
+        click.echo(json.dumps(group_lag_json(result)))
+        return
+    header = (
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "LAG-S",
+        "CPS",
+    )
+    rows = [header]
+    for topic, partition, committed, hwm, records, seconds, rate, _ in result.rows():
+        rows.append(
+            (
+                group,
+                topic,
+                str(partition),
+                _dash(committed),
+                _dash(hwm),
+                _dash(records),
+                _dash(seconds, "{:.1f}"),
+                _dash(rate, "{:.1f}"),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    max_s = "-" if result.max_lag_s is None else f"{result.max_lag_s:.1f} s"
+    click.echo(f"\ntotal lag {result.total_lag_records} records, max lag {max_s}")
+
+
+@lag.command("run")
+@option("--group", "groups", env="LAG_GROUPS", multiple=True, help="Group to watch (repeatable).")
+@option(
+    "--group-pattern",
+    env="LAG_GROUP_PATTERN",
+    default=None,
+    help="Also watch every group whose id fully matches this regular expression.",
+)
+@option(
+    "--topic",
+    "topics",
+    env="LAG_TOPICS",
+    multiple=True,
+    help="Topic to watch (repeatable); default: each group's committed topics.",
+)
+@option(
+    "--tick-s", env="LAG_TICK_S", type=click.FloatRange(min=0.1), default=5.0, show_default=True
+)
+@option("--app-id", env="LAG_APP_ID", default="streamtrain-lag", show_default=True)
+@option(
+    "--reports-topic", env="LAG_REPORTS_TOPIC", default="streamtrain.lag.reports", show_default=True
+)
+@option(
+    "--alerts-topic", env="LAG_ALERTS_TOPIC", default="streamtrain.lag.alerts", show_default=True
+)
+@option("--web-host", env="LAG_WEB_HOST", default="127.0.0.1", show_default=True)
+@option(
+    "--web-port", env="LAG_WEB_PORT", type=click.IntRange(1, 65535), default=6066, show_default=True
+)
+@option("--webhook-url", env="LAG_WEBHOOK_URL", default=None, help="POST alerts here as JSON.")
+@option(
+    "--slo-violation-s",
+    env="LAG_SLO_VIOLATION_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1200.0,
+    show_default=True,
+    help="Lag above this many seconds is an SLO violation (KALE §4.1: 20 min).",
+)
+@option(
+    "--slo-warning-s",
+    env="LAG_SLO_WARNING_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Optional warning threshold below the violation threshold.",
+)
+@option(
+    "--history-step-s",
+    env="LAG_HISTORY_STEP_S",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="How often HWMs and group summaries are kept in the changelogged tables.",
+)
+@option(
+    "--history-max-age-s",
+    env="LAG_HISTORY_MAX_AGE_S",
+    type=click.FloatRange(min=1),
+    default=3600.0,
+    show_default=True,
+)
+@option(
+    "--data-dir",
+    env="LAG_DATA_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Faust's data directory (default: a new temporary one).",
+)
+@option(
+    "--faust-log-level",
+    env="LAG_FAUST_LOG_LEVEL",
+    type=click.Choice(["crit", "error", "warn", "info", "debug"]),
+    default="warn",
+    show_default=True,
+)
+@kafka_options
+@handle_errors
+def lag_run(
+    groups: tuple[str, ...],
+    group_pattern: str | None,
+    topics: tuple[str, ...],
+    tick_s: float,
+    app_id: str,
+    reports_topic: str,
+    alerts_topic: str,
+    web_host: str,
+    web_port: int,
+    webhook_url: str | None,
+    slo_violation_s: float,
+    slo_warning_s: float | None,
+    history_step_s: float,
+    history_max_age_s: float,
+    data_dir: Path | None,
+    faust_log_level: str,
+    **opts: Any,
+) -> None:
+    """Run the Faust lag app until Ctrl-C or SIGTERM.
+
+    Every --tick-s it reads HWMs and committed offsets in batched calls, publishes a
+    LagReport per group to --reports-topic and alerts (status changes, SLO, its own
+    health) to --alerts-topic, the log and --webhook-url; serves /metrics, /groups,
+    /groups/{group}/lag and /health on --web-host:--web-port.
+    """
+    import faust
+
+    from streamtrain.broker import port_is_free
+    from streamtrain.kafka import create_topic
+    from streamtrain.lag.app import LagAppSettings, create_app
+    from streamtrain.lag.monitor import MonitorSettings
+    from streamtrain.lag.slo import SloSettings
+
+    monitor = MonitorSettings(
+        tick_s=tick_s,
+        history_step_s=history_step_s,
+        history_max_age_s=history_max_age_s,
+        cps_window_s=max(60.0, 2 * tick_s),
+        slo=SloSettings(violation_s=slo_violation_s, warning_s=slo_warning_s),
+    )
+    if not port_is_free(web_host, web_port, reuse_address=True):
+        raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
+    with kafka_connection(opts) as kafka:
+        settings = LagAppSettings(
+            kafka=kafka,
+            groups=groups,
+            group_pattern=group_pattern,
+            topics=topics,
+            app_id=app_id,
+            reports_topic=reports_topic,
+            alerts_topic=alerts_topic,
+            web_host=web_host,
+            web_port=web_port,
+            webhook_url=webhook_url,
+            request_timeout_s=min(opts["connect_timeout_s"], max(1.0, tick_s)),
+            data_dir=data_dir,
+            monitor=monitor,
+        )
+        app, _ = create_app(settings)
+        # Created up front with one partition each: the history topic must match its
+        # tables' partition count (Faust refuses to start otherwise).
+        for name in (reports_topic, alerts_topic, settings.history_topic):
+            create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
+        watched = ", ".join(groups) or "-"
+        click.echo(
+            f"lag app {app_id}: groups {watched}"
+            + (f" + /{group_pattern}/" if group_pattern else "")
+            + f", tick {tick_s:g} s, http://{web_host}:{web_port}/groups",
+            err=True,
+        )
+        worker = faust.Worker(app, loglevel=faust_log_level, redirect_stdouts=False, quiet=True)
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise StreamtrainError(f"the lag app stopped with exit code {exc.code}") from exc

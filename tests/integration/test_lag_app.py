@@ -1,0 +1,177 @@
+"""`streamtrain lag run` as a real process: HTTP API, reports, broker outage, restart."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from streamtrain.broker import EmbeddedBroker, free_port
+from streamtrain.kafka import create_topic
+from streamtrain.proto import control_plane_pb2 as pb
+from tests.integration.cli_process import SCRIPT
+
+TOPIC, GROUP = "events", "trainer"
+
+
+def _get(port, path):
+    """(status, JSON body) or (None, None) while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, None
+
+
+def _wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedBroker]:
+    """A broker of this test's own: it is paused with SIGSTOP, which others must not see."""
+    with EmbeddedBroker() as embedded:
+        yield embedded
+
+
+def _start_app(bootstrap, port, tmp_path):
+    log = open(tmp_path / f"app-{port}-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            SCRIPT,
+            "lag",
+            "run",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            GROUP,
+            "--tick-s",
+            "1",
+            "--history-step-s",
+            "1",
+            "--web-port",
+            str(port),
+            "--connect-timeout-s",
+            "2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return process, log
+
+
+def _stop(process, log):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    log.close()
+    return process.returncode
+
+
+def _read_topic(settings, topic, max_s=10.0):
+    consumer = Consumer(settings.confluent_config(**{"group.id": f"reader-{time.monotonic_ns()}"}))
+    values = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + max_s
+        while time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=1000, timeout=0.5)
+            values += [m.value() for m in batch if m.error() is None]
+            if values and not batch:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker, tmp_path):
+    settings = own_broker.kafka_settings()
+    create_topic(settings, TOPIC, 4)
+    producer = Producer(settings.confluent_config(**{"batch.num.messages": 1}))
+    for i in range(40):
+        producer.produce(TOPIC, value=b"r", partition=i % 4)
+    assert producer.flush(10) == 0
+    committer = Consumer(settings.confluent_config(**{"group.id": GROUP}))
+    committer.commit(offsets=[TopicPartition(TOPIC, p, p) for p in range(4)], asynchronous=False)
+    committer.close()
+    port = free_port()
+    process, log = _start_app(own_broker.bootstrap, port, tmp_path)
+    try:
+        body = _wait_for(
+            lambda: (_get(port, f"/groups/{GROUP}/lag")[1] or {}).get("partitions"),
+            90,
+            "the app's first report",
+        )
+        assert [(p["partition"], p["lag_records"]) for p in body] == [(p, 10 - p) for p in range(4)]
+        status, metrics = None, ""
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            status, metrics = response.status, response.read().decode()
+        assert status == 200
+        assert f'streamtrain_lag_records{{group="{GROUP}",partition="3",topic="{TOPIC}"}} 7.0' in (
+            metrics
+        )
+        reports = [
+            pb.LagReport.FromString(v) for v in _read_topic(settings, "streamtrain.lag.reports")
+        ]
+        assert reports and all(r.group == GROUP for r in reports)
+        assert reports[-1].total_lag_records == sum(10 - p for p in range(4))
+
+        # The broker goes away (paused) for some seconds: the app says so and carries on.
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        try:
+            _wait_for(lambda: _get(port, "/health")[0] == 503, 30, "the app to notice")
+            assert process.poll() is None
+        finally:
+            os.kill(own_broker.pid, signal.SIGCONT)
+        _wait_for(lambda: _get(port, "/health")[0] == 200, 60, "the app to recover")
+        alerts = [pb.Alert.FromString(v) for v in _read_topic(settings, "streamtrain.lag.alerts")]
+        control = [a for a in alerts if a.kind == pb.Alert.CONTROL_APP]
+        assert any(not a.resolved and a.severity == pb.Alert.CRITICAL for a in control)
+        _wait_for(
+            lambda: any(
+                a.kind == pb.Alert.CONTROL_APP and a.resolved
+                for a in map(pb.Alert.FromString, _read_topic(settings, "streamtrain.lag.alerts"))
+            ),
+            30,
+            "the resolved alert",
+        )
+        history_before = len(_get(port, f"/groups/{GROUP}/lag")[1]["history"])
+        assert history_before >= 2
+    finally:
+        code = _stop(process, log)
+    assert code == 0
+
+    # A restarted app recovers its history tables from their changelogs.
+    process, log = _start_app(own_broker.bootstrap, port, tmp_path)
+    try:
+        health = _wait_for(
+            lambda: (_get(port, "/health")[1] or {}).get("restored") and _get(port, "/health")[1],
+            90,
+            "the restarted app",
+        )
+        assert health["restored"]
+        body = _wait_for(lambda: _get(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
+        assert len(body["history"]) >= history_before
+        # CPS needs two HWM snapshots: restored history gives it on the first tick.
+        assert all(p["records_per_s"] is not None for p in body["partitions"])
+    finally:
+        assert _stop(process, log) == 0
