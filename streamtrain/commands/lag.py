@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.scale.policies import POLICY_NAMES
+from streamtrain.scale.samples import SampleSettings
+
+if TYPE_CHECKING:
+    from streamtrain.scale.planner import PlannerSettings
 
 __all__ = ["lag"]
 
@@ -169,6 +174,98 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default="warn",
     show_default=True,
 )
+@option("--plan-job", env="PLAN_JOB", default=None, help="Run the planner for this job.")
+@option(
+    "--plan-group",
+    env="PLAN_GROUP",
+    default=None,
+    help="The job's consumer group (its CPS and lag); default: the only --group.",
+)
+@option(
+    "--policy",
+    env="PLAN_POLICY",
+    type=click.Choice(POLICY_NAMES),
+    default="streamtrain",
+    show_default=True,
+)
+@option(
+    "--policy-setting",
+    "policy_settings",
+    env="PLAN_POLICY_SETTINGS",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A setting of the policy (its settings dataclass names them; repeatable).",
+)
+@option(
+    "--samples-topic",
+    env="PLAN_SAMPLES_TOPIC",
+    default="streamtrain.throughput",
+    show_default=True,
+    help="Where workers publish ThroughputSample messages.",
+)
+@option(
+    "--commands-topic",
+    env="PLAN_COMMANDS_TOPIC",
+    default="streamtrain.scale.commands",
+    show_default=True,
+    help="Where ScaleCommand messages go (key: the job).",
+)
+@option("--min-workers", env="PLAN_MIN_WORKERS", type=click.IntRange(min=1), default=1)
+@option("--max-workers", env="PLAN_MAX_WORKERS", type=click.IntRange(min=1), default=32)
+@option(
+    "--initial-workers",
+    env="PLAN_INITIAL_WORKERS",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The worker count until samples report one.",
+)
+@option(
+    "--plan-step-s",
+    env="PLAN_STEP_S",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Arrival history step: one mean CPS per step.",
+)
+@option(
+    "--action-pause-s",
+    env="PLAN_ACTION_PAUSE_S",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Expected pause per scaling action until one is measured.",
+)
+@option(
+    "--throughput-model",
+    env="PLAN_THROUGHPUT_MODEL",
+    type=click.Choice(["sync", "async", "optimus", "ernest"]),
+    default="sync",
+    show_default=True,
+)
+@option(
+    "--min-distinct-workers",
+    env="PLAN_MIN_DISTINCT_WORKERS",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Measured pool sizes needed before F is fitted (at least the model's "
+    "coefficients); the ModelArts prior until then.",
+)
+@option(
+    "--prior-rate",
+    env="PLAN_PRIOR_RATE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Records/s of one worker for the prior before any sample arrives.",
+)
+@option(
+    "--sample-bucket-s",
+    env="PLAN_SAMPLE_BUCKET_S",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Samples in one bucket at one pool size make one job-level observation.",
+)
 @kafka_options
 @handle_errors
 def lag_run(
@@ -188,6 +285,21 @@ def lag_run(
     history_max_age_s: float,
     data_dir: Path | None,
     faust_log_level: str,
+    plan_job: str | None,
+    plan_group: str | None,
+    policy: str,
+    policy_settings: tuple[str, ...],
+    samples_topic: str,
+    commands_topic: str,
+    min_workers: int,
+    max_workers: int,
+    initial_workers: int | None,
+    plan_step_s: int,
+    action_pause_s: float,
+    throughput_model: str,
+    min_distinct_workers: int,
+    prior_rate: float | None,
+    sample_bucket_s: float,
     **opts: Any,
 ) -> None:
     """Run the Faust lag app until Ctrl-C or SIGTERM.
@@ -196,6 +308,10 @@ def lag_run(
     LagReport per group to --reports-topic and alerts (status changes, SLO, its own
     health) to --alerts-topic, the log and --webhook-url; serves /metrics, /groups,
     /groups/{group}/lag and /health on --web-host:--web-port.
+
+    With --plan-job it also runs the planner: throughput samples from --samples-topic,
+    the --plan-group's CPS and lag, --policy; ScaleCommands to --commands-topic, a
+    CANNOT_KEEP_UP alert to --alerts-topic, its state on /planner.
     """
     import faust
 
@@ -212,6 +328,27 @@ def lag_run(
         cps_window_s=max(60.0, 2 * tick_s),
         slo=SloSettings(violation_s=slo_violation_s, warning_s=slo_warning_s),
     )
+    planner = None
+    if plan_job is not None:
+        planner = _planner_settings(
+            job=plan_job,
+            group=plan_group or (groups[0] if len(groups) == 1 else None),
+            policy=policy,
+            policy_settings=_key_values("--policy-setting", policy_settings),
+            step_s=plan_step_s,
+            min_workers=min_workers,
+            max_workers=max_workers,
+            initial_workers=initial_workers,
+            action_pause_s=action_pause_s,
+            samples=SampleSettings(
+                bucket_s=sample_bucket_s,
+                min_distinct_workers=min_distinct_workers,
+                model_kind=throughput_model,
+                prior_single_worker_records_per_s=prior_rate,
+            ),
+        )
+        if planner.group not in groups:
+            groups = (*groups, planner.group)
     if not port_is_free(web_host, web_port, reuse_address=True):
         raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
     with kafka_connection(opts) as kafka:
@@ -229,11 +366,17 @@ def lag_run(
             request_timeout_s=min(opts["connect_timeout_s"], max(1.0, tick_s)),
             data_dir=data_dir,
             monitor=monitor,
+            planner=planner,
+            samples_topic=samples_topic,
+            commands_topic=commands_topic,
         )
         app, _ = create_app(settings)
         # Created up front with one partition each: the history topic must match its
         # tables' partition count (Faust refuses to start otherwise).
-        for name in (reports_topic, alerts_topic, settings.history_topic):
+        topics_needed = [reports_topic, alerts_topic, settings.history_topic]
+        if planner is not None:
+            topics_needed += [samples_topic, commands_topic]
+        for name in topics_needed:
             create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         watched = ", ".join(groups) or "-"
         click.echo(
@@ -242,9 +385,40 @@ def lag_run(
             + f", tick {tick_s:g} s, http://{web_host}:{web_port}/groups",
             err=True,
         )
+        if planner is not None:
+            click.echo(
+                f"planner for job {planner.job} on group {planner.group}: policy {policy}, "
+                f"samples {samples_topic} -> commands {commands_topic}, "
+                f"http://{web_host}:{web_port}/planner",
+                err=True,
+            )
         worker = faust.Worker(app, loglevel=faust_log_level, redirect_stdouts=False, quiet=True)
         try:
             worker.execute_from_commandline()
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise StreamtrainError(f"the lag app stopped with exit code {exc.code}") from exc
+
+
+def _key_values(flag: str, items: tuple[str, ...]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _planner_settings(
+    *, group: str | None, policy_settings: dict[str, str], **kwargs: Any
+) -> PlannerSettings:
+    from streamtrain.scale.planner import PlannerSettings, check_policy, parse_policy_settings
+
+    if group is None:
+        raise ConfigError("--plan-job needs --plan-group (or exactly one --group)")
+    settings = PlannerSettings(
+        group=group, policy_settings=parse_policy_settings(policy_settings), **kwargs
+    )
+    check_policy(settings)
+    return settings

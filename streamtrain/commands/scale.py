@@ -1,22 +1,36 @@
 """``streamtrain scale``: what-if planning with the throughput models (issue #7).
 
-``plan`` solves Eq. 10 for given loads, ``stabilize`` runs Algorithm 1 on a plan, and
-``fit`` fits a throughput model to a CSV of observations. All of the math lives in
-:mod:`streamtrain.scale`; this module parses, calls and prints.
+``plan`` solves Eq. 10 for given loads, ``stabilize`` runs Algorithm 1 on a plan,
+``fit`` fits a throughput model to a CSV of observations, and ``apply`` applies a job's
+ScaleCommands from Kafka through an executor (:mod:`streamtrain.scale.consumer`). All of
+the work lives in :mod:`streamtrain.scale`; this module parses, calls and prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import shlex
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamtrain.commands.common import handle_errors, option, parse_float_list
+from streamtrain.commands.common import (
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+    parse_float_list,
+)
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, fit_report
 from streamtrain.scale.plan import basic_plan, stabilize
+
+if TYPE_CHECKING:
+    from streamtrain.scale.executors import ApplyResult, Executor
 
 __all__ = ["scale"]
 
@@ -208,3 +222,196 @@ def fit_command(data_path: Path, kind: str, batch_size: float, as_json: bool) ->
     click.echo(f"MAE       {report.mae:,.2f} samples/s")
     click.echo(f"RMSE      {report.rmse:,.2f} samples/s")
     click.echo(f"MAPE      {report.mape_pct:.2f} %")
+
+
+@scale.command("apply")
+@option(
+    "--commands-topic",
+    env="APPLY_COMMANDS_TOPIC",
+    default="streamtrain.scale.commands",
+    show_default=True,
+)
+@option("--job", env="APPLY_JOB", required=True, help="Apply the commands of this job only.")
+@option(
+    "--executor",
+    env="APPLY_EXECUTOR",
+    type=click.Choice(["local", "kubernetes", "webhook", "command"]),
+    required=True,
+)
+@option(
+    "--alerts-topic",
+    env="APPLY_ALERTS_TOPIC",
+    default="streamtrain.lag.alerts",
+    show_default=True,
+    help="Failed applies become alerts here.",
+)
+@option("--group-id", env="APPLY_GROUP_ID", default=None, help="Default: streamtrain-apply-JOB.")
+@option(
+    "--journal",
+    env="APPLY_JOURNAL",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Applied command ids are kept here across restarts.",
+)
+@option("--max-attempts", env="APPLY_MAX_ATTEMPTS", type=click.IntRange(min=1), default=5)
+@option(
+    "--max-target-workers",
+    env="APPLY_MAX_TARGET_WORKERS",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Refuse commands above this many workers.",
+)
+@option(
+    "--max-age-s",
+    env="APPLY_MAX_AGE_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="Older commands are not applied (reported instead).",
+)
+@option(
+    "--worker-command",
+    env="APPLY_WORKER_COMMAND",
+    default=None,
+    help="local: the worker program (a shell-like string, not run by a shell).",
+)
+@option("--initial-workers", env="APPLY_INITIAL_WORKERS", type=click.IntRange(min=0), default=0)
+@option("--grace-s", env="APPLY_GRACE_S", type=click.FloatRange(min=0), default=10.0)
+@option(
+    "--replace-dead", env="APPLY_REPLACE_DEAD", is_flag=True, help="local: restart dead workers."
+)
+@option(
+    "--k8s-kind",
+    env="APPLY_K8S_KIND",
+    type=click.Choice(["Deployment", "StatefulSet"]),
+    default="Deployment",
+    show_default=True,
+)
+@option("--k8s-name", env="APPLY_K8S_NAME", default=None, help="kubernetes: the workload.")
+@option("--k8s-namespace", env="APPLY_K8S_NAMESPACE", default=None)
+@option("--kubeconfig", env="APPLY_KUBECONFIG", default=None)
+@option("--k8s-context", env="APPLY_K8S_CONTEXT", default=None)
+@option("--webhook-url", env="APPLY_WEBHOOK_URL", default=None, help="webhook: POST here.")
+@option("--status-url", env="APPLY_STATUS_URL", default=None, help='webhook: GET {"workers": n}.')
+@option(
+    "--scale-command",
+    env="APPLY_SCALE_COMMAND",
+    default=None,
+    help="command: the program, with {target}, {job}, {command_id} placeholders.",
+)
+@option("--status-command", env="APPLY_STATUS_COMMAND", default=None, help="command: prints N.")
+@kafka_options
+@handle_errors
+def apply_command(
+    commands_topic: str,
+    job: str,
+    executor: str,
+    alerts_topic: str,
+    group_id: str | None,
+    journal: Path | None,
+    max_attempts: int,
+    max_target_workers: int | None,
+    max_age_s: float,
+    initial_workers: int,
+    **opts: Any,
+) -> None:
+    """Apply JOB's ScaleCommands from --commands-topic through an executor until Ctrl-C.
+
+    Each command is applied once (idempotent on its id, --journal keeps the ids across
+    restarts), retried on failure, and reported: the log, and an alert on
+    --alerts-topic when it fails.
+    """
+    import threading
+
+    from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
+    from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool
+
+    with kafka_connection(opts) as kafka, _executor(executor, opts) as chosen:
+        if initial_workers and isinstance(chosen, LocalProcessPool):
+            chosen.scale_to(initial_workers)
+        applier = CommandApplier(
+            chosen,
+            ApplierSettings(
+                max_attempts=max_attempts,
+                job=job,
+                journal_path=journal,
+                max_target_workers=max_target_workers,
+            ),
+        )
+        settings = ConsumerSettings(
+            job=job,
+            commands_topic=commands_topic,
+            alerts_topic=alerts_topic or None,
+            group_id=group_id,
+            max_age_s=max_age_s,
+        )
+        stop = threading.Event()
+        supervisor = None
+        if isinstance(chosen, LocalProcessPool) and opts["replace_dead"]:
+            supervisor = threading.Thread(target=chosen.supervise, args=(stop,), daemon=True)
+            supervisor.start()
+        click.echo(f"applying {job}'s commands from {commands_topic} via {chosen.name}", err=True)
+        with CommandConsumer(kafka, applier, settings, on_result=_echo_result) as consumer:
+            try:
+                consumer.run(stop)
+            finally:
+                stop.set()
+                if supervisor is not None:
+                    supervisor.join(timeout=5)
+
+
+def _echo_result(result: ApplyResult) -> None:
+    click.echo(
+        json.dumps(
+            {
+                "command_id": result.command_id,
+                "outcome": result.outcome.value,
+                "workers_before": result.workers_before,
+                "workers_after": result.workers_after,
+                "attempts": result.attempts,
+                "error": result.error,
+            }
+        )
+    )
+
+
+@contextlib.contextmanager
+def _executor(kind: str, opts: dict[str, Any]) -> Iterator[Executor]:
+    """The executor ``kind`` from the options, closed on exit when it holds resources."""
+    from streamtrain.scale.executors import (
+        CommandExecutor,
+        KubernetesExecutor,
+        LocalProcessPool,
+        WebhookExecutor,
+    )
+
+    def need(flag: str, value: str | None) -> str:
+        if not value:
+            raise ConfigError(f"--executor {kind} needs {flag}")
+        return value
+
+    if kind == "local":
+        argv = shlex.split(need("--worker-command", opts["worker_command"]))
+        with LocalProcessPool(
+            argv, grace_s=opts["grace_s"], replace_dead=opts["replace_dead"]
+        ) as pool:
+            yield pool
+    elif kind == "kubernetes":
+        with KubernetesExecutor.from_environment(
+            opts["k8s_kind"],
+            need("--k8s-name", opts["k8s_name"]),
+            opts["k8s_namespace"],
+            kubeconfig=opts["kubeconfig"],
+            context=opts["k8s_context"],
+        ) as k8s:
+            yield k8s
+    elif kind == "webhook":
+        yield WebhookExecutor(
+            need("--webhook-url", opts["webhook_url"]), status_url=opts["status_url"]
+        )
+    else:
+        status = opts["status_command"]
+        yield CommandExecutor(
+            shlex.split(need("--scale-command", opts["scale_command"])),
+            status_argv=shlex.split(status) if status else None,
+        )

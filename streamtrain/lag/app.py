@@ -17,6 +17,15 @@ Owned here, and only the wiring:
 * HTTP on ``web_host:web_port`` (127.0.0.1 by default): ``/metrics`` (Prometheus text),
   ``/groups`` (JSON summary), ``/groups/{group}/lag`` (the ``lag status --json`` object
   plus status, p99, CPS and the per-step history), ``/health``.
+* optionally (``settings.planner``, :mod:`streamtrain.scale.planner`): an agent takes
+  ``ThroughputSample`` messages from the samples topic (decoded with
+  :mod:`streamtrain.wire`; an undecodable one is logged and counted), and a leader-only
+  timer (every ``tick_s``) hands them and the group's newest lag to the planner in a
+  thread (a policy may fit a forecaster) and publishes its ``ScaleCommand`` (key: the
+  job) to the commands topic and its alerts (``CANNOT_KEEP_UP``) to the alerts topic. A
+  command that cannot be sent is kept and re-sent on the next tick. ``/planner`` shows
+  the planner's state (the throughput model's source among it). Without a planner the
+  app is exactly the lag app.
 
 :func:`create_app` builds the app; ``streamtrain lag run`` runs it with a Faust worker.
 Faust is imported here only, so the rest of ``streamtrain.lag`` works without it.
@@ -39,18 +48,21 @@ from typing import Any
 from google.protobuf import json_format
 
 from streamtrain.config import KafkaSettings
-from streamtrain.errors import ConfigError
+from streamtrain.errors import ConfigError, SchemaError
 from streamtrain.lag.monitor import GroupPoint, HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader
 from streamtrain.lag.prometheus import LagCollector
 from streamtrain.lag.report import group_lag_json, to_proto
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.scale.planner import LagReading, Planner, PlannerSettings
+from streamtrain.wire import decode, encode
 
 __all__ = ["LagAppSettings", "LagService", "create_app"]
 
 log = logging.getLogger(__name__)
 
 _OUTBOX_LIMIT = 10_000  # alerts kept for re-sending while the broker is away
+_COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,9 @@ class LagAppSettings:
     request_timeout_s: float = 5.0
     data_dir: Path | None = None  # Faust's data directory; a fresh temporary one if None
     monitor: MonitorSettings = field(default_factory=MonitorSettings)
+    planner: PlannerSettings | None = None
+    samples_topic: str = "streamtrain.throughput"
+    commands_topic: str = "streamtrain.scale.commands"
 
     def __post_init__(self) -> None:
         if not 0 < self.web_port < 65536:
@@ -100,6 +115,37 @@ class LagService:
         self.restored = False
         self.dropped_reports = 0
         self.group_history: dict[str, dict[int, dict[str, Any]]] = {}
+        self.planner = Planner(settings.planner) if settings.planner is not None else None
+        self.planner_status: dict[str, Any] = {}
+        self.new_samples: list[pb.ThroughputSample] = []
+        self.bad_samples = 0
+        self.command_outbox: collections.deque[pb.ScaleCommand] = collections.deque(
+            maxlen=_COMMAND_OUTBOX_LIMIT
+        )
+
+    def plan(
+        self, samples: list[pb.ThroughputSample], now_s: float
+    ) -> tuple[list[pb.ScaleCommand], list[pb.Alert]]:
+        """One planner step (run in a thread): new samples, the group's lag, a decision.
+        Returns the commands (with any unsent ones first) and alerts to publish."""
+        planner = self.planner
+        assert planner is not None  # noqa: S101 - only the planner's timer calls this
+        for sample in samples:
+            problem = planner.add_sample(sample, now_s)
+            if problem is not None:
+                log.warning("throughput sample not used: %s", problem)
+        lag = self.monitor.latest.get(planner.settings.group)
+        if lag is not None:
+            planner.observe_lag(
+                LagReading(
+                    lag.observed_at_s, lag.records_per_s, lag.max_lag_s, lag.total_lag_records
+                )
+            )
+        output = planner.tick(now_s)
+        self.planner_status = planner.status() | {"bad_samples": self.bad_samples}
+        commands = [*self.command_outbox, *([output.command] if output.command else [])]
+        self.command_outbox.clear()
+        return commands, list(output.alerts)
 
     def restore(self, points: Iterable[HwmPoint]) -> None:
         count = self.monitor.restore(points)
@@ -290,7 +336,59 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     app.page("/groups")(groups)
     app.page("/groups/{group}/lag")(group_lag)
     app.page("/health")(health)
+    if service.planner is not None:
+        _add_planner(app, service, alerts)
     return app, service
+
+
+def _add_planner(app: Any, service: LagService, alerts: Any) -> None:
+    """The samples agent, the planner's leader timer and ``/planner`` (module docstring)."""
+    settings = service.settings
+    samples = app.topic(
+        settings.samples_topic, key_serializer="raw", value_serializer="raw", partitions=None
+    )
+    commands = app.topic(
+        settings.commands_topic, key_serializer="raw", value_serializer="raw", partitions=1
+    )
+
+    async def take_samples(stream: Any) -> None:
+        async for value in stream:
+            try:
+                service.new_samples.append(decode(pb.ThroughputSample, value))
+            except SchemaError as exc:
+                service.bad_samples += 1
+                log.warning("dropping an undecodable throughput sample: %s", exc)
+
+    async def plan() -> None:
+        batch, service.new_samples = service.new_samples, []
+        to_send, new_alerts = await asyncio.to_thread(service.plan, batch, time.time())
+        timeout = settings.request_timeout_s
+        sends = [commands.send(key=c.job.encode(), value=encode(c)) for c in to_send]
+        sends += [alerts.send(key=a.group.encode(), value=encode(a)) for a in new_alerts]
+        done = await asyncio.gather(
+            *(asyncio.wait_for(s, timeout) for s in sends), return_exceptions=True
+        )
+        for command, outcome in zip(to_send, done, strict=False):
+            if isinstance(outcome, BaseException):
+                log.error("scale command %s not sent (%s); retrying", command.command_id, outcome)
+                service.command_outbox.append(command)
+            else:
+                log.info(
+                    "scale command %s sent to %s", command.command_id, commands.get_topic_name()
+                )
+        failed = [
+            a
+            for a, outcome in zip(new_alerts, done[len(to_send) :], strict=False)
+            if isinstance(outcome, BaseException)
+        ]
+        service.outbox.extend(failed)
+
+    async def planner_page(web: Any, request: Any) -> Any:
+        return web.json(service.planner_status or {"note": "the planner has not run yet"})
+
+    app.agent(samples)(take_samples)
+    app.timer(settings.monitor.tick_s, on_leader=True)(plan)
+    app.page("/planner")(planner_page)
 
 
 def _step(at_s: float, step_s: float) -> int:

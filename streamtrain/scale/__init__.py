@@ -1,11 +1,12 @@
 """scale: throughput models, proactive plans, stabilization, fallback, executors (KALE §3.3-3.4).
 
-Landed so far (issue #7 is open): the NNLS throughput models (``models``), the physical
-Eq. 4 model for synthetic data (``physics``), the basic plan of Eq. 10 and Algorithm 1
-stabilization (``plan``), the HPA-style threshold fallback (``fallback``), and the
-executors (``executors``: local process pool, Kubernetes, webhook/command, and the
-idempotent ``CommandApplier``). Still to come: the downtime-aware gate, the fallback
-trigger, ScaleCommand emission and the Faust planner agent.
+Modules: ``models`` (NNLS throughput models), ``physics`` (KALE Eq. 4 for synthetic
+data), ``plan`` (Eq. 10 and Algorithm 1), ``fallback`` (HPA-style threshold path),
+``gate`` (downtime-aware gate), ``trigger`` (when the fallback takes over), ``policy``
+and ``policies`` (the policies shared with the simulator), ``samples`` (throughput
+samples to observations, with a prior), ``planner`` (the live planner behind the lag
+app's ``--plan-job``), ``executors`` (local process pool, Kubernetes, webhook, command,
+and the idempotent ``CommandApplier``) and ``consumer`` (``streamtrain scale apply``).
 """
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down

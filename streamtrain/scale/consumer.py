@@ -1,0 +1,207 @@
+"""Applying ScaleCommands from Kafka: the consumer side of ``streamtrain scale apply``.
+
+Owned here: :class:`CommandConsumer` reads ``ScaleCommand`` messages from the commands
+topic (decoded with :mod:`streamtrain.wire`, never unpickled), keeps those for its job,
+and applies each through a :class:`~streamtrain.scale.executors.CommandApplier` (which
+makes a redelivered command a no-op: idempotent on ``command_id``). Every result is
+logged by the applier and passed to ``on_result``; a failed apply, an undecodable
+message and a command too old to apply (``max_age_s`` after ``created_at_ms``, e.g.
+replayed from the start of the topic) each become an ``Alert`` on the alerts topic, so
+nothing is dropped silently. Offsets are committed only after a message was handled.
+
+Synchronous (librdkafka's consumer and the executors block): run it in a thread or its
+own process. ``start()`` connects, ``close()`` stops; ``poll(timeout_s)`` handles one
+batch and returns its results, ``run(stop)`` loops until ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import ConfigError, KafkaError, SchemaError
+from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.scale.executors import ApplyResult, CommandApplier
+from streamtrain.wire import decode, encode
+
+__all__ = ["CommandConsumer", "ConsumerSettings", "Handled"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerSettings:
+    job: str
+    commands_topic: str = "streamtrain.scale.commands"
+    alerts_topic: str | None = "streamtrain.lag.alerts"
+    group_id: str | None = None  # default: streamtrain-apply-<job>
+    max_age_s: float = 900.0
+    batch_size: int = 100
+    consumer_config: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not self.job:
+            raise ConfigError("the applier needs a job")
+        if self.max_age_s <= 0 or self.batch_size < 1:
+            raise ConfigError("max_age_s and batch_size must be positive")
+
+    @property
+    def group(self) -> str:
+        return self.group_id or f"streamtrain-apply-{self.job}"
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """One consumed message: its result when it was applied (or a duplicate), else why not."""
+
+    offset: int
+    result: ApplyResult | None
+    skipped: str | None = None
+
+
+class CommandConsumer:
+    """See the module docstring. No I/O in ``__init__``."""
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        applier: CommandApplier,
+        settings: ConsumerSettings,
+        *,
+        on_result: Callable[[ApplyResult], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kafka = kafka
+        self.applier = applier
+        self.settings = settings
+        self._on_result = on_result
+        self._clock = clock
+        self._consumer: Any = None
+        self._producer: Any = None
+        self.alerts_sent = 0
+
+    def start(self) -> CommandConsumer:
+        from confluent_kafka import Consumer, KafkaException, Producer
+
+        s = self.settings
+        config = self.kafka.confluent_config(
+            **{
+                "group.id": s.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                **dict(s.consumer_config),
+            }
+        )
+        try:
+            self._consumer = Consumer(config)
+            self._consumer.subscribe([s.commands_topic])
+            if s.alerts_topic:
+                self._producer = Producer(self.kafka.confluent_config())
+        except KafkaException as exc:
+            raise KafkaError(f"cannot consume {s.commands_topic}: {exc}") from exc
+        return self
+
+    def close(self) -> None:
+        if self._producer is not None:
+            left = self._producer.flush(5.0)
+            if left:
+                log.warning("%d alert(s) not delivered before close", left)
+            self._producer = None
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __enter__(self) -> CommandConsumer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def run(self, stop: threading.Event, poll_timeout_s: float = 1.0) -> None:
+        while not stop.is_set():
+            self.poll(poll_timeout_s)
+
+    def poll(self, timeout_s: float = 1.0) -> list[Handled]:
+        """Handle one batch of messages; commit after each handled one."""
+        from confluent_kafka import KafkaException
+
+        if self._consumer is None:
+            raise ConfigError("start() the command consumer first")
+        handled = []
+        for message in self._consumer.consume(self.settings.batch_size, timeout=timeout_s):
+            if message.error() is not None:
+                log.warning("commands topic: %s", message.error())
+                continue
+            handled.append(self.handle(message.value() or b"", message.offset()))
+            try:
+                self._consumer.commit(message=message, asynchronous=False)
+            except KafkaException as exc:  # redelivery is harmless: the applier dedupes
+                log.warning("could not commit offset %d: %s", message.offset(), exc)
+        if self._producer is not None:
+            self._producer.poll(0)
+        return handled
+
+    def handle(self, value: bytes, offset: int = -1) -> Handled:
+        """One message's bytes: decode, filter, apply, report (see the module docstring)."""
+        s = self.settings
+        try:
+            command = decode(cp.ScaleCommand, value)
+        except SchemaError as exc:
+            self._alert(f"undecodable scale command at offset {offset}: {exc}", "rejected")
+            return Handled(offset, None, str(exc))
+        if command.job != s.job:
+            return Handled(offset, None, f"for job {command.job!r}")
+        age_s = self._clock() - command.created_at_ms / 1000
+        if age_s > s.max_age_s:
+            why = f"scale command {command.command_id} is {age_s:.0f} s old (> {s.max_age_s:g} s)"
+            log.warning("%s; not applied", why)
+            self._alert(why + "; not applied", "expired")
+            return Handled(offset, None, why)
+        result = self.applier.apply(command)
+        if not result.ok:
+            self._alert(
+                f"scale command {command.command_id} to {command.target_workers} workers via "
+                f"{result.executor} failed after {result.attempts} attempt(s): {result.error}",
+                "failed",
+            )
+        else:
+            log.info(
+                "scale command %s: %s (%s -> %s workers)",
+                result.command_id,
+                result.outcome.value,
+                result.workers_before,
+                result.workers_after,
+            )
+        if self._on_result is not None:
+            self._on_result(result)
+        return Handled(offset, result)
+
+    def _alert(self, message: str, state: str) -> None:
+        log.error("%s", message)
+        if self._producer is None or not self.settings.alerts_topic:
+            return
+        alert = cp.Alert(
+            alert_id=uuid.uuid4().hex,
+            kind=cp.Alert.CONTROL_APP,
+            severity=cp.Alert.CRITICAL,
+            group=self.settings.job,
+            state=f"scale_{state}",
+            message=message,
+            raised_at_ms=int(self._clock() * 1000),
+        )
+        try:
+            self._producer.produce(
+                self.settings.alerts_topic, key=self.settings.job.encode(), value=encode(alert)
+            )
+            self.alerts_sent += 1
+        except BufferError:
+            log.exception("alert not queued: %s", message)

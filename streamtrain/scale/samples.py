@@ -1,0 +1,304 @@
+"""From workers' ``ThroughputSample`` messages to the throughput model the planner believes.
+
+Owned here, pure (no I/O; the Faust app and tests feed it):
+
+* :func:`sample_problem`: why a sample cannot be used (wrong job, no worker id, a
+  negative or non-finite rate, ...), or ``None``.
+* :func:`job_windows`: per-worker samples to job-level :class:`JobWindow` values. Samples
+  are bucketed by ``observed_at_ms`` into ``bucket_s`` windows; within one bucket and one
+  pool size (the sample's ``workers``) each worker counts once (a duplicate or a
+  re-sent sample replaces the older one), and the job's rate is the mean per reporting
+  worker times the pool size, so a worker whose sample is missing or late does not make
+  the job look slower. A bucket where fewer than ``min_coverage`` of the pool reported is
+  not used. Samples with ``workers = 0`` (the pool size unknown to the worker) count the
+  distinct reporters as the pool.
+* :func:`estimate_throughput`: job windows to a :class:`ThroughputEstimate`: one
+  ``(workers, records/s)`` point per measured pool size (the ``quantile`` of its recent
+  windows: a worker starved of data trains slower than it could, so a high quantile
+  reads capacity rather than demand). With at least ``need`` distinct pool sizes
+  (``max(min_distinct_workers, coefficients of the model)``: a fit with fewer is
+  underdetermined), ``source="measured"`` and the points are the observations. Before
+  that, ``source="prior"``: the ModelArts curve ``n · 0.8^log2(n)``
+  (:func:`~streamtrain.scale.models.modelarts_prior`) at ``1..max_workers``, scaled by
+  the single-worker rate the measured points imply (their median), or by a configured
+  one when nothing is measured yet.
+* :func:`materially_different`: whether a new estimate should rebuild the policy.
+* :class:`SampleBook`: what the planner keeps: the samples of the last ``retention_s``
+  (a sample older than that is late: dropped and counted), the closed job windows
+  before them (the last ``windows_per_count`` per pool size, however old), and the
+  newest pool size a worker reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from streamtrain.errors import ConfigError
+from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, modelarts_prior
+
+__all__ = [
+    "JobWindow",
+    "SampleBook",
+    "SampleSettings",
+    "Source",
+    "ThroughputEstimate",
+    "estimate_throughput",
+    "job_windows",
+    "materially_different",
+    "model_coefficients",
+    "sample_problem",
+]
+
+Source = Literal["prior", "measured"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleSettings:
+    """How samples become observations (see the module docstring)."""
+
+    bucket_s: float = 10.0
+    min_coverage: float = 0.5
+    retention_s: float = 300.0
+    windows_per_count: int = 30
+    quantile: float = 0.9
+    min_distinct_workers: int = 3
+    model_kind: str = "sync"
+    prior_single_worker_records_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.bucket_s) and self.bucket_s > 0):
+            raise ConfigError(f"the sample bucket must be positive, got {self.bucket_s} s")
+        if not 0 < self.min_coverage <= 1:
+            raise ConfigError(f"min coverage is in (0, 1], got {self.min_coverage}")
+        if self.retention_s < self.bucket_s:
+            raise ConfigError("sample retention must be at least one bucket")
+        if self.windows_per_count < 1:
+            raise ConfigError("keep at least one window per worker count")
+        if not 0 <= self.quantile <= 1:
+            raise ConfigError(f"the quantile is in [0, 1], got {self.quantile}")
+        if self.min_distinct_workers < 1:
+            raise ConfigError("need at least one distinct worker count")
+        if self.model_kind not in MODEL_KINDS or self.model_kind.endswith("_ps"):
+            kinds = ", ".join(k for k in MODEL_KINDS if not k.endswith("_ps"))
+            raise ConfigError(f"the planner's model is one of {kinds}, got {self.model_kind!r}")
+        rate = self.prior_single_worker_records_per_s
+        if rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise ConfigError(f"the prior single-worker rate must be positive, got {rate}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobWindow:
+    """The whole job's training rate over one bucket at one pool size."""
+
+    start_s: float
+    workers: int
+    records_per_s: float
+    reporting_workers: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThroughputEstimate:
+    """What the planner believes about F(w), and where it comes from."""
+
+    source: Source
+    observations: tuple[tuple[float, float], ...]  # (workers, records/s): the policy's
+    measured: tuple[tuple[int, float], ...]  # (workers, records/s) per measured pool size
+    single_worker_records_per_s: float
+    need_distinct: int
+
+    @property
+    def explanation(self) -> str:
+        points = ", ".join(f"{w}: {r:,.1f}" for w, r in self.measured) or "none"
+        if self.source == "measured":
+            return f"measured throughput at {len(self.measured)} worker counts ({points})"
+        return (
+            f"prior n*0.8^log2(n) x {self.single_worker_records_per_s:,.2f} records/s per "
+            f"worker: {len(self.measured)} of {self.need_distinct} distinct worker counts "
+            f"measured ({points})"
+        )
+
+    def model(self, kind: str) -> ThroughputModel:
+        """F fitted to :attr:`observations` (NNLS, relative error)."""
+        return fit(kind, [w for w, _ in self.observations], [r for _, r in self.observations])
+
+
+def model_coefficients(kind: str) -> int:
+    """How many coefficients a model kind has (a fit needs that many distinct counts)."""
+    for size in range(1, 16):
+        try:
+            ThroughputModel(kind, (0.0,) * size)
+        except ConfigError:
+            continue
+        return size
+    raise ConfigError(f"unknown throughput model {kind!r}")
+
+
+def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
+    """Why ``sample`` cannot be used for ``job``, or ``None`` when it can."""
+    if sample.job != job:
+        return f"sample for job {sample.job!r}, planning {job!r}"
+    if not sample.worker_id:
+        return "sample without a worker_id"
+    rate = sample.samples_per_s_trained
+    if not math.isfinite(rate) or rate < 0:
+        return f"bad samples_per_s_trained {rate} from {sample.worker_id}"
+    if not math.isfinite(sample.window_s) or sample.window_s <= 0:
+        return f"bad window_s {sample.window_s} from {sample.worker_id}"
+    if sample.observed_at_ms <= 0:
+        return f"no observed_at_ms from {sample.worker_id}"
+    return None
+
+
+def job_windows(
+    samples: Iterable[cp.ThroughputSample], *, bucket_s: float, min_coverage: float
+) -> list[JobWindow]:
+    """Job-level windows, oldest first (see the module docstring). Assumes usable samples."""
+    latest: dict[tuple[int, int, str], cp.ThroughputSample] = {}
+    for sample in samples:
+        bucket = math.floor(sample.observed_at_ms / 1000 / bucket_s)
+        key = (bucket, int(sample.workers), sample.worker_id)
+        kept = latest.get(key)
+        if kept is None or sample.observed_at_ms >= kept.observed_at_ms:
+            latest[key] = sample
+    rates: dict[tuple[int, int], list[float]] = {}
+    for (bucket, workers, _), sample in latest.items():
+        rates.setdefault((bucket, workers), []).append(sample.samples_per_s_trained)
+    windows = []
+    for (bucket, workers), values in sorted(rates.items()):
+        pool = workers or len(values)
+        reporting = min(len(values), pool)
+        if reporting / pool < min_coverage:
+            continue
+        mean = sum(values) / len(values)
+        windows.append(JobWindow(bucket * bucket_s, pool, mean * pool, reporting))
+    return windows
+
+
+def estimate_throughput(
+    windows: Iterable[JobWindow], settings: SampleSettings, *, max_workers: int
+) -> ThroughputEstimate | None:
+    """See the module docstring; ``None`` when nothing is measured and no prior rate is set."""
+    per_count: dict[int, list[float]] = {}
+    for window in windows:
+        if window.records_per_s > 0:
+            per_count.setdefault(window.workers, []).append(window.records_per_s)
+    measured = tuple(
+        (w, float(np.quantile(rates[-settings.windows_per_count :], settings.quantile)))
+        for w, rates in sorted(per_count.items())
+    )
+    need = max(settings.min_distinct_workers, model_coefficients(settings.model_kind))
+    implied = [rate / modelarts_prior(1.0, w) for w, rate in measured]
+    if implied:
+        single = float(np.median(implied))
+    elif settings.prior_single_worker_records_per_s is not None:
+        single = settings.prior_single_worker_records_per_s
+    else:
+        return None
+    if len(measured) >= need:
+        observations = tuple((float(w), r) for w, r in measured)
+        return ThroughputEstimate(
+            source="measured",
+            observations=observations,
+            measured=measured,
+            single_worker_records_per_s=single,
+            need_distinct=need,
+        )
+    top = max(max_workers, need, *(w for w, _ in measured))
+    prior = tuple((float(n), modelarts_prior(single, n)) for n in range(1, top + 1))
+    return ThroughputEstimate(
+        source="prior",
+        observations=prior,
+        measured=measured,
+        single_worker_records_per_s=single,
+        need_distinct=need,
+    )
+
+
+def materially_different(
+    old: ThroughputEstimate | None, new: ThroughputEstimate | None, tolerance: float
+) -> bool:
+    """A different source or set of counts, or a point that moved by more than
+    ``tolerance`` (relative)."""
+    if old is None or new is None:
+        return old is not new
+    if old.source != new.source or len(old.observations) != len(new.observations):
+        return True
+    for (w_old, r_old), (w_new, r_new) in zip(old.observations, new.observations, strict=True):
+        if w_old != w_new or abs(r_new - r_old) > tolerance * r_old:
+            return True
+    return False
+
+
+class SampleBook:
+    """Recent usable samples and closed windows for one job (see the module docstring)."""
+
+    def __init__(self, job: str, settings: SampleSettings | None = None) -> None:
+        self.job = job
+        self.settings = settings or SampleSettings()
+        self._samples: dict[tuple[str, int], cp.ThroughputSample] = {}
+        self._closed: dict[int, deque[JobWindow]] = {}
+        self.accepted = 0
+        self.rejected = 0
+        self.late = 0
+        self.last_problem: str | None = None
+        self.pool_size: tuple[float, int] | None = None  # (observed at s, workers)
+
+    def add(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
+        """Keep ``sample``; returns the reason when it is rejected or too late."""
+        problem = sample_problem(sample, self.job)
+        bucket_s = self.settings.bucket_s
+        bucket_end_s = (math.floor(sample.observed_at_ms / 1000 / bucket_s) + 1) * bucket_s
+        if problem is None and bucket_end_s <= now_s - self.settings.retention_s:
+            self.late += 1
+            return f"late sample from {sample.worker_id} ({sample.observed_at_ms} ms)"
+        if problem is not None:
+            self.rejected += 1
+            self.last_problem = problem
+            return problem
+        self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
+        self.accepted += 1
+        at_s = sample.observed_at_ms / 1000
+        if sample.workers > 0 and (self.pool_size is None or at_s >= self.pool_size[0]):
+            self.pool_size = (at_s, int(sample.workers))
+        return None
+
+    def _open_windows(self) -> list[JobWindow]:
+        s = self.settings
+        return job_windows(self._samples.values(), bucket_s=s.bucket_s, min_coverage=s.min_coverage)
+
+    def prune(self, now_s: float) -> None:
+        """Close the buckets that ended ``retention_s`` ago: keep their job windows, drop
+        their samples (a sample for them arriving later is late)."""
+        s = self.settings
+        cutoff_s = now_s - s.retention_s
+
+        def closed(sample: cp.ThroughputSample) -> bool:
+            bucket = math.floor(sample.observed_at_ms / 1000 / s.bucket_s)
+            return (bucket + 1) * s.bucket_s <= cutoff_s
+
+        old = [v for v in self._samples.values() if closed(v)]
+        if not old:
+            return
+        for window in job_windows(old, bucket_s=s.bucket_s, min_coverage=s.min_coverage):
+            kept = self._closed.setdefault(window.workers, deque(maxlen=s.windows_per_count))
+            kept.append(window)
+        self._samples = {k: v for k, v in self._samples.items() if not closed(v)}
+
+    def windows(self) -> list[JobWindow]:
+        """Closed and open job windows, oldest first per pool size."""
+        closed = [w for windows in self._closed.values() for w in windows]
+        return sorted([*closed, *self._open_windows()], key=lambda w: w.start_s)
+
+    def estimate(self, now_s: float, *, max_workers: int) -> ThroughputEstimate | None:
+        self.prune(now_s)
+        return estimate_throughput(self.windows(), self.settings, max_workers=max_workers)
+
+    def __len__(self) -> int:
+        return len(self._samples)

@@ -1,0 +1,205 @@
+"""The live planner without a broker: arrival steps, worker count, commands, alerts."""
+
+import numpy as np
+import pytest
+
+from streamtrain.errors import ConfigError
+from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.scale.planner import (
+    ArrivalSteps,
+    LagReading,
+    Planner,
+    PlannerSettings,
+    check_policy,
+    parse_policy_settings,
+)
+from streamtrain.scale.samples import SampleSettings
+
+T0 = 1_700_000_000.0
+# HPA on measured lag, deciding every second with no metric window: deterministic.
+HPA_ON_LAG = parse_policy_settings(
+    {
+        "metric": "lag",
+        "target": "10",
+        "sync_period_s": "1",
+        "readiness_delay_s": "0",
+        "metric_window_s": "0",
+        "scale_down_window_s": "0",
+    }
+)
+
+
+def sample(workers, rate, at_s, worker="w0", job="demo"):
+    return cp.ThroughputSample(
+        job=job,
+        worker_id=worker,
+        workers=workers,
+        samples_per_s_trained=rate,
+        window_s=1.0,
+        observed_at_ms=int(at_s * 1000),
+    )
+
+
+def planner(policy="hpa", settings=HPA_ON_LAG, **kwargs):
+    defaults = {
+        "job": "demo",
+        "group": "trainer",
+        "policy": policy,
+        "policy_settings": settings,
+        "step_s": 1,
+        "max_workers": 8,
+        "action_pause_s": 5.0,
+        "samples": SampleSettings(bucket_s=1.0),
+    }
+    return Planner(PlannerSettings(**(defaults | kwargs)))
+
+
+def test_arrival_steps_keep_complete_steps_and_fill_gaps():
+    steps = ArrivalSteps(step_s=10, max_steps=100)
+    steps.add(T0 + 1, 4.0)
+    steps.add(T0 + 5, 6.0)
+    steps.close(T0 + 9)
+    assert len(steps) == 0  # the step is not complete yet
+    steps.add(T0 + 31, 8.0)  # steps 10-19 and 20-29 had no reading
+    steps.close(T0 + 45)
+    assert steps.array().tolist() == [5.0, 5.0, 5.0, 8.0]
+    assert steps.history_start_s == T0
+    steps.add(T0 + 2, 100.0)  # for a step already closed: late, ignored
+    assert steps.late == 1
+    assert not steps.array().flags.writeable
+
+
+def test_the_worker_count_comes_from_the_newest_sample_or_applied_result():
+    p = planner(initial_workers=2)
+    assert p.current_workers() == 2
+    p.add_sample(sample(3, 10.0, T0), T0)
+    assert p.current_workers() == 3
+    p.on_applied(5, T0 + 1)
+    assert p.current_workers() == 5
+    p.add_sample(sample(4, 10.0, T0 + 2), T0 + 2)
+    assert p.current_workers() == 4
+
+
+def test_a_model_based_policy_waits_for_samples():
+    p = planner(policy="streamtrain", settings=(), initial_workers=1)
+    p.observe_lag(LagReading(T0, 10.0, 0.0, 0))
+    out = p.tick(T0 + 1)
+    assert out.command is None and "throughput samples" in out.note
+    assert p.status()["throughput_source"] is None
+
+
+def test_a_decision_becomes_one_command_and_waits_for_the_pool():
+    p = planner()
+    for i in range(3):
+        p.add_sample(sample(1, 5.0, T0 + i), T0 + i)
+        p.observe_lag(LagReading(T0 + i, 20.0, 3.0, 60))
+        assert p.tick(T0 + i + 0.5).command is None  # lag 3 s < target 10 s: hold
+    p.observe_lag(LagReading(T0 + 3, 20.0, 30.0, 600))
+    out = p.tick(T0 + 3.5)
+    command = out.command
+    assert command is not None
+    assert (command.job, command.current_workers, command.target_workers) == ("demo", 1, 3)
+    assert command.reason == cp.ScaleCommand.FALLBACK
+    assert command.command_id.startswith("demo-")
+    assert command.created_at_ms == int((T0 + 3.5) * 1000)
+    assert "HPA" in command.explanation and "prior" in command.explanation
+    assert p.status()["pending_command"] == command.command_id
+
+    # Still one worker reporting: the action is pending, no second command.
+    p.add_sample(sample(1, 5.0, T0 + 4), T0 + 4)
+    p.observe_lag(LagReading(T0 + 4, 20.0, 40.0, 800))
+    assert p.tick(T0 + 4.5).command is None
+    # The pool reports 3 workers: settled, and the time it took is the measured pause.
+    for worker in ("w0", "w1", "w2"):
+        p.add_sample(sample(3, 5.0, T0 + 6, worker), T0 + 6)
+    p.observe_lag(LagReading(T0 + 6, 20.0, 10.0, 200))  # at the target: hold
+    p.tick(T0 + 6.5)
+    status = p.status()
+    assert status["pending_command"] is None
+    assert status["last_pause_s"] == pytest.approx(3.0)
+    assert status["commands_sent"] == 1
+    assert status["current_workers"] == 3
+
+
+def test_a_command_not_reflected_in_time_stops_being_pending():
+    p = planner(command_timeout_s=10.0)
+    p.add_sample(sample(1, 5.0, T0), T0)
+    p.observe_lag(LagReading(T0, 20.0, 30.0, 600))
+    assert p.tick(T0 + 0.5).command is not None
+    p.observe_lag(LagReading(T0 + 20, 20.0, 30.0, 600))
+    # The pool never changed; after the timeout the planner decides again.
+    assert p.tick(T0 + 20.5).command is not None
+
+
+def test_cannot_keep_up_raises_one_alert_and_resolves_it():
+    p = planner(
+        policy="adequate",
+        settings=(),
+        max_workers=2,
+        samples=SampleSettings(bucket_s=1.0, prior_single_worker_records_per_s=1.0),
+        initial_workers=2,
+        recent_window_s=1.0,
+    )
+    alerts = []
+    for i, rate in enumerate([100.0] * 4 + [0.5] * 3):
+        p.observe_lag(LagReading(T0 + i, rate, 0.0, 0))
+        alerts += p.tick(T0 + i + 0.5).alerts
+    assert [(a.kind, a.severity, a.resolved) for a in alerts] == [
+        (cp.Alert.CANNOT_KEEP_UP, cp.Alert.CRITICAL, False),
+        (cp.Alert.CANNOT_KEEP_UP, cp.Alert.INFO, True),
+    ]
+    assert alerts[0].group == "trainer"
+    assert "cannot keep up" in alerts[0].message
+
+
+def test_the_policy_is_rebuilt_only_when_the_estimate_moves():
+    p = planner(policy="kale", settings=(), refit_interval_s=1.0, initial_workers=1)
+    p.add_sample(sample(1, 5.0, T0), T0)
+    p.observe_lag(LagReading(T0, 5.0, 0.0, 0))
+    p.tick(T0 + 1)
+    first = p.policy
+    assert first is not None and p.estimate.source == "prior"
+    p.add_sample(sample(1, 5.1, T0 + 1), T0 + 1)  # within the 10 % tolerance
+    p.tick(T0 + 2.5)
+    assert p.policy is first
+    for i, (workers, rate) in enumerate([(2, 8.0), (4, 13.0), (8, 20.0)]):
+        at = T0 + 3 + i
+        for k in range(workers):
+            p.add_sample(sample(workers, rate / workers, at, f"w{k}"), at)
+    p.tick(T0 + 7)
+    assert p.policy is not first
+    assert p.estimate.source == "measured"
+    assert p.status()["throughput_source"] == "measured"
+
+
+def test_the_streamtrain_policy_plans_on_the_prior():
+    p = planner(policy="streamtrain", settings=(), initial_workers=1)
+    out = None
+    for i in range(121):
+        p.add_sample(sample(1, 5.0, T0 + i), T0 + i)
+        p.observe_lag(LagReading(T0 + i, 20.0, 1.5 * i, 15.0 * i))
+        out = p.tick(T0 + i + 0.5)
+        if out.command is not None:
+            break
+    assert out is not None and out.command is not None
+    assert out.command.target_workers > 1
+    assert list(out.command.plan) and out.command.plan_step_s == 1
+    assert np.all(np.array(out.command.plan) <= 8)
+
+
+def test_bad_settings():
+    with pytest.raises(ConfigError):
+        PlannerSettings(job="demo", group="g", policy="nope")
+    with pytest.raises(ConfigError):
+        PlannerSettings(job="", group="g")
+    with pytest.raises(ConfigError):
+        PlannerSettings(job="demo", group="g", min_workers=3, max_workers=2)
+    with pytest.raises(ConfigError, match="bad settings"):
+        check_policy(PlannerSettings(job="demo", group="g", policy_settings=(("nope", 1),)))
+    check_policy(PlannerSettings(job="demo", group="g", policy="kale"))
+    assert parse_policy_settings({"a": "1", "b": "0.5", "c": "true", "d": "x"}) == (
+        ("a", 1),
+        ("b", 0.5),
+        ("c", True),
+        ("d", "x"),
+    )
