@@ -4,9 +4,12 @@ What it adds to KALE (§3.4), every ``decision_interval_s``:
 
 1. **Quantile forecasts.** It plans for the ``quantile`` forecast
    (:meth:`~streamtrain.scale.policies.feed.ForecastFeed.upper`: the model's own
-   quantiles, else calibrated by the ratios of past actuals to forecasts), averaged over
-   ``smooth_s`` (a backlog of a few seconds drains by itself; planning for every
-   minute's peak would only churn).
+   quantiles, else calibrated by the ratios of past actuals to forecasts, never below
+   the point forecast), averaged over ``smooth_s`` (a backlog of a few seconds drains by
+   itself; planning for every minute's peak would only churn). The default is the
+   median: with two-phase actions a miss costs a 3-minute pause, cheaper than holding
+   the headroom a high quantile buys all day (0.8 cuts the lag by 20-30 % for 5-7 %
+   more worker-hours on the KALE-shaped and web traces, more than KALE holds).
 2. **A measured F.** The NNLS fit (Eq. 6) is rescaled so it matches the training speed
    measured at the current count (a slower GPU, power capping).
 3. **Act at the last safe moment, for long enough.** A fluid backlog model
@@ -15,7 +18,8 @@ What it adds to KALE (§3.4), every ``decision_interval_s``:
    started at the next decision could take effect does it scale up, and then to the
    smallest count that drains the pause's backlog within ``catchup_s`` of resuming and
    keeps up for ``cover`` after (``max(min_cover_s, cover_pauses x pause)``), so each
-   pause buys a long stretch of headroom instead of one step of the ramp.
+   pause buys a long stretch of headroom instead of one step of the ramp. A scale-down
+   must drain its own pause's backlog within ``down_catchup_s``.
 4. **The downtime-aware gate** (DLRover-RM Eq. 8): a scale-up must save more backlog
    than its pause creates (:func:`~streamtrain.scale.gate.gate_scale_up`); a scale-down
    to the smallest count that keeps up for ``down_hold_s`` must free more
@@ -69,24 +73,33 @@ BoolArray = NDArray[np.bool_]
 @dataclass(frozen=True, slots=True)
 class StreamtrainSettings:
     decision_interval_s: float = 60.0
-    quantile: float = 0.8
+    quantile: float = 0.5
     smooth_s: float = 300.0
     horizon_s: float = 7200.0
-    catchup_s: float = 900.0
-    tolerated_lag_s: float = 60.0
+    catchup_s: float = 3600.0
+    down_catchup_s: float = 900.0
+    tolerated_lag_s: float = 180.0
     cover_pauses: float = 6.0
     min_cover_s: float = 1800.0
-    down_hold_s: float = 3600.0
+    down_hold_s: float = 2700.0
     fallback_target_lag_s: float = 300.0
     fallback_cooldown_s: float = 600.0
     trigger: TriggerSettings = field(
-        default_factory=lambda: TriggerSettings(lag_enter_s=300.0, lag_exit_s=60.0)
+        default_factory=lambda: TriggerSettings(
+            lag_enter_s=300.0, lag_exit_s=60.0, error_enter=0.5, error_exit=0.25
+        )
     )
 
     def __post_init__(self) -> None:
         if not 0 < self.quantile < 1:
             raise ConfigError(f"the planning quantile is in (0, 1), got {self.quantile}")
-        positive = (self.decision_interval_s, self.horizon_s, self.catchup_s, self.down_hold_s)
+        positive = (
+            self.decision_interval_s,
+            self.horizon_s,
+            self.catchup_s,
+            self.down_catchup_s,
+            self.down_hold_s,
+        )
         if min(positive) <= 0 or self.fallback_target_lag_s <= 0:
             raise ConfigError("intervals, horizons and targets must be positive")
 
@@ -235,7 +248,8 @@ class StreamtrainPolicy:
                 return decision
         if self.trigger.active and self.trigger.cause == "lag":
             return None
-        return self._scale_down(obs, load, table, plan, catchup, tolerance)
+        down_catchup = math.ceil(s.down_catchup_s / step)
+        return self._scale_down(obs, load, table, plan, down_catchup, tolerance)
 
     def _plan(self, load: FloatArray, table: FloatArray, step: int) -> tuple[int, ...]:
         """Eq. 10 per step on the planned load, calibrated by Algorithm 1 (for the record)."""
@@ -379,8 +393,8 @@ class StreamtrainPolicy:
             step_s=step,
             pause_s=pause,
             hold_s=s.down_hold_s,
-            drain_s=s.catchup_s,
-            lag_budget_s=obs.max_lag_s + pause + s.catchup_s,
+            drain_s=s.down_catchup_s,
+            lag_budget_s=obs.max_lag_s + pause + s.down_catchup_s,
         )
         if not verdict.accept:
             return None

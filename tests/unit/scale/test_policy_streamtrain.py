@@ -71,7 +71,9 @@ def test_holds_while_the_current_count_keeps_up():
 
 
 def test_scales_up_ahead_of_the_ramp_at_the_last_safe_moment():
-    policy = _policy(RAMP)
+    # One minute of lag tolerated and the pause drained within 15 minutes (the defaults
+    # tolerate three and drain within the hour, acting later and smaller).
+    policy = _policy(RAMP, tolerated_lag_s=60.0, catchup_s=900.0)
     # 30 min before the ramp: a 10-min pause started now would be ready far too early.
     assert policy.decide(_obs(90, 5, RAMP)) is None
     decisions = {n: policy.decide(_obs(n, 5, RAMP)) for n in range(91, 120)}
@@ -81,18 +83,18 @@ def test_scales_up_ahead_of_the_ramp_at_the_last_safe_moment():
     assert first.reason == "proactive"
     # Started before the load arrives, early enough for the pause to end first.
     assert 120 - 12 <= acted[0] < 120 - 9
-    # Enough for 1,000/s plus draining the pause's backlog: more than Eq. 10's 11.
+    # Enough for 1,000/s plus draining the pause's backlog in 15 min: more than Eq. 10's 11.
     assert first.target_workers > 11
     assert "Eq. 8 passes" in first.explanation
 
 
 def test_two_phase_scaling_starts_earlier_by_its_preparation_only():
-    policy = _policy(RAMP, pause_s=180.0, prep_s=420.0)
+    policy = _policy(RAMP, pause_s=180.0, prep_s=420.0, tolerated_lag_s=60.0)
     decisions = {n: policy.decide(_obs(n, 5, RAMP)) for n in range(100, 120)}
     acted = [n for n, d in decisions.items() if d is not None]
     assert 120 - 12 <= acted[0] < 120 - 9
     # A 3-minute pause leaves less backlog: fewer workers drain it in time.
-    one_phase = _policy(RAMP)
+    one_phase = _policy(RAMP, tolerated_lag_s=60.0)
     bigger = next(d for n in range(100, 120) if (d := one_phase.decide(_obs(n, 5, RAMP))))
     assert decisions[acted[0]].target_workers <= bigger.target_workers
 

@@ -100,3 +100,31 @@ def test_plot_without_matplotlib_says_how_to_get_it(trace_csv, tmp_path, monkeyp
     )
     assert result.exit_code == 2
     assert "pip install matplotlib" in result.stderr
+
+
+def test_plot_writes_the_image(trace_csv, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out.png"
+    result = _run(
+        "--trace",
+        str(trace_csv),
+        "--policies",
+        "adequate,hpa",
+        "--partitions",
+        "8",
+        "--plot",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("days", [1, 2])
+def test_without_a_trace_the_last_days_of_a_synthetic_week_are_simulated(days):
+    result = _run(
+        "--policies", "adequate", "--partitions", "4", "--simulate-days", str(days), "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert f"synth-{days + 6}d-seed0" in result.stderr
+    hours = json.loads(result.stdout)["policies"]["adequate"]["worker_hours"]
+    assert hours == pytest.approx(28 * 24 * days)
