@@ -1,6 +1,5 @@
 """`streamtrain lag run` as a real process: HTTP API, reports, broker outage, restart."""
 
-import json
 import os
 import signal
 import subprocess
@@ -16,19 +15,12 @@ from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from tests.integration.cli_process import SCRIPT
+from tests.integration.http_kafka import get_json, read_topic
 
 TOPIC, GROUP = "events", "trainer"
 
 
-def _get(port, path):
-    """(status, JSON body) or (None, None) while nothing answers."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None, None
+_get = get_json
 
 
 def _wait_for(predicate, timeout_s, what):
@@ -87,20 +79,7 @@ def _stop(process, log):
     return process.returncode
 
 
-def _read_topic(settings, topic, max_s=10.0):
-    consumer = Consumer(settings.confluent_config(**{"group.id": f"reader-{time.monotonic_ns()}"}))
-    values = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + max_s
-        while time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.5)
-            values += [m.value() for m in batch if m.error() is None]
-            if values and not batch:
-                break
-    finally:
-        consumer.close()
-    return values
+_read_topic = read_topic
 
 
 def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker, tmp_path):

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -21,33 +19,18 @@ from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome
 from streamtrain.wire import decode, encode
 from tests.integration.cli_process import SCRIPT
+from tests.integration.http_kafka import get_json, read_topic
 
 JOB = "demo"
 FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))
 
 
 def _get(port, path):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return json.loads(response.read())
-    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
-        return None
+    return get_json(port, path)[1]
 
 
 def _read_all(settings, topic, max_s=5.0):
-    consumer = Consumer(settings.confluent_config(**{"group.id": f"reader-{time.monotonic_ns()}"}))
-    values = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + max_s
-        while time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.5)
-            values += [m.value() for m in batch if m.error() is None]
-            if values and not batch:
-                break
-    finally:
-        consumer.close()
-    return values
+    return read_topic(settings, topic, max_s)
 
 
 class Traffic(threading.Thread):
