@@ -1,0 +1,182 @@
+"""The columnar record chunk the data plane passes around (consumer → shuffle → trainer).
+
+Owned here: :class:`RecordColumns`, records of one topic as parallel arrays plus one
+concatenated payload buffer. It is what the consumer hands out, what the shuffle layer
+queues and forwards (it maps one-to-one onto the ``RecordBatch`` protobuf), and what a
+decoder turns into feature columns. Payloads are addressed by ``payload_bounds``
+(``n + 1`` increasing offsets into ``payloads``), so slicing a chunk copies no payload
+bytes until it is sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError
+
+__all__ = ["RecordColumns"]
+
+_MAX_UNSORTED_RUNS = 64  # more runs than this in record order: sort by partition first
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RecordColumns:
+    """``n`` records of ``topic``: partition, offset and timestamp (ms) per record.
+
+    ``forwarded`` is set on records a peer forwarded to this worker; they are never
+    forwarded again (KALE §3.5).
+    """
+
+    topic: str
+    partitions: NDArray[np.int32]
+    offsets: NDArray[np.int64]
+    timestamps_ms: NDArray[np.int64]
+    payloads: bytes
+    payload_bounds: NDArray[np.int64]
+    forwarded: bool = False
+
+    def __post_init__(self) -> None:
+        n = self.offsets.shape[0] if self.offsets.ndim == 1 else -1
+        if (
+            n < 0
+            or self.partitions.shape != (n,)
+            or self.timestamps_ms.shape != (n,)
+            or self.payload_bounds.shape != (n + 1,)
+        ):
+            raise ConfigError(
+                "record columns must be 1-D: partitions, offsets and timestamps of one "
+                "length n, payload_bounds of n + 1"
+            )
+        if int(self.payload_bounds[0]) != 0 or int(self.payload_bounds[-1]) != len(self.payloads):
+            raise ConfigError("payload_bounds must start at 0 and end at len(payloads)")
+
+    @classmethod
+    def from_values(
+        cls,
+        topic: str,
+        partitions: Sequence[int],
+        offsets: Sequence[int],
+        timestamps_ms: Sequence[int],
+        values: Sequence[bytes],
+        *,
+        forwarded: bool = False,
+    ) -> RecordColumns:
+        """Build from per-record Python values (tests, small batches)."""
+        bounds = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum([len(v) for v in values], out=bounds[1:])
+        return cls(
+            topic,
+            np.asarray(partitions, dtype=np.int32),
+            np.asarray(offsets, dtype=np.int64),
+            np.asarray(timestamps_ms, dtype=np.int64),
+            b"".join(values),
+            bounds,
+            forwarded,
+        )
+
+    @classmethod
+    def concat(cls, chunks: Sequence[RecordColumns]) -> RecordColumns:
+        """One chunk of ``chunks`` in order; all must share topic and ``forwarded``."""
+        if not chunks:
+            raise ConfigError("concat needs at least one chunk")
+        first = chunks[0]
+        if len(chunks) == 1:
+            return first
+        if any(c.topic != first.topic or c.forwarded != first.forwarded for c in chunks):
+            raise ConfigError("only chunks of one topic and one forwarded flag can be joined")
+        lengths = np.concatenate([c.payload_lengths() for c in chunks])
+        bounds = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        return cls(
+            first.topic,
+            np.concatenate([c.partitions for c in chunks]),
+            np.concatenate([c.offsets for c in chunks]),
+            np.concatenate([c.timestamps_ms for c in chunks]),
+            b"".join(c.payloads for c in chunks),
+            bounds,
+            first.forwarded,
+        )
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0])
+
+    @property
+    def payload_bytes(self) -> int:
+        return len(self.payloads)
+
+    def payload_lengths(self) -> NDArray[np.int64]:
+        """Bytes of each record's payload."""
+        return np.diff(self.payload_bounds)
+
+    def offset_ranges(self) -> list[tuple[int, int, int]]:
+        """``(partition, first_offset, last_offset)`` runs of consecutive offsets, inclusive.
+
+        This is what the offset tracker is told. The runs cover exactly the chunk's
+        records, split wherever offsets skip (compaction, transaction markers) or repeat.
+        They follow record order (``consume()`` delivers long per-partition stretches,
+        so that is a few runs, found without sorting); a chunk that interleaves
+        partitions finely is sorted first, giving at most one run per partition and gap.
+        """
+        n = len(self)
+        if n == 0:
+            return []
+        parts, offs = self.partitions, self.offsets
+        breaks = np.flatnonzero((parts[1:] != parts[:-1]) | (offs[1:] - offs[:-1] != 1)) + 1
+        if breaks.size > _MAX_UNSORTED_RUNS:
+            order = np.argsort(parts, kind="stable")
+            parts, offs = parts[order], offs[order]
+            breaks = np.flatnonzero((parts[1:] != parts[:-1]) | (offs[1:] - offs[:-1] != 1)) + 1
+        starts = np.empty(breaks.size + 1, dtype=np.intp)
+        starts[0] = 0
+        starts[1:] = breaks
+        ends = np.empty_like(starts)
+        ends[:-1] = breaks - 1
+        ends[-1] = n - 1
+        return list(
+            zip(
+                parts[starts].tolist(),
+                offs[starts].tolist(),
+                offs[ends].tolist(),
+                strict=True,
+            )
+        )
+
+    def value(self, i: int) -> bytes:
+        """The payload of record ``i``."""
+        return self.payloads[int(self.payload_bounds[i]) : int(self.payload_bounds[i + 1])]
+
+    def values(self) -> Iterator[bytes]:
+        view = memoryview(self.payloads)
+        bounds = self.payload_bounds.tolist()
+        for start, end in itertools.pairwise(bounds):
+            yield bytes(view[start:end])
+
+    def take(self, index: NDArray[np.intp] | slice) -> RecordColumns:
+        """The records at ``index`` (a slice or an index array), payloads re-packed."""
+        picked = np.arange(len(self))[index]
+        starts, ends = self.payload_bounds[picked], self.payload_bounds[picked + 1]
+        if isinstance(index, slice) and index.step in (None, 1) and picked.size:
+            lo, hi = int(starts[0]), int(ends[-1])
+            payloads = self.payloads[lo:hi]
+            bounds = np.concatenate([[0], ends - lo]).astype(np.int64)
+        else:
+            view = memoryview(self.payloads)
+            payloads = b"".join(
+                view[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
+            )
+            bounds = np.zeros(picked.size + 1, dtype=np.int64)
+            np.cumsum(ends - starts, out=bounds[1:])
+        return RecordColumns(
+            self.topic,
+            self.partitions[picked],
+            self.offsets[picked],
+            self.timestamps_ms[picked],
+            payloads,
+            bounds,
+            self.forwarded,
+        )

@@ -1,0 +1,287 @@
+"""A scripted worker process for the shuffle's integration tests and its experiment.
+
+Owned here: ``python -m streamtrain.shuffle.harness SPEC.json``, one worker that runs a
+:class:`~streamtrain.shuffle.node.ShuffleNode` between a record source and a simulated
+trainer, as the JSON spec says:
+
+* ``settings``: :class:`~streamtrain.shuffle.settings.ShuffleSettings` fields (``curve``
+  as ``{"public": Z85, "secret": Z85}``);
+* ``membership``: ``{"kind": "kafka", "bootstrap", "heartbeat_interval_ms",
+  "heartbeat_timeout_ms"}`` or ``{"kind": "static", "peers": [PeerInfo fields]}``;
+* ``source``: ``{"kind": "synthetic", "topic", "partition", "records", "record_bytes",
+  "chunk_records"}`` (offsets 0..records-1), ``{"kind": "kafka", "bootstrap", "topic",
+  "partitions", "group", "commit_interval_s"}`` (assigned partitions, offsets committed
+  only up to the lowest record not acknowledged locally or remotely) or ``{"kind": "none"}``;
+* ``trainer``: ``{"records_per_s"}`` (0: as fast as it can), ``"batch_records"``,
+  ``"torch"`` (a real SGD step on the payload bytes per batch) or ``null`` (no trainer);
+* ``out_dir``: where ``<worker>.trained`` (one ``partition first last`` line per
+  contiguous run, flushed before the batch is acknowledged) and ``<worker>.status.json``
+  (rewritten atomically every ``status_interval_s``) go.
+
+SIGTERM stops it cleanly (tombstone, LEFT, final status). It writes files only; it
+prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from streamtrain.config import KafkaSettings
+from streamtrain.ingest.records import RecordColumns
+from streamtrain.shuffle.acks import contiguous_runs
+from streamtrain.shuffle.kafka_membership import KafkaMembership
+from streamtrain.shuffle.membership import MemberDirectory, Membership, PeerInfo, StaticMembership
+from streamtrain.shuffle.node import ShuffleNode
+from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
+from streamtrain.shuffle.testing import RecordingAcknowledger
+
+__all__ = ["main", "settings_from_spec"]
+
+
+def settings_from_spec(spec: dict[str, Any]) -> ShuffleSettings:
+    fields = dict(spec)
+    curve = fields.pop("curve", None)
+    keys = None
+    if curve is not None:
+        keys = CurveKeys(curve["public"].encode("ascii"), curve["secret"].encode("ascii"))
+    return ShuffleSettings(**fields, curve=keys)
+
+
+def _membership(spec: dict[str, Any], job: str) -> Membership:
+    if spec["kind"] == "kafka":
+        return KafkaMembership(
+            KafkaSettings(bootstrap=spec["bootstrap"]),
+            job,
+            heartbeat_interval_ms=int(spec.get("heartbeat_interval_ms", 500)),
+            heartbeat_timeout_ms=int(spec.get("heartbeat_timeout_ms", 3_000)),
+        )
+    peers = [
+        PeerInfo(
+            worker_id=p["worker_id"],
+            data_endpoint=p["data_endpoint"],
+            event_endpoint=p["event_endpoint"],
+            incarnation=int(p.get("incarnation", 1)),
+            curve_public_key=(
+                p["curve_public_key"].encode("ascii") if p.get("curve_public_key") else None
+            ),
+        )
+        for p in spec.get("peers", [])
+    ]
+    return StaticMembership(MemberDirectory(peers))
+
+
+class _Worker:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.settings = settings_from_spec(spec["settings"])
+        self.out_dir = Path(spec["out_dir"])
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.acks = RecordingAcknowledger()
+        self.node = ShuffleNode(
+            self.settings, self.acks, _membership(spec["membership"], self.settings.job)
+        )
+        self.stop = threading.Event()
+        self.source_done = False
+        self.records_read = 0
+        self.trained_records = 0
+        self.commits: dict[int, int] = {}
+        self.started_at = time.time()
+
+    # source ------------------------------------------------------------------------------
+
+    def _put_all(self, columns: RecordColumns) -> bool:
+        remaining: RecordColumns | None = columns
+        while remaining is not None:
+            if self.stop.is_set():
+                return False
+            remaining = self.node.put(remaining, timeout_s=0.2)
+        return True
+
+    def run_synthetic(self, source: dict[str, Any]) -> None:
+        topic, partition = source["topic"], int(source["partition"])
+        total, size = int(source["records"]), int(source.get("record_bytes", 200))
+        chunk = int(source.get("chunk_records", 500))
+        for start in range(0, total, chunk):
+            n = min(chunk, total - start)
+            offsets = np.arange(start, start + n, dtype=np.int64)
+            payloads = b"".join(int(o).to_bytes(8, "big") * (size // 8) for o in offsets)
+            bounds = np.arange(n + 1, dtype=np.int64) * (size // 8 * 8)
+            columns = RecordColumns(
+                topic,
+                np.full(n, partition, dtype=np.int32),
+                offsets,
+                np.full(n, int(time.time() * 1000), dtype=np.int64),
+                payloads,
+                bounds,
+            )
+            if not self._put_all(columns):
+                return
+            self.records_read += n
+        self.source_done = True
+
+    def run_kafka(self, source: dict[str, Any]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        kafka = KafkaSettings(bootstrap=source["bootstrap"])
+        topic, partitions = source["topic"], [int(p) for p in source["partitions"]]
+        consumer = Consumer(
+            kafka.confluent_config(**{"group.id": source["group"], "enable.auto.commit": False})
+        )
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        next_commit = time.monotonic()
+        commit_interval_s = float(source.get("commit_interval_s", 0.5))
+        try:
+            while not self.stop.is_set():
+                messages = consumer.consume(num_messages=500, timeout=0.1)
+                good = [m for m in messages if m.error() is None]
+                if good:
+                    columns = RecordColumns.from_values(
+                        topic,
+                        [cast(int, m.partition()) for m in good],
+                        [cast(int, m.offset()) for m in good],
+                        [m.timestamp()[1] for m in good],
+                        [m.value() or b"" for m in good],
+                    )
+                    self.records_read += len(good)
+                    if not self._put_all(columns):
+                        break
+                if time.monotonic() >= next_commit:
+                    self._commit(consumer, topic, partitions)
+                    next_commit = time.monotonic() + commit_interval_s
+            self._commit(consumer, topic, partitions)
+        finally:
+            consumer.close()
+
+    def _commit(self, consumer: Any, topic: str, partitions: list[int]) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        offsets = []
+        for p in partitions:
+            position = self.acks.position(topic, p, 0)
+            if position > self.commits.get(p, 0):
+                offsets.append(TopicPartition(topic, p, position))
+        if offsets:
+            with contextlib.suppress(KafkaException):
+                consumer.commit(offsets=offsets, asynchronous=False)
+                for tp in offsets:
+                    self.commits[tp.partition] = tp.offset
+
+    # trainer -----------------------------------------------------------------------------
+
+    def run_trainer(self, trainer: dict[str, Any]) -> None:
+        rate = float(trainer.get("records_per_s", 0))
+        batch_records = int(trainer.get("batch_records", 500))
+        step = _torch_step() if trainer.get("torch") else None
+        with (self.out_dir / f"{self.settings.worker_id}.trained").open("a") as log:
+            while not self.stop.is_set():
+                batch = self.node.take(batch_records, timeout_s=0.1)
+                if batch is None:
+                    continue
+                started = time.monotonic()
+                if step is not None:
+                    step(batch.columns)
+                runs = contiguous_runs(batch.columns.partitions, batch.columns.offsets)
+                log.write("".join(f"{p} {first} {last}\n" for p, first, last in runs))
+                log.flush()
+                if rate > 0:
+                    left = len(batch) / rate - (time.monotonic() - started)
+                    if left > 0:
+                        self.stop.wait(left)
+                self.node.ack(batch)
+                self.trained_records += len(batch)
+
+    # status ------------------------------------------------------------------------------
+
+    def write_status(self) -> None:
+        stats = self.node.stats()
+        status = {
+            "worker_id": self.settings.worker_id,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "started_at": self.started_at,
+            "cpu_s": time.process_time(),
+            "source_done": self.source_done,
+            "records_read": self.records_read,
+            "trained_records": self.trained_records,
+            "unit": dataclasses.asdict(stats.unit),
+            "forwarding": dataclasses.asdict(stats.forwarding),
+            "acked": {
+                f"{topic}:{partition}": self.acks.covered(topic, partition)
+                for topic, partition in self.acks.partitions()
+            },
+            "committed": {str(p): offset for p, offset in self.commits.items()},
+            "failure": None
+            if self.node.forwarding.failure is None
+            else str(self.node.forwarding.failure),
+        }
+        target = self.out_dir / f"{self.settings.worker_id}.status.json"
+        temporary = target.with_suffix(".tmp")
+        temporary.write_text(json.dumps(status))
+        temporary.replace(target)
+
+
+def _torch_step() -> Callable[[RecordColumns], None]:
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step(columns: RecordColumns) -> None:
+        raw = np.frombuffer(columns.payloads, dtype=np.uint8)
+        usable = raw[: raw.size // 8 * 8].reshape(-1, 8).astype(np.float32) / 255.0
+        features = torch.from_numpy(usable[: len(columns)])
+        loss = model(features).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(args[0]).read_text())
+    worker = _Worker(spec)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: worker.stop.set())
+    deadline = time.monotonic() + float(spec.get("run_s", 600))
+    threads: list[threading.Thread] = []
+    worker.node.start()
+    try:
+        source = spec.get("source", {"kind": "none"})
+        if source["kind"] == "synthetic":
+            threads.append(threading.Thread(target=worker.run_synthetic, args=(source,)))
+        elif source["kind"] == "kafka":
+            threads.append(threading.Thread(target=worker.run_kafka, args=(source,)))
+        if spec.get("trainer") is not None:
+            threads.append(threading.Thread(target=worker.run_trainer, args=(spec["trainer"],)))
+        for thread in threads:
+            thread.start()
+        interval = float(spec.get("status_interval_s", 0.2))
+        while not worker.stop.is_set() and time.monotonic() < deadline:
+            worker.write_status()
+            worker.stop.wait(interval)
+    finally:
+        worker.stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        worker.node.stop()
+        worker.write_status()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

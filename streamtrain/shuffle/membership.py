@@ -1,0 +1,104 @@
+"""Who the peers of a worker are: the membership interface and its in-process variant.
+
+Owned here: :class:`PeerInfo` (a worker's ZeroMQ endpoints, CURVE public key and
+incarnation), the :class:`Membership` protocol the ForwardingUnit polls, and
+:class:`StaticMembership` over a :class:`MemberDirectory`, for unit tests, benchmarks and
+fixed deployments. The Kafka-backed membership (``<job>.members``) is
+:mod:`streamtrain.shuffle.kafka_membership`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from streamtrain.errors import ConfigError
+
+__all__ = ["MemberDirectory", "Membership", "PeerInfo", "StaticMembership", "new_incarnation"]
+
+
+def new_incarnation() -> int:
+    """A number that differs on every start of a worker (wall-clock nanoseconds)."""
+    return time.time_ns()
+
+
+@dataclass(frozen=True, slots=True)
+class PeerInfo:
+    """How to reach one worker of the job.
+
+    ``curve_public_key`` is the Z85 key its sockets serve with (``None`` without CURVE);
+    ``incarnation`` changes on every restart, so peers reset what they knew about it.
+    """
+
+    worker_id: str
+    data_endpoint: str
+    event_endpoint: str
+    incarnation: int
+    curve_public_key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if not self.worker_id:
+            raise ConfigError("a peer needs a worker id")
+        for endpoint in (self.data_endpoint, self.event_endpoint):
+            if not endpoint.startswith(("tcp://", "ipc://", "inproc://")):
+                raise ConfigError(f"peer {self.worker_id!r}: {endpoint!r} is not a ZeroMQ endpoint")
+
+
+class Membership(Protocol):
+    """Announces this worker and lists the live others; thread-safe."""
+
+    def start(self, me: PeerInfo) -> None: ...
+
+    def peers(self) -> Mapping[str, PeerInfo]:
+        """Live peers by worker id, this worker excluded."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemberDirectory:
+    """A thread-safe, in-process registry of workers (no heartbeats, no expiry)."""
+
+    def __init__(self, members: Iterable[PeerInfo] = ()) -> None:
+        self._lock = threading.Lock()
+        self._members = {member.worker_id: member for member in members}
+
+    def announce(self, member: PeerInfo) -> None:
+        with self._lock:
+            self._members[member.worker_id] = member
+
+    def withdraw(self, worker_id: str) -> None:
+        with self._lock:
+            self._members.pop(worker_id, None)
+
+    def snapshot(self) -> dict[str, PeerInfo]:
+        with self._lock:
+            return dict(self._members)
+
+
+class StaticMembership:
+    """Membership over a :class:`MemberDirectory` shared by the workers that use it.
+
+    Several workers in one process share one directory; separate processes each get a
+    directory pre-filled with the others' fixed endpoints.
+    """
+
+    def __init__(self, directory: MemberDirectory) -> None:
+        self._directory = directory
+        self._me: str | None = None
+
+    def start(self, me: PeerInfo) -> None:
+        self._me = me.worker_id
+        self._directory.announce(me)
+
+    def peers(self) -> Mapping[str, PeerInfo]:
+        members = self._directory.snapshot()
+        members.pop(self._me or "", None)
+        return members
+
+    def close(self) -> None:
+        if self._me is not None:
+            self._directory.withdraw(self._me)

@@ -1,0 +1,86 @@
+"""What a ForwardingUnit counts, and the snapshot it hands out.
+
+Owned here: :class:`ForwardingStats` (monotonic totals of batches, records and bytes sent
+and received, every kind of dropped frame, refusals, timeouts, and the ACK round-trip
+percentiles) and :class:`Counters`, the mutable side the unit's thread writes.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["COUNTER_NAMES", "Counters", "ForwardingStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardingStats:
+    """Counters of one ForwardingUnit (monotonic totals) and its ACK round-trip times."""
+
+    batches_sent: int = 0
+    records_sent: int = 0
+    bytes_sent: int = 0
+    batches_acked: int = 0
+    records_acked: int = 0
+    batches_rejected: int = 0
+    batches_timed_out: int = 0
+    batches_rerouted_on_leave: int = 0
+    late_acks: int = 0
+    batches_received: int = 0
+    records_received: int = 0
+    bytes_received: int = 0
+    batches_refused: int = 0
+    credit_violations: int = 0
+    malformed_frames_dropped: int = 0
+    unknown_peer_frames_dropped: int = 0
+    handshakes_failed: int = 0
+    zap_refused: int = 0
+    events_sent: int = 0
+    events_received: int = 0
+    stale_events: int = 0
+    control_send_failures: int = 0
+    in_flight_batches: int = 0
+    ack_rtt_p50_ms: float = 0.0
+    ack_rtt_p99_ms: float = 0.0
+
+
+COUNTER_NAMES = tuple(
+    name
+    for name in ForwardingStats.__dataclass_fields__
+    if name not in ("in_flight_batches", "ack_rtt_p50_ms", "ack_rtt_p99_ms")
+)
+
+
+class Counters:
+    """Written by the unit's thread only; every key exists from the start, so another
+    thread can copy ``values`` while it is being updated (no resize)."""
+
+    def __init__(self) -> None:
+        self.values: collections.Counter[str] = collections.Counter(
+            {name: 0 for name in COUNTER_NAMES}
+        )
+        self._rtt_lock = threading.Lock()
+        self._rtt_ms: collections.deque[float] = collections.deque(maxlen=20_000)
+
+    def add_rtt(self, rtt_ms: float) -> None:
+        with self._rtt_lock:
+            self._rtt_ms.append(rtt_ms)
+
+    def rtt(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        with self._rtt_lock:
+            return np.array(self._rtt_ms, dtype=np.float64)
+
+    def snapshot(self, in_flight_batches: int) -> ForwardingStats:
+        values = dict(self.values)
+        rtt = self.rtt()
+        p50, p99 = np.percentile(rtt, [50, 99]).tolist() if rtt.size else (0.0, 0.0)
+        return ForwardingStats(
+            **{name: values[name] for name in COUNTER_NAMES},
+            in_flight_batches=in_flight_batches,
+            ack_rtt_p50_ms=float(p50),
+            ack_rtt_p99_ms=float(p99),
+        )

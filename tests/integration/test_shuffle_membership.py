@@ -1,0 +1,112 @@
+"""Membership through the compacted ``<job>.members`` topic on the embedded broker."""
+
+import time
+import uuid
+
+from confluent_kafka import Producer
+
+from streamtrain import wire
+from streamtrain.proto.data_plane_pb2 import Member
+from streamtrain.shuffle.kafka_membership import KafkaMembership, members_topic
+from streamtrain.shuffle.membership import PeerInfo
+
+
+def wait_for(predicate, timeout_s=20.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _me(worker, incarnation=1, key=None):
+    return PeerInfo(
+        worker, f"tcp://127.0.0.1:1{incarnation}", "tcp://127.0.0.1:2", incarnation, key
+    )
+
+
+def _membership(broker, job, **kw):
+    return KafkaMembership(
+        broker.kafka_settings(),
+        job,
+        heartbeat_interval_ms=kw.pop("interval", 200),
+        heartbeat_timeout_ms=kw.pop("timeout", 1_500),
+    )
+
+
+def _write(broker, job, worker, heartbeat_at_ms, value=True):
+    producer = Producer(broker.kafka_settings().confluent_config())
+    record = Member(
+        job=job,
+        worker_id=worker,
+        data_endpoint="tcp://127.0.0.1:5",
+        event_endpoint="tcp://127.0.0.1:6",
+        incarnation=7,
+        heartbeat_at_ms=heartbeat_at_ms,
+        heartbeat_interval_ms=200,
+    )
+    producer.produce(
+        members_topic(job), key=worker.encode(), value=wire.encode(record) if value else None
+    )
+    assert producer.flush(10) == 0
+
+
+def test_workers_find_each_other_and_a_clean_exit_removes_at_once(broker):
+    job = f"job-{uuid.uuid4().hex[:8]}"
+    a, b = _membership(broker, job), _membership(broker, job, timeout=30_000)
+    a.start(_me("a", key=b"k" * 40))
+    b.start(_me("b"))
+    try:
+        wait_for(lambda: set(a.peers()) == {"b"} and set(b.peers()) == {"a"}, what="discovery")
+        assert b.peers()["a"].curve_public_key == b"k" * 40
+        assert b.peers()["a"].data_endpoint == "tcp://127.0.0.1:11"
+        a.close()
+        # b's timeout is 30 s: only the tombstone can explain a quick removal
+        wait_for(lambda: b.peers() == {}, timeout_s=10, what="tombstone")
+        assert b.stats().tombstones_read >= 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_silent_peer_expires_and_stale_history_is_not_revived(broker):
+    job = f"job-{uuid.uuid4().hex[:8]}"
+    now_ms = time.time_ns() // 1_000_000
+    _write(broker, job, "long-dead", now_ms - 600_000)  # killed -9 long ago, no tombstone
+    watcher = _membership(broker, job)
+    watcher.start(_me("watcher"))
+    try:
+        wait_for(lambda: watcher.stats().records_read >= 2, what="history read")
+        assert "long-dead" not in watcher.peers()
+        _write(broker, job, "ghost", time.time_ns() // 1_000_000)  # one heartbeat, then silence
+        wait_for(lambda: "ghost" in watcher.peers(), what="ghost seen")
+        seen_at = time.monotonic()
+        wait_for(lambda: "ghost" not in watcher.peers(), what="ghost expired")
+        assert time.monotonic() - seen_at < 10
+        assert watcher.stats().expired_peers >= 1
+    finally:
+        watcher.close()
+
+
+def test_malformed_member_records_are_counted(broker):
+    job = f"job-{uuid.uuid4().hex[:8]}"
+    watcher = _membership(broker, job)
+    watcher.start(_me("watcher"))
+    try:
+        producer = Producer(broker.kafka_settings().confluent_config())
+        producer.produce(members_topic(job), key=b"junk", value=b"\xff\xff\xff")
+        producer.produce(members_topic(job), key=None, value=b"x")
+        record = Member(
+            job="other-job",
+            worker_id="x",
+            data_endpoint="tcp://127.0.0.1:1",
+            event_endpoint="tcp://127.0.0.1:2",
+            heartbeat_at_ms=time.time_ns() // 10**6,
+        )
+        producer.produce(members_topic(job), key=b"x", value=wire.encode(record))
+        assert producer.flush(10) == 0
+        wait_for(lambda: watcher.stats().malformed_records >= 3, what="malformed counted")
+        assert watcher.peers() == {}
+    finally:
+        watcher.close()
