@@ -24,6 +24,7 @@ from streamtrain.commands.forecast import forecast, trace
 from streamtrain.commands.lag import lag
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
+from streamtrain.commands.worker import worker
 from streamtrain.config import EmbeddedBrokerSettings
 from streamtrain.errors import NotYetAvailableError, StreamtrainError
 
@@ -167,7 +168,7 @@ def _not_yet(name: str, issue: int, summary: str) -> click.Command:
     return stub
 
 
-main.add_command(_not_yet("worker", 3, "Run a training worker on a topic's partitions."))
+main.add_command(worker)
 main.add_command(lag)
 main.add_command(forecast)
 main.add_command(trace)

@@ -21,7 +21,7 @@ SUBCOMMANDS = {
     "simulate",
     "demo",
 }
-STUBS = {"worker": 3, "demo": 9}
+STUBS = {"demo": 9}
 
 
 def _walk(command, path=()):

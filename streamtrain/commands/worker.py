@@ -1,0 +1,269 @@
+"""``streamtrain worker``: one training worker on a topic's partitions (issue #3).
+
+All of the work lives in :mod:`streamtrain.ingest`; this module parses options, builds
+the settings, runs :func:`~streamtrain.ingest.app.run_worker`, and prints one JSON
+summary line on stdout when the worker stops (Ctrl-C and SIGTERM stop it cleanly,
+committing every acknowledged record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import click
+
+from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+
+__all__ = ["worker"]
+
+
+@click.command("worker")
+@option(
+    "--topic",
+    "topics",
+    env="WORKER_TOPIC",
+    multiple=True,
+    required=True,
+    help="Topic to read (repeatable).",
+)
+@option("--group", env="WORKER_GROUP", required=True, help="Consumer group: the training job.")
+@option(
+    "--partition",
+    "partitions",
+    env="WORKER_PARTITION",
+    type=click.IntRange(min=0),
+    multiple=True,
+    help="Read exactly these partitions of each topic (repeatable) instead of joining the "
+    "group's rebalancing; offsets are still committed under --group.",
+)
+@option(
+    "--entry",
+    env="WORKER_ENTRY",
+    default=None,
+    metavar="MODULE:FUNCTION",
+    help="A function returning the training app (a `decoder` and a `step(batch)`). Default: "
+    "the built-in MMoE CTR model on 200-byte example records.",
+)
+@option(
+    "--app-dir",
+    env="WORKER_APP_DIR",
+    default=".",
+    show_default=True,
+    help="Directory put first on the import path for --entry.",
+)
+@option("--worker-id", env="WORKER_ID", default=None, help="Default: HOSTNAME-PID.")
+@option(
+    "--batch-records",
+    env="WORKER_BATCH_RECORDS",
+    type=click.IntRange(min=1),
+    default=512,
+    show_default=True,
+    help="Records per training step.",
+)
+@option(
+    "--queue-records",
+    env="WORKER_QUEUE_RECORDS",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Local queue bound; fetching pauses when it is full.",
+)
+@option(
+    "--commit-interval-s",
+    env="WORKER_COMMIT_INTERVAL_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Commit the acknowledged offsets this often (and on rebalance and exit).",
+)
+@option(
+    "--max-record-bytes",
+    env="WORKER_MAX_RECORD_BYTES",
+    type=click.IntRange(min=1),
+    default=1 << 20,
+    show_default=True,
+    help="Larger records go to the dead-letter topic.",
+)
+@option(
+    "--dlq-suffix",
+    env="WORKER_DLQ_SUFFIX",
+    default=".dlq",
+    show_default=True,
+    help="Undecodable records go to <topic><suffix>.",
+)
+@option(
+    "--auto-offset-reset",
+    env="WORKER_AUTO_OFFSET_RESET",
+    type=click.Choice(["earliest", "latest"]),
+    default="earliest",
+    show_default=True,
+    help="Where a partition without a committed offset starts.",
+)
+@option(
+    "--session-timeout-ms",
+    env="WORKER_SESSION_TIMEOUT_MS",
+    type=click.IntRange(min=1),
+    default=45_000,
+    show_default=True,
+)
+@option(
+    "--heartbeat-interval-ms",
+    env="WORKER_HEARTBEAT_INTERVAL_MS",
+    type=click.IntRange(min=1),
+    default=3_000,
+    show_default=True,
+)
+@option(
+    "--max-records",
+    env="WORKER_MAX_RECORDS",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after training this many records.",
+)
+@option(
+    "--idle-exit-s",
+    env="WORKER_IDLE_EXIT_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Stop after this many seconds without a record.",
+)
+@option(
+    "--throughput-topic",
+    env="WORKER_THROUGHPUT_TOPIC",
+    default="streamtrain.throughput",
+    show_default=True,
+    help="Topic for ThroughputSample messages; empty to publish none.",
+)
+@option(
+    "--sample-interval-s",
+    env="WORKER_SAMPLE_INTERVAL_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+)
+@option(
+    "--pool-size",
+    env="WORKER_POOL_SIZE",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Workers in the pool, as the executor knows it. Default: the group's member count.",
+)
+@option(
+    "--metrics-host",
+    env="WORKER_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the Prometheus /metrics endpoint.",
+)
+@option(
+    "--metrics-port",
+    env="WORKER_METRICS_PORT",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus /metrics on this port (0: a free one). Default: no HTTP.",
+)
+@kafka_options
+@handle_errors
+def worker(
+    topics: tuple[str, ...],
+    group: str,
+    partitions: tuple[int, ...],
+    entry: str | None,
+    app_dir: str,
+    worker_id: str | None,
+    batch_records: int,
+    queue_records: int,
+    commit_interval_s: float,
+    max_record_bytes: int,
+    dlq_suffix: str,
+    auto_offset_reset: str,
+    session_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    max_records: int | None,
+    idle_exit_s: float | None,
+    throughput_topic: str,
+    sample_interval_s: float,
+    pool_size: int | None,
+    metrics_host: str,
+    metrics_port: int | None,
+    **opts: Any,
+) -> None:
+    """Run a training worker on its share of --topic as a member of --group.
+
+    Records are read in batches, decoded, trained on (one step per batch) and
+    acknowledged; only acknowledged records are ever committed (at-least-once).
+    Undecodable records go to <topic>.dlq. SIGINT/SIGTERM stop it after the current
+    step (a second signal at once). Prints a JSON summary line on exit.
+    """
+    from streamtrain.ingest.app import WorkerRun, load_app, run_worker
+    from streamtrain.ingest.settings import IngestSettings, default_worker_id
+
+    settings = IngestSettings(
+        group=group,
+        topics=topics,
+        partitions=partitions,
+        worker_id=worker_id or default_worker_id(),
+        batch_records=batch_records,
+        queue_records=max(queue_records, batch_records),
+        commit_interval_s=commit_interval_s,
+        max_record_bytes=max_record_bytes,
+        dlq_suffix=dlq_suffix or None,
+        auto_offset_reset=auto_offset_reset,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+    )
+    run = WorkerRun(
+        max_records=max_records,
+        idle_exit_s=idle_exit_s,
+        throughput_topic=throughput_topic or None,
+        sample_interval_s=sample_interval_s,
+        pool_size=pool_size,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+    )
+    app = load_app(entry, app_dir)
+    stop = threading.Event()
+    with kafka_connection(opts) as kafka, _graceful_stop(stop):
+        summary = run_worker(
+            kafka,
+            settings,
+            app,
+            run,
+            stop=stop,
+            on_metrics_url=lambda url: click.echo(f"worker metrics at {url}", err=True),
+        )
+    click.echo(json.dumps(summary.to_json()))
+    if stop.is_set():
+        raise KeyboardInterrupt  # stopped by a signal: exit 130, as every command does
+
+
+@contextlib.contextmanager
+def _graceful_stop(stop: threading.Event) -> Iterator[None]:
+    """The first SIGINT/SIGTERM ends the worker after its current step; a second one at once."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m streamtrain.commands.worker`
+    import logging
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    worker()

@@ -1,0 +1,242 @@
+"""The worker process: a training app driven by an ingest consumer, with metrics published.
+
+Owned here: the :class:`TrainingApp` protocol (a ``decoder`` and a ``step(batch)``),
+:func:`load_app` (``module:function`` entry points, or the built-in MMoE example),
+:class:`WorkerRun` (how long to run and where to publish) and :func:`run_worker`, the
+loop behind ``streamtrain worker``: take a batch, run the app's step, acknowledge, until
+stopped, idle, or a record budget is spent; publish throughput samples and serve
+Prometheus metrics meanwhile. Closing commits everything acknowledged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import ConfigError
+from streamtrain.ingest.consumer import IngestConsumer
+from streamtrain.ingest.decoders import Decoder
+from streamtrain.ingest.metrics import WorkerMetrics
+from streamtrain.ingest.reader import Batch
+from streamtrain.ingest.reporting import GroupSize, ThroughputReporter, serve_metrics
+from streamtrain.ingest.settings import IngestSettings
+
+__all__ = ["TrainingApp", "WorkerRun", "WorkerSummary", "load_app", "run_worker"]
+
+log = logging.getLogger(__name__)
+
+_PROGRESS_LOG_S = 10.0
+
+
+@runtime_checkable
+class TrainingApp(Protocol):
+    """What an entry point returns: how to decode records, and one training step.
+
+    ``step`` runs the forward pass, backward pass and optimizer step on one batch; the
+    worker acknowledges the batch when it returns. An optional ``close()`` is called
+    when the worker stops.
+    """
+
+    @property
+    def decoder(self) -> Decoder: ...
+
+    def step(self, batch: Batch) -> object: ...
+
+
+def load_app(entry_point: str | None, app_dir: str | None = ".") -> TrainingApp:
+    """Call ``module:function`` (``None``: the built-in MMoE CTR example) for the app.
+
+    ``app_dir`` is put first on ``sys.path`` so a module next to the caller imports.
+    """
+    if entry_point is None:
+        from streamtrain.ingest.mmoe import mmoe_app
+
+        return mmoe_app()
+    module_name, sep, attribute = entry_point.partition(":")
+    if not sep or not module_name.strip() or not attribute.strip():
+        raise ConfigError(f"entry point {entry_point!r} is not module:function")
+    if app_dir is not None:
+        path = os.path.abspath(app_dir)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} for entry point: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}") from exc
+    if not callable(target):
+        raise ConfigError(f"entry point {entry_point!r} is not callable")
+    app = target()
+    if not isinstance(app, TrainingApp):
+        raise ConfigError(
+            f"entry point {entry_point!r} returned {type(app).__name__}, which lacks a "
+            "`decoder` attribute and a `step(batch)` method"
+        )
+    return app
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    """How long a worker runs and where it reports.
+
+    It stops after ``max_records`` trained records, after ``idle_exit_s`` without a
+    record (counted from the first partition assignment), or when ``stop`` is set
+    (``None``: no limit). ``throughput_topic=None`` publishes no samples;
+    ``metrics_port=None`` serves no HTTP.
+    """
+
+    max_records: int | None = None
+    idle_exit_s: float | None = None
+    throughput_topic: str | None = "streamtrain.throughput"
+    sample_interval_s: float = 5.0
+    pool_size: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_records is not None and self.max_records < 1:
+            raise ConfigError(f"max_records must be at least 1, got {self.max_records}")
+        if self.idle_exit_s is not None and self.idle_exit_s <= 0:
+            raise ConfigError(f"idle_exit_s must be positive, got {self.idle_exit_s}")
+        if self.sample_interval_s <= 0:
+            raise ConfigError(f"sample_interval_s must be positive, got {self.sample_interval_s}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    """What a worker did, for the CLI's last line and for tests."""
+
+    worker_id: str
+    steps: int
+    records_consumed: int
+    samples_trained: int
+    dead_letters: int
+    elapsed_s: float
+    committed: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "steps": self.steps,
+            "records_consumed": self.records_consumed,
+            "samples_trained": self.samples_trained,
+            "dead_letters": self.dead_letters,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "samples_per_s": round(self.samples_trained / self.elapsed_s, 1)
+            if self.elapsed_s > 0
+            else 0.0,
+            "committed": [
+                {"topic": t, "partition": p, "offset": o}
+                for (t, p), o in sorted(self.committed.items())
+            ],
+        }
+
+
+def run_worker(
+    kafka: KafkaSettings,
+    settings: IngestSettings,
+    app: TrainingApp,
+    run: WorkerRun | None = None,
+    *,
+    stop: threading.Event | None = None,
+    on_started: Callable[[IngestConsumer], None] | None = None,
+    on_metrics_url: Callable[[str], None] | None = None,
+) -> WorkerSummary:
+    """Train ``app`` on ``settings.topics`` until a limit of ``run`` is reached.
+
+    ``on_started`` gets the running consumer; ``on_metrics_url`` the Prometheus URL.
+    """
+    run = run or WorkerRun()
+    metrics = WorkerMetrics()
+    consumer = IngestConsumer(kafka, settings, app.decoder, metrics=metrics)
+    started = time.monotonic()
+    steps = trained = 0
+    with contextlib.ExitStack() as stack:
+        close = getattr(app, "close", None)
+        if callable(close):
+            stack.callback(close)
+        stack.enter_context(consumer)
+        if run.throughput_topic:
+            pool: Callable[[], int] = (
+                (lambda: run.pool_size or 0)
+                if run.pool_size is not None
+                else GroupSize(kafka, settings.group)
+            )
+            stack.enter_context(
+                ThroughputReporter(
+                    kafka,
+                    run.throughput_topic,
+                    metrics,
+                    job=settings.group,
+                    worker_id=settings.worker_id,
+                    interval_s=run.sample_interval_s,
+                    pool_size=pool,
+                )
+            )
+        if run.metrics_port is not None:
+            server, _ = serve_metrics(
+                metrics, settings.worker_id, run.metrics_port, run.metrics_host
+            )
+            stack.callback(server.server_close)
+            stack.callback(server.shutdown)
+            url = f"http://{run.metrics_host}:{server.server_port}/metrics"
+            log.info("worker metrics at %s", url)
+            if on_metrics_url is not None:
+                on_metrics_url(url)
+        if on_started is not None:
+            on_started(consumer)
+        idle_since = last_log = time.monotonic()
+        while stop is None or not stop.is_set():
+            limit = settings.batch_records
+            if run.max_records is not None:
+                limit = min(limit, run.max_records - trained)
+                if limit <= 0:
+                    break
+            batch = consumer.next_batch(limit, timeout_s=0.5)
+            now = time.monotonic()
+            if batch is None:
+                if not consumer.assigned_event.is_set():
+                    idle_since = now  # idle time counts from the first assignment
+                elif run.idle_exit_s is not None and now - idle_since >= run.idle_exit_s:
+                    log.info("no record for %.1f s: stopping", run.idle_exit_s)
+                    break
+                continue
+            app.step(batch)
+            batch.ack()
+            steps += 1
+            trained += len(batch)
+            idle_since = now
+            if now - last_log >= _PROGRESS_LOG_S:
+                last_log = now
+                log.info(
+                    "trained %d samples in %d steps (%.0f samples/s); last loss %s",
+                    trained,
+                    steps,
+                    trained / max(now - started, 1e-9),
+                    getattr(app, "last_loss", "n/a"),
+                )
+    snapshot = metrics.snapshot()
+    return WorkerSummary(
+        worker_id=settings.worker_id,
+        steps=steps,
+        records_consumed=snapshot.records_consumed,
+        samples_trained=snapshot.samples_trained,
+        dead_letters=snapshot.dead_letters,
+        elapsed_s=time.monotonic() - started,
+        committed=dict(consumer.last_committed),
+    )

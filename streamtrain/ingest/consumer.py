@@ -1,0 +1,492 @@
+"""One worker's Kafka consumer: fetch thread, rebalances, at-least-once commits, batches.
+
+Owned here: :class:`IngestConsumer`. It is responsible for:
+
+* joining consumer group ``settings.group`` on ``settings.topics`` (or reading explicit
+  partitions), with auto commit and auto offset store off;
+* a background fetch thread that calls ``consume()`` in batches, turns messages into
+  columns (:mod:`streamtrain.ingest.messages`), tells the :class:`OffsetTracker` which
+  ranges are in flight, and fills the bounded :class:`LocalQueue`; when the queue is
+  full it pauses the assigned partitions (and keeps calling ``consume()``, so rebalance
+  callbacks and the poll interval are served) and resumes at half;
+* commits of the tracker's contiguous acknowledged prefix: every
+  ``commit_interval_s`` (asynchronously), on revoke (synchronously, before the
+  partitions go) and on close;
+* rebalances: on revoke, commit what is acknowledged, drop queued and in-flight records
+  of the revoked partitions (their new owner re-reads them: duplicates possible, loss
+  never), tell ``on_revoked``; on assign, start tracking from the committed offset;
+* an unreachable broker: librdkafka reconnects with exponential backoff (up to
+  ``reconnect_backoff_max_ms``); the consumer logs one clear line when Kafka goes away
+  and one when it is back, and failed commits are simply retried at the next interval;
+* handing out decoded :class:`Batch` objects (through :class:`BatchReader`), as an
+  iterator, a torch ``IterableDataset`` or a ``tf.data.Dataset``.
+
+No I/O happens in ``__init__``; :meth:`start` (or ``with``) connects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaError as ClientError
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import KafkaError, StreamtrainError
+from streamtrain.ingest.committer import Committer
+from streamtrain.ingest.decoders import Decoder, RawDecoder
+from streamtrain.ingest.dlq import DeadLetterQueue
+from streamtrain.ingest.health import KafkaHealth
+from streamtrain.ingest.localqueue import LocalQueue, RecordQueue
+from streamtrain.ingest.messages import to_columns
+from streamtrain.ingest.metrics import WorkerMetrics
+from streamtrain.ingest.ownership import Ownership, describe
+from streamtrain.ingest.reader import Batch, BatchReader
+from streamtrain.ingest.records import RecordColumns
+from streamtrain.ingest.settings import IngestSettings
+from streamtrain.ingest.tracker import OffsetTracker
+
+if TYPE_CHECKING:
+    from streamtrain.ingest.tf_data import TfFeed
+    from streamtrain.ingest.torch_data import KafkaIterableDataset
+
+__all__ = ["IngestConsumer"]
+
+log = logging.getLogger(__name__)
+
+Partitions = list[tuple[str, int]]
+
+
+class IngestConsumer:
+    """Reads this worker's share of the topics into acknowledged training batches.
+
+    Usage::
+
+        with IngestConsumer(kafka, IngestSettings(group="job", topics=("clicks",)),
+                            StructDecoder(CTR_RECORD)) as ingest:
+            for batch in ingest.batches():
+                train_step(batch.columns)
+                batch.ack()          # or leave it to auto-ack on the next batch
+
+    ``queue`` replaces the default :class:`LocalQueue` (the shuffle layer's seam);
+    ``on_assigned`` / ``on_revoked`` are called from the fetch thread with the
+    ``(topic, partition)`` pairs, after the tracker and queue were updated.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        settings: IngestSettings,
+        decoder: Decoder | None = None,
+        *,
+        metrics: WorkerMetrics | None = None,
+        queue: RecordQueue | None = None,
+        on_assigned: Callable[[Partitions], None] | None = None,
+        on_revoked: Callable[[Partitions], None] | None = None,
+    ) -> None:
+        self.kafka = kafka
+        self.settings = settings
+        self.decoder: Decoder = decoder if decoder is not None else RawDecoder()
+        self.tracker = OffsetTracker()
+        self.queue: RecordQueue = queue or LocalQueue(settings.queue_records)
+        self.metrics = metrics or WorkerMetrics()
+        self.metrics.bind(self.tracker.progress, self._gauges)
+        self.dead_letters = (
+            DeadLetterQueue(kafka, settings.dlq_suffix, settings.worker_id, self.acknowledge)
+            if settings.dlq_suffix is not None
+            else None
+        )
+        self.reader = BatchReader(
+            self.queue,
+            self.decoder,
+            self.acknowledge,
+            dead_letters=self.dead_letters,
+            max_record_bytes=settings.max_record_bytes,
+            metrics=self.metrics,
+            auto_ack=settings.auto_ack,
+            batch_records=settings.batch_records,
+            linger_s=settings.batch_linger_s,
+        )
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._consumer: Consumer | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self._ownership = Ownership()
+        self._paused = False
+        self._health = KafkaHealth(
+            kafka.bootstrap, settings.group, settings.reconnect_backoff_max_ms
+        )
+        self._committer = Committer(
+            self.tracker, self.metrics, settings.group, self._health.back_online
+        )
+        self._single_topic = settings.topics[0] if len(settings.topics) == 1 else None
+        self._carry: list[Any] = []  # consumed messages not yet a full batch (fetch thread)
+        self._carry_since = 0.0
+        self.assigned_event = threading.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> IngestConsumer:
+        if self._consumer is not None:
+            raise StreamtrainError("ingest consumer already started")
+        consumer = Consumer(
+            self.settings.consumer_config(
+                self.kafka, error_cb=self._on_error, on_commit=self._committer.on_commit
+            )
+        )
+        self._consumer = consumer
+        try:
+            if self.settings.explicit_assignment:
+                partitions = [
+                    TopicPartition(topic, p)
+                    for topic in self.settings.topics
+                    for p in self.settings.partitions
+                ]
+                self._track(consumer, partitions)
+                consumer.assign(partitions)
+            else:
+                consumer.subscribe(
+                    list(self.settings.topics),
+                    on_assign=self._assign_callback,
+                    on_revoke=self._revoke_callback,
+                    on_lost=self._lost_callback,
+                )
+        except KafkaException as exc:
+            consumer.close()
+            self._consumer = None
+            raise KafkaError(
+                f"cannot start consuming {', '.join(self.settings.topics)} as group "
+                f"{self.settings.group!r}: {exc.args[0].str()}",
+                retriable=bool(exc.args[0].retriable()),
+            ) from exc
+        self._thread = threading.Thread(
+            target=self._run, name=f"streamtrain-fetch-{self.settings.worker_id}", daemon=True
+        )
+        self._thread.start()
+        log.info(
+            "worker %s reading %s as group %r",
+            self.settings.worker_id,
+            ", ".join(self.settings.topics),
+            self.settings.group,
+        )
+        return self
+
+    def close(self) -> None:
+        """Commit what is acknowledged, leave the group, stop the fetch thread.
+
+        Batches handed out but not acknowledged are not committed: their records are
+        read again by whoever owns the partition next.
+        """
+        consumer, self._consumer = self._consumer, None
+        if consumer is None:
+            return
+        timeout_s = self.settings.close_timeout_s
+        if self.dead_letters is not None:
+            self.dead_letters.close(timeout_s)  # delivered dead letters acknowledge records
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("fetch thread did not stop within %.0f s", timeout_s)
+        try:
+            self._committer.commit(consumer, asynchronous=False)
+            consumer.close()  # runs the revoke callback: commits, then leaves the group
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("closing the consumer of group %r: %s", self.settings.group, exc)
+        finally:
+            self.queue.close()
+
+    def __enter__(self) -> IngestConsumer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the trainer's side ----------------------------------------------------------------
+
+    def acknowledge(self, records: RecordColumns) -> int:
+        """Acknowledge every record of ``records`` to the offset tracker; return the count."""
+        acked = 0
+        for partition, first, last in records.offset_ranges():
+            acked += self.tracker.ack(records.topic, partition, first, last)
+        return acked
+
+    def next_batch(
+        self,
+        max_records: int | None = None,
+        timeout_s: float = 1.0,
+        *,
+        ack_previous: bool | None = None,
+    ) -> Batch | None:
+        """The next decoded batch, or ``None`` if none arrived within ``timeout_s``.
+
+        ``ack_previous`` (default: ``settings.auto_ack``) acknowledges the batch this
+        consumer handed out last, if that was not done yet.
+        """
+        self._raise_failure()
+        batch = self.reader.next_batch(max_records, timeout_s, ack_previous=ack_previous)
+        if batch is None:
+            self._raise_failure()
+        return batch
+
+    def batches(
+        self,
+        max_records: int | None = None,
+        *,
+        idle_timeout_s: float | None = None,
+        max_batches: int | None = None,
+        poll_s: float = 0.5,
+    ) -> Iterator[Batch]:
+        """Batches until ``max_batches``, or ``idle_timeout_s`` without a record once assigned.
+
+        With ``auto_ack``, each batch is acknowledged when the loop body that got it has
+        finished (the next batch is requested, or the iterator ends after
+        ``max_batches``); leaving the loop with ``break`` or an exception does not
+        acknowledge the batch being worked on.
+        """
+        count = 0
+        idle_since = time.monotonic()
+        while max_batches is None or count < max_batches:
+            batch = self.next_batch(max_records, poll_s)
+            if batch is None:
+                if not self.assigned_event.is_set():
+                    idle_since = time.monotonic()  # idle time counts from the first assignment
+                elif idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+                    return
+                continue
+            idle_since = time.monotonic()
+            count += 1
+            yield batch
+            if self.settings.auto_ack and count == max_batches:
+                batch.ack()
+
+    def as_torch_dataset(
+        self,
+        batch_records: int | None = None,
+        *,
+        idle_timeout_s: float | None = None,
+        max_batches: int | None = None,
+    ) -> KafkaIterableDataset:
+        """A torch ``IterableDataset`` of ``{column: tensor}`` batches (see ``torch_data``)."""
+        from streamtrain.ingest.torch_data import KafkaIterableDataset
+
+        return KafkaIterableDataset(
+            self, batch_records, idle_timeout_s=idle_timeout_s, max_batches=max_batches
+        )
+
+    def tf_feed(
+        self,
+        batch_records: int | None = None,
+        *,
+        ack: str = "next",
+        idle_timeout_s: float | None = None,
+        max_batches: int | None = None,
+    ) -> TfFeed:
+        """A ``tf.data`` feed: its ``dataset`` and, for Keras, ``ack_callback()``."""
+        from streamtrain.ingest.tf_data import TfFeed
+
+        return TfFeed(
+            self,
+            batch_records,
+            ack=ack,
+            idle_timeout_s=idle_timeout_s,
+            max_batches=max_batches,
+        )
+
+    def as_tf_dataset(self, batch_records: int | None = None, **kwargs: Any) -> Any:
+        """A ``tf.data.Dataset`` of ``{column: tensor}`` batches with output signatures."""
+        return self.tf_feed(batch_records, **kwargs).dataset
+
+    # -- state for callers and metrics ------------------------------------------------------
+
+    @property
+    def last_committed(self) -> dict[tuple[str, int], int]:
+        """The last position committed per partition, kept after the partition is revoked."""
+        return self._committer.last_committed
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return self.tracker.assigned()
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._failure
+
+    def _gauges(self) -> dict[str, int]:
+        return {
+            "queue_records": self.queue.records,
+            "stale_acks": self.tracker.stale_acks,
+            "in_flight_records": self.tracker.in_flight_records(),
+        }
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is None:
+            return
+        if isinstance(failure, StreamtrainError):
+            raise failure
+        raise KafkaError(f"the fetch thread failed: {failure!r}") from failure
+
+    # -- the fetch thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        interval_s = self.settings.commit_interval_s
+        next_commit = time.monotonic() + interval_s
+        try:
+            while not self._stop.is_set():
+                self._flow_control(consumer)
+                messages = consumer.consume(
+                    self.settings.consume_records, self.settings.consume_timeout_s
+                )
+                self._batch_up(messages)
+                if time.monotonic() >= next_commit:
+                    self._committer.commit(consumer, asynchronous=True)
+                    next_commit = time.monotonic() + interval_s
+                if self.dead_letters is not None:
+                    self.dead_letters.poll(0)
+        except BaseException as exc:  # handed to the trainer's thread by _raise_failure
+            log.exception("ingest fetch thread failed")
+            self._failure = exc
+            self.queue.close()
+
+    def _batch_up(self, messages: list[Any]) -> None:
+        """Hand out training-batch-sized chunks; carry a remainder until more arrive.
+
+        Cutting chunks at the batch size here, from the message list, means the trainer
+        gets exactly one queued chunk per batch: no payload bytes are copied to split or
+        join chunks. A remainder waits for the next ``consume()`` at most
+        ``batch_linger_s``, and not at all when ``consume()`` came back empty.
+        """
+        now = time.monotonic()
+        if messages:
+            if not self._carry:
+                self._carry_since = now
+            self._carry.extend(messages)
+        carry = self._carry
+        if not carry:
+            return
+        size = self.settings.batch_records
+        full = len(carry) - len(carry) % size
+        for start in range(0, full, size):
+            self._ingest(carry[start : start + size])
+        if full:
+            del carry[:full]
+            self._carry_since = now
+        if carry and (not messages or now - self._carry_since >= self.settings.batch_linger_s):
+            self._ingest(carry)
+            carry.clear()
+
+    def _ingest(self, messages: Sequence[Any]) -> None:
+        chunks, errors = to_columns(messages, self._single_topic)
+        for error in errors:
+            self._on_message_error(error)
+        if chunks:
+            self._health.back_online()
+        for chunk in chunks:
+            ranges = chunk.offset_ranges()
+            if not self._ownership.covers(chunk.topic, ranges):
+                chunk = self._ownership.only_owned(chunk)  # a fetch that raced a revoke: rare
+                ranges = chunk.offset_ranges()
+            if not len(chunk):
+                continue
+            for partition, first, last in ranges:
+                self.tracker.handed_out(chunk.topic, partition, first, last)
+            self.queue.put(chunk)
+            self.metrics.add(consumed=len(chunk))
+
+    def _flow_control(self, consumer: Consumer) -> None:
+        if not self._paused and self.queue.full:
+            consumer.pause(consumer.assignment())
+            self._paused = True
+            log.debug("local queue full (%d records): fetching paused", self.queue.records)
+        elif self._paused and self.queue.records <= self.queue.capacity_records // 2:
+            consumer.resume(consumer.assignment())
+            self._paused = False
+            log.debug("local queue at %d records: fetching resumed", self.queue.records)
+
+    # -- rebalances -------------------------------------------------------------------------
+
+    def _track(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        committed: dict[tuple[str, int], int] = {}
+        try:
+            for tp in consumer.committed(partitions, timeout=10):
+                if tp.error is None:
+                    committed[(tp.topic, tp.partition)] = tp.offset
+        except KafkaException as exc:
+            log.warning("could not read committed offsets (%s); positions unknown", exc)
+        for tp in partitions:
+            self.tracker.assign(tp.topic, tp.partition, committed.get((tp.topic, tp.partition), -1))
+        self._ownership.update(self.tracker.assigned())
+        self.assigned_event.set()
+
+    def _assign_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._track(consumer, partitions)
+        consumer.assign(partitions)
+        if self._paused and partitions:
+            consumer.pause(partitions)
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("assigned %s", describe(keys))
+        if self._on_assigned is not None:
+            self._on_assigned(keys)
+
+    def _revoke_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self._committer.commit(consumer, asynchronous=False, only=set(keys))
+        self._forget(keys, "revoked")
+
+    def _lost_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget([(tp.topic, tp.partition) for tp in partitions], "lost")
+
+    def _forget(self, keys: Partitions, how: str) -> None:
+        by_topic: dict[str, set[int]] = {}
+        for topic, partition in keys:
+            by_topic.setdefault(topic, set()).add(partition)
+        dropped = sum(self.queue.drop(topic, parts) for topic, parts in by_topic.items())
+        if self._carry:
+            gone = set(keys)
+            kept = [m for m in self._carry if (m.topic(), m.partition()) not in gone]
+            dropped += len(self._carry) - len(kept)
+            self._carry[:] = kept
+        in_flight = {key: p.in_flight_records for key, p in self.tracker.progress().items()}
+        for topic, partition in keys:
+            self.tracker.revoke(topic, partition)
+        self._ownership.update(self.tracker.assigned())
+        log.info(
+            "%s %s: dropped %d queued record(s), %d unacknowledged in flight (re-read by "
+            "the next owner)",
+            how,
+            describe(keys),
+            dropped,
+            sum(in_flight.get(key, 0) for key in keys),
+        )
+        if self._on_revoked is not None:
+            self._on_revoked(keys)
+
+    # -- errors and outages -----------------------------------------------------------------
+
+    def _on_error(self, error: ClientError) -> None:
+        fatal = self._health.on_error(error)
+        if fatal is not None:
+            self._failure = fatal
+            self._stop.set()
+            self.queue.close()
+
+    def _on_message_error(self, error: ClientError) -> None:
+        if error.fatal():
+            raise KafkaError(f"fatal consume error: {error.str()}")
+        if error.code() != ClientError._PARTITION_EOF:
+            self._on_error(error)

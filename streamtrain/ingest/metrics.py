@@ -1,0 +1,144 @@
+"""A worker's counters and the pure functions that turn two snapshots into rates and samples.
+
+Owned here: :class:`WorkerMetrics` (thread-safe monotonic totals: records consumed,
+samples trained, dead letters, commits), :class:`MetricsSnapshot` (one consistent
+reading, with per-partition progress and the local queue length), and the pure
+:func:`rates` and :func:`throughput_sample` (the ``ThroughputSample`` protobuf the
+control plane fits its throughput model on). Rates come from differencing totals over
+the window between two snapshots, as faust's monitor does: never from instantaneous
+per-batch timings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from streamtrain.ingest.tracker import PartitionProgress
+from streamtrain.proto import control_plane_pb2 as pb
+
+__all__ = ["MetricsSnapshot", "WorkerMetrics", "rates", "throughput_sample"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Totals since the worker started, read at ``at_s`` (``time.monotonic``)."""
+
+    at_s: float
+    records_consumed: int = 0
+    samples_trained: int = 0
+    dead_letters: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+    stale_acks: int = 0
+    queue_records: int = 0
+    in_flight_records: int = 0
+    partitions: Mapping[tuple[str, int], PartitionProgress] = field(default_factory=dict)
+
+
+class WorkerMetrics:
+    """Monotonic totals updated from the fetch thread, the trainer and delivery callbacks.
+
+    ``progress`` and ``gauges`` are read at snapshot time (the tracker's per-partition
+    progress, the local queue length), so they never go stale.
+    """
+
+    def __init__(
+        self,
+        progress: Callable[[], Mapping[tuple[str, int], PartitionProgress]] | None = None,
+        gauges: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._progress = progress
+        self._gauges = gauges
+        self.records_consumed = 0
+        self.samples_trained = 0
+        self.dead_letters = 0
+        self.commits = 0
+        self.commit_failures = 0
+
+    def bind(
+        self,
+        progress: Callable[[], Mapping[tuple[str, int], PartitionProgress]],
+        gauges: Callable[[], Mapping[str, int]],
+    ) -> None:
+        """Attach the live sources of per-partition progress and gauges."""
+        self._progress = progress
+        self._gauges = gauges
+
+    def add(
+        self,
+        *,
+        consumed: int = 0,
+        trained: int = 0,
+        dead_letters: int = 0,
+        commits: int = 0,
+        commit_failures: int = 0,
+    ) -> None:
+        with self._lock:
+            self.records_consumed += consumed
+            self.samples_trained += trained
+            self.dead_letters += dead_letters
+            self.commits += commits
+            self.commit_failures += commit_failures
+
+    def snapshot(self) -> MetricsSnapshot:
+        gauges = dict(self._gauges()) if self._gauges is not None else {}
+        partitions = dict(self._progress()) if self._progress is not None else {}
+        with self._lock:
+            return MetricsSnapshot(
+                at_s=time.monotonic(),
+                records_consumed=self.records_consumed,
+                samples_trained=self.samples_trained,
+                dead_letters=self.dead_letters,
+                commits=self.commits,
+                commit_failures=self.commit_failures,
+                stale_acks=gauges.get("stale_acks", 0),
+                queue_records=gauges.get("queue_records", 0),
+                in_flight_records=gauges.get("in_flight_records", 0),
+                partitions=partitions,
+            )
+
+
+def rates(previous: MetricsSnapshot, current: MetricsSnapshot) -> tuple[float, float]:
+    """``(records/s consumed, samples/s trained)`` over the window between two snapshots."""
+    window_s = current.at_s - previous.at_s
+    if window_s <= 0:
+        return 0.0, 0.0
+    consumed = max(current.records_consumed - previous.records_consumed, 0) / window_s
+    trained = max(current.samples_trained - previous.samples_trained, 0) / window_s
+    return consumed, trained
+
+
+def throughput_sample(
+    previous: MetricsSnapshot,
+    current: MetricsSnapshot,
+    *,
+    job: str,
+    worker_id: str,
+    workers: int,
+    observed_at_ms: int,
+    parameter_servers: int = 0,
+) -> pb.ThroughputSample:
+    """The ``ThroughputSample`` for the window ``previous → current``.
+
+    ``workers`` is the pool size the worker saw (0: unknown). Positions are the next
+    offset to read per partition (partitions with nothing read yet are left out).
+    """
+    consumed, trained = rates(previous, current)
+    sample = pb.ThroughputSample(
+        job=job,
+        worker_id=worker_id,
+        workers=max(workers, 0),
+        parameter_servers=parameter_servers,
+        records_per_s_consumed=consumed,
+        samples_per_s_trained=trained,
+        window_s=max(current.at_s - previous.at_s, 0.0),
+        observed_at_ms=observed_at_ms,
+    )
+    for (topic, partition), progress in sorted(current.partitions.items()):
+        if progress.consumed is not None:
+            sample.positions.add(topic=topic, partition=partition, offset=progress.consumed)
+    return sample

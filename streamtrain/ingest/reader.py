@@ -1,0 +1,199 @@
+"""From queued record chunks to decoded training batches, each with its acknowledgement.
+
+Owned here: :class:`Batch` (the records, their decoded columns, ``ack()``) and
+:class:`BatchReader`, which takes chunks from any :class:`RecordSource` (the consumer's
+local queue, or the shuffle layer's), sends oversized and undecodable records to the
+dead-letter topic, and hands out the rest as a :class:`Batch`. With ``auto_ack`` the
+previous batch is acknowledged when the next one is requested: the training loop only
+asks for more once its step on the previous batch finished.
+
+Acknowledging goes through the ``acknowledge`` callable the reader was given, so the
+same reader serves local records (acknowledged to the offset tracker) and records a peer
+forwarded (acknowledged back to their origin by the shuffle layer).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError, SchemaError
+from streamtrain.ingest.decoders import Decoder
+from streamtrain.ingest.metrics import WorkerMetrics
+from streamtrain.ingest.records import RecordColumns
+
+__all__ = ["Batch", "BatchReader", "DeadLetterSink", "RecordSource"]
+
+log = logging.getLogger(__name__)
+
+Acknowledge = Callable[[RecordColumns], object]
+
+
+class DeadLetterSink(Protocol):
+    """Where bad records go (``DeadLetterQueue`` has this shape)."""
+
+    def send(self, records: RecordColumns, errors: Sequence[str]) -> None: ...
+
+    def poll(self, timeout_s: float = 0.0) -> None: ...
+
+
+class RecordSource(Protocol):
+    """Where a reader takes record chunks from (``LocalQueue.get`` has this shape)."""
+
+    def get(
+        self, max_records: int, timeout_s: float, linger_s: float = 0.0
+    ) -> RecordColumns | None: ...
+
+
+class Batch:
+    """Decoded records for one training step. Call :meth:`ack` after the optimizer step."""
+
+    __slots__ = ("_acked", "_acknowledge", "_lock", "columns", "records")
+
+    def __init__(
+        self,
+        records: RecordColumns,
+        columns: Mapping[str, NDArray[Any]],
+        acknowledge: Acknowledge,
+    ) -> None:
+        self.records = records
+        self.columns = dict(columns)
+        self._acknowledge = acknowledge
+        self._acked = False
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, name: str) -> NDArray[Any]:
+        return self.columns[name]
+
+    @property
+    def acked(self) -> bool:
+        return self._acked
+
+    def ack(self) -> None:
+        """Mark every record of this batch as trained; later calls do nothing."""
+        with self._lock:
+            if self._acked:
+                return
+            self._acked = True
+        self._acknowledge(self.records)
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch({len(self)} records of {self.records.topic!r}, "
+            f"columns={sorted(self.columns)}, acked={self._acked})"
+        )
+
+
+def _complement(index: NDArray[np.intp], n: int) -> NDArray[np.intp]:
+    keep = np.ones(n, dtype=bool)
+    keep[index] = False
+    return np.flatnonzero(keep)
+
+
+class BatchReader:
+    """Decodes chunks from ``source`` into batches; bad records go to ``dead_letters``.
+
+    Without a dead-letter queue a bad record raises :class:`SchemaError` naming its
+    origin (nothing is skipped silently).
+    """
+
+    def __init__(
+        self,
+        source: RecordSource,
+        decoder: Decoder,
+        acknowledge: Acknowledge,
+        *,
+        dead_letters: DeadLetterSink | None = None,
+        max_record_bytes: int = 1 << 20,
+        metrics: WorkerMetrics | None = None,
+        auto_ack: bool = True,
+        batch_records: int = 512,
+        linger_s: float = 0.05,
+    ) -> None:
+        if batch_records < 1:
+            raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
+        self.source = source
+        self.decoder = decoder
+        self.dead_letters = dead_letters
+        self.max_record_bytes = max_record_bytes
+        self.metrics = metrics or WorkerMetrics()
+        self.auto_ack = auto_ack
+        self.batch_records = batch_records
+        self.linger_s = linger_s
+        self._acknowledge = acknowledge
+        self._last: Batch | None = None
+
+    def _ack_trained(self, records: RecordColumns) -> None:
+        self._acknowledge(records)
+        self.metrics.add(trained=len(records))
+
+    def next_batch(
+        self,
+        max_records: int | None = None,
+        timeout_s: float = 1.0,
+        *,
+        ack_previous: bool | None = None,
+    ) -> Batch | None:
+        """The next batch of up to ``max_records`` records, or ``None`` after ``timeout_s``.
+
+        ``ack_previous`` (default: ``auto_ack``) acknowledges the batch handed out last.
+        """
+        if (self.auto_ack if ack_previous is None else ack_previous) and self._last is not None:
+            self._last.ack()
+        self._last = None
+        limit = max_records or self.batch_records
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.dead_letters is not None:
+                self.dead_letters.poll(0)
+            remaining = deadline - time.monotonic()
+            chunk = self.source.get(limit, max(remaining, 0.0), self.linger_s)
+            if chunk is None:
+                return None
+            batch = self._decode(chunk)
+            if batch is not None:
+                self._last = batch
+                return batch
+            if time.monotonic() >= deadline:
+                return None
+
+    def _decode(self, chunk: RecordColumns) -> Batch | None:
+        lengths = chunk.payload_lengths()
+        oversized = np.flatnonzero(lengths > self.max_record_bytes)
+        if oversized.size:
+            self._reject(
+                chunk.take(oversized),
+                [
+                    f"record has {int(lengths[i])} bytes, more than the "
+                    f"{self.max_record_bytes}-byte limit"
+                    for i in oversized
+                ],
+            )
+            chunk = chunk.take(_complement(oversized, len(chunk)))
+            if not len(chunk):
+                return None
+        decoded = self.decoder.decode(chunk)
+        if decoded.failed.size:
+            self._reject(chunk.take(decoded.failed), decoded.errors)
+            chunk = chunk.take(_complement(decoded.failed, len(chunk)))
+            if not len(chunk):
+                return None
+        return Batch(chunk, decoded.columns, self._ack_trained)
+
+    def _reject(self, records: RecordColumns, errors: Sequence[str]) -> None:
+        if self.dead_letters is None:
+            raise SchemaError(
+                f"{records.topic}[{int(records.partitions[0])}]@{int(records.offsets[0])} "
+                f"cannot be decoded ({errors[0]}) and no dead-letter topic is configured"
+            )
+        self.dead_letters.send(records, errors)
+        self.metrics.add(dead_letters=len(records))

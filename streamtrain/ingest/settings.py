@@ -1,0 +1,142 @@
+"""Frozen settings of one worker's ingest: what to read, how much to buffer, when to commit.
+
+Owned here: :class:`IngestSettings` and its rendering into confluent-kafka consumer
+properties. Commits are always manual (``enable.auto.commit`` and
+``enable.auto.offset.store`` off): the offset tracker decides what may be committed.
+
+The fetch properties differ from librdkafka's defaults on purpose, measured with
+``benchmarks/ingest.py``: with the default ``fetch.queue.backoff.ms`` (1 s), a consumer
+that spends more than a couple of milliseconds per ``consume()`` batch on its own work
+finds the pre-fetch queue over its threshold and then waits a whole second for the next
+fetch, which cuts throughput several-fold.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import ConfigError
+
+__all__ = ["FETCH_TUNING", "IngestSettings", "default_worker_id"]
+
+#: librdkafka fetch properties streamtrain consumers use (and the raw baseline of the
+#: benchmark too, so that the comparison measures Python-side work only).
+FETCH_TUNING: Mapping[str, Any] = {
+    "fetch.queue.backoff.ms": 10,
+    "queued.min.messages": 200_000,
+}
+
+_OFFSET_RESETS = frozenset({"earliest", "latest", "error"})
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSettings:
+    """One worker's reading of a topic.
+
+    ``group`` is the consumer group (the job). With ``partitions`` empty the worker
+    subscribes to ``topics`` as a group member and gets partitions by rebalance; with
+    ``partitions`` given it reads exactly those partitions of every topic (no rebalance)
+    and still commits under ``group``.
+
+    ``consume_records`` is the ``num_messages`` of each ``consume()`` call;
+    ``queue_records`` bounds the local queue between the fetch thread and the trainer
+    (fetching pauses when it is full and resumes at half); ``batch_records`` is the
+    default training batch. ``max_record_bytes`` larger records go to the dead-letter
+    topic ``<topic><dlq_suffix>`` (``dlq_suffix=None``: no dead-letter topic, and an
+    undecodable record is an error). ``auto_ack``: a batch is acknowledged when the
+    next one is requested, unless acknowledged before.
+    """
+
+    group: str
+    topics: tuple[str, ...]
+    partitions: tuple[int, ...] = ()
+    worker_id: str = field(default_factory=default_worker_id)
+    batch_records: int = 512
+    consume_records: int = 10_000
+    consume_timeout_s: float = 0.1
+    queue_records: int = 100_000
+    batch_linger_s: float = 0.05
+    commit_interval_s: float = 1.0
+    auto_ack: bool = True
+    auto_offset_reset: str = "earliest"
+    max_record_bytes: int = 1 << 20
+    dlq_suffix: str | None = ".dlq"
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    reconnect_backoff_max_ms: int = 2_000
+    close_timeout_s: float = 30.0
+    consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.group.strip():
+            raise ConfigError("the consumer group must not be empty")
+        object.__setattr__(self, "topics", tuple(self.topics))
+        object.__setattr__(self, "partitions", tuple(self.partitions))
+        object.__setattr__(self, "consumer_overrides", dict(self.consumer_overrides))
+        if not self.topics or any(not t.strip() for t in self.topics):
+            raise ConfigError("at least one topic is needed, and topic names must not be empty")
+        if len(set(self.topics)) != len(self.topics):
+            raise ConfigError(f"topics are listed twice: {', '.join(self.topics)}")
+        if any(p < 0 for p in self.partitions):
+            raise ConfigError(f"partitions must be non-negative, got {list(self.partitions)}")
+        for name in ("batch_records", "consume_records", "queue_records", "max_record_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.queue_records < self.batch_records:
+            raise ConfigError(
+                f"queue_records ({self.queue_records}) must hold at least one batch "
+                f"({self.batch_records})"
+            )
+        for name in ("consume_timeout_s", "commit_interval_s", "close_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.batch_linger_s < 0:
+            raise ConfigError(f"batch_linger_s must not be negative, got {self.batch_linger_s}")
+        if self.auto_offset_reset not in _OFFSET_RESETS:
+            raise ConfigError(
+                f"auto_offset_reset {self.auto_offset_reset!r} is not one of "
+                f"{', '.join(sorted(_OFFSET_RESETS))}"
+            )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat interval ({self.heartbeat_interval_ms} ms) must be below the "
+                f"session timeout ({self.session_timeout_ms} ms)"
+            )
+        if self.dlq_suffix is not None and not self.dlq_suffix:
+            raise ConfigError("dlq_suffix must not be empty (use None to disable)")
+
+    @property
+    def explicit_assignment(self) -> bool:
+        return bool(self.partitions)
+
+    def dlq_topic(self, topic: str) -> str | None:
+        return None if self.dlq_suffix is None else topic + self.dlq_suffix
+
+    def consumer_config(self, kafka: KafkaSettings, **callbacks: Any) -> dict[str, Any]:
+        """confluent-kafka Consumer properties: manual commits, tuned fetching."""
+        return kafka.confluent_config(
+            **{
+                "group.id": self.group,
+                "client.id": f"streamtrain-{self.worker_id}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": self.auto_offset_reset,
+                "session.timeout.ms": self.session_timeout_ms,
+                "heartbeat.interval.ms": self.heartbeat_interval_ms,
+                "max.poll.interval.ms": self.max_poll_interval_ms,
+                "reconnect.backoff.max.ms": self.reconnect_backoff_max_ms,
+                **FETCH_TUNING,
+                **self.consumer_overrides,
+                **callbacks,
+            }
+        )

@@ -1,0 +1,64 @@
+"""Worker metrics: rates by differencing totals, throughput samples, Prometheus series."""
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics, rates, throughput_sample
+from streamtrain.ingest.reporting import WorkerCollector
+from streamtrain.ingest.tracker import OffsetTracker, PartitionProgress
+from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.wire import decode, encode
+
+
+def test_rates_difference_totals_over_the_window():
+    a = MetricsSnapshot(at_s=10.0, records_consumed=100, samples_trained=50)
+    b = MetricsSnapshot(at_s=12.0, records_consumed=1100, samples_trained=850)
+    assert rates(a, b) == (500.0, 400.0)
+    assert rates(b, b) == (0.0, 0.0)
+
+
+def test_throughput_sample_carries_rates_pool_and_positions():
+    partitions = {
+        ("t", 1): PartitionProgress(committed=5, consumed=20, in_flight_records=3),
+        ("t", 0): PartitionProgress(committed=None, consumed=None, in_flight_records=0),
+    }
+    a = MetricsSnapshot(at_s=0.0)
+    b = MetricsSnapshot(at_s=5.0, records_consumed=1000, samples_trained=500, partitions=partitions)
+    sample = throughput_sample(a, b, job="job", worker_id="w1", workers=3, observed_at_ms=1234)
+    assert sample.records_per_s_consumed == 200.0
+    assert sample.samples_per_s_trained == 100.0
+    assert sample.workers == 3
+    assert sample.window_s == 5.0
+    assert [(p.topic, p.partition, p.offset) for p in sample.positions] == [("t", 1, 20)]
+    again = decode(pb.ThroughputSample, encode(sample))
+    assert again.schema_version == 1
+    assert again.worker_id == "w1"
+
+
+def test_worker_metrics_snapshot_reads_live_sources():
+    tracker = OffsetTracker()
+    tracker.assign("t", 0, 3)
+    tracker.handed_out("t", 0, 3, 9)
+    metrics = WorkerMetrics()
+    metrics.bind(tracker.progress, lambda: {"queue_records": 7, "in_flight_records": 7})
+    metrics.add(consumed=7, trained=2, dead_letters=1, commits=1)
+    snap = metrics.snapshot()
+    assert (snap.records_consumed, snap.samples_trained, snap.dead_letters) == (7, 2, 1)
+    assert snap.queue_records == 7
+    assert snap.partitions[("t", 0)].consumed == 10
+
+
+def test_prometheus_series():
+    tracker = OffsetTracker()
+    tracker.assign("t", 2, 4)
+    tracker.handed_out("t", 2, 4, 9)
+    metrics = WorkerMetrics(tracker.progress, lambda: {"queue_records": 6, "stale_acks": 1})
+    metrics.add(consumed=6, trained=4)
+    registry = CollectorRegistry()
+    registry.register(WorkerCollector(metrics, "w1"))
+    text = generate_latest(registry).decode()
+    assert 'streamtrain_worker_records_consumed_total{worker="w1"} 6.0' in text
+    assert 'streamtrain_worker_samples_trained_total{worker="w1"} 4.0' in text
+    assert 'streamtrain_worker_stale_acks_total{worker="w1"} 1.0' in text
+    assert 'streamtrain_worker_local_queue_records{worker="w1"} 6.0' in text
+    assert 'streamtrain_worker_partition_position{partition="2",topic="t",worker="w1"} 10.0' in text
+    assert 'streamtrain_worker_partition_committed{partition="2",topic="t",worker="w1"} 4.0' in text
