@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -197,3 +197,40 @@ class BatchReader:
             )
         self.dead_letters.send(records, errors)
         self.metrics.add(dead_letters=len(records))
+
+
+class PollingSource(Protocol):
+    """Anything that hands out batches (``IngestConsumer``, a shuffle layer's reader)."""
+
+    def next_batch(
+        self,
+        max_records: int | None = None,
+        timeout_s: float = 1.0,
+        *,
+        ack_previous: bool | None = None,
+    ) -> Batch | None: ...
+
+
+def poll_batches(
+    source: PollingSource,
+    batch_records: int | None,
+    poll_s: float,
+    *,
+    max_batches: int | None,
+    idle_timeout_s: float | None,
+    before_each: Callable[[], None],
+) -> Iterator[Batch]:
+    """The framework adapters' loop: ``before_each()`` (the ack hook), then the next
+    batch; ends after ``max_batches`` or once no batch came for ``idle_timeout_s``."""
+    count = 0
+    idle_since = time.monotonic()
+    while max_batches is None or count < max_batches:
+        before_each()
+        batch = source.next_batch(batch_records, poll_s, ack_previous=False)
+        if batch is None:
+            if idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+                return
+            continue
+        idle_since = time.monotonic()
+        count += 1
+        yield batch

@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import importlib
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
@@ -29,7 +28,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder, Field
-from streamtrain.ingest.reader import Batch
+from streamtrain.ingest.reader import Batch, poll_batches
 
 __all__ = ["TfFeed"]
 
@@ -141,21 +140,15 @@ class TfFeed:
 
     def _generate(self) -> Iterator[dict[str, NDArray[Any]]]:
         names = [spec.name for spec in self.fields]
-        count = 0
-        idle_since = time.monotonic()
-        while self.max_batches is None or count < self.max_batches:
-            if self.ack_mode == "next":
-                self.ack_all()
-            batch = self.source.next_batch(self.batch_records, self.poll_s, ack_previous=False)
-            if batch is None:
-                if (
-                    self.idle_timeout_s is not None
-                    and time.monotonic() - idle_since >= self.idle_timeout_s
-                ):
-                    return
-                continue
-            idle_since = time.monotonic()
-            count += 1
+        next_hook = self.ack_all if self.ack_mode == "next" else _nothing
+        for batch in poll_batches(
+            self.source,
+            self.batch_records,
+            self.poll_s,
+            max_batches=self.max_batches,
+            idle_timeout_s=self.idle_timeout_s,
+            before_each=next_hook,
+        ):
             missing = [name for name in names if name not in batch.columns]
             if missing:
                 raise ConfigError(f"decoded batch lacks column(s) {', '.join(missing)}")
@@ -164,3 +157,7 @@ class TfFeed:
             yield {name: batch.columns[name] for name in names}
         if self.ack_mode == "next":
             self.ack_all()
+
+
+def _nothing() -> None:
+    return None

@@ -14,7 +14,6 @@ cannot read from it, and batching is already done.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -24,7 +23,7 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset, get_worker_info
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.reader import Batch
+from streamtrain.ingest.reader import Batch, poll_batches
 
 __all__ = ["BatchSource", "KafkaIterableDataset", "to_tensors"]
 
@@ -91,20 +90,14 @@ class KafkaIterableDataset(IterableDataset[Any]):
                 "KafkaIterableDataset must be read in the process that owns the consumer: "
                 "use DataLoader(..., num_workers=0)"
             )
-        count = 0
-        idle_since = time.monotonic()
-        while self.max_batches is None or count < self.max_batches:
-            self.ack()  # the step on the previous batch is over: we are asked for the next
-            batch = self.source.next_batch(self.batch_records, self.poll_s, ack_previous=False)
-            if batch is None:
-                if (
-                    self.idle_timeout_s is not None
-                    and time.monotonic() - idle_since >= self.idle_timeout_s
-                ):
-                    return
-                continue
-            idle_since = time.monotonic()
-            count += 1
+        for batch in poll_batches(
+            self.source,
+            self.batch_records,
+            self.poll_s,
+            max_batches=self.max_batches,
+            idle_timeout_s=self.idle_timeout_s,
+            before_each=self.ack,  # the step on the previous batch is over
+        ):
             self._pending = batch
             yield self.transform(batch)
         self.ack()  # resumed after the last batch: its step finished too
