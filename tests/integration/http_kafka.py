@@ -19,12 +19,12 @@ def get_json(port, path):
         return None, None
 
 
-def read_topic(settings, topic, max_s=10.0):
-    """Every value in partition 0 of ``topic``, read without joining a group."""
+def read_topic(settings, topic, max_s=10.0, partition=0):
+    """Every value in ``partition`` of ``topic``, read without joining a group."""
     consumer = Consumer(settings.confluent_config(**{"group.id": f"reader-{time.monotonic_ns()}"}))
     values = []
     try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
+        consumer.assign([TopicPartition(topic, partition, 0)])
         deadline = time.monotonic() + max_s
         while time.monotonic() < deadline:
             batch = consumer.consume(num_messages=1000, timeout=0.5)

@@ -1,0 +1,193 @@
+"""The demo's traffic: a KALE-shaped day, time-compressed, skewed across partitions.
+
+Owned here:
+
+* :class:`TrafficPlan` (pure): one day of a trace (by default the last day of the
+  synthetic KALE-shaped week) replayed in ``duration_s`` wall seconds, scaled so its
+  peak is ``peak_records_per_s``, spread over ``partitions`` with hot/cold shares that
+  drift (the simulator's :func:`~streamtrain.sim.workload.partition_shares`). It answers
+  how many records each partition should have received by a given elapsed time, so a
+  paced producer never drifts from the plan however late it wakes up.
+* :class:`TrafficGenerator`: a thread that produces :data:`~streamtrain.ingest.example.CTR_RECORD`
+  samples (unique, increasing ids; labels from the hidden model, drifting over the day
+  so stale training hurts) to a topic following the plan, and counts what the broker
+  acknowledged, per partition, so the demo can check that no record was lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from confluent_kafka import KafkaException, Producer
+from numpy.typing import NDArray
+
+from streamtrain.config import KafkaSettings
+from streamtrain.errors import ConfigError
+from streamtrain.forecast.trace import Trace, synth_trace
+from streamtrain.ingest.example import SyntheticCtr, split_records
+from streamtrain.sim.workload import SkewSettings, partition_shares
+
+__all__ = ["TrafficGenerator", "TrafficPlan"]
+
+log = logging.getLogger(__name__)
+
+_DAY_S = 86_400
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TrafficPlan:
+    """Cumulative records per partition over a compressed day (see the module docstring).
+
+    ``cumulative[k, p]`` is how many records partition ``p`` has received after ``k``
+    trace steps; between steps the count is interpolated linearly.
+    """
+
+    duration_s: float
+    step_wall_s: float
+    cumulative: NDArray[np.float64]  # (steps + 1) x partitions
+    records_per_s: NDArray[np.float64]  # the scaled, compressed rate per step (wall s)
+
+    @classmethod
+    def from_trace(
+        cls,
+        trace: Trace | None = None,
+        *,
+        duration_s: float = 600.0,
+        peak_records_per_s: float = 2_000.0,
+        partitions: int = 16,
+        skew_sigma: float = 0.8,
+        seed: int = 0,
+    ) -> TrafficPlan:
+        """The last day of ``trace`` (default: synthetic KALE-shaped week, ``seed``)."""
+        if duration_s <= 0 or not math.isfinite(duration_s):
+            raise ConfigError(f"the demo duration must be positive, got {duration_s} s")
+        if peak_records_per_s <= 0:
+            raise ConfigError(f"the peak rate must be positive, got {peak_records_per_s}")
+        trace = trace or synth_trace(7, seed=seed)
+        steps = max(1, round(_DAY_S / trace.step_s))
+        day = np.nan_to_num(trace.records_per_s[-steps:], nan=0.0)
+        if day.size == 0 or float(day.max()) <= 0:
+            raise ConfigError("the trace's last day has no traffic")
+        rates = day / float(day.max()) * peak_records_per_s
+        step_wall_s = duration_s / day.size
+        shares = partition_shares(
+            day.size,
+            int(trace.step_s),
+            SkewSettings(partitions=partitions, sigma=skew_sigma, seed=seed),
+        )
+        cumulative = np.zeros((day.size + 1, partitions))
+        np.cumsum(rates[:, None] * shares * step_wall_s, axis=0, out=cumulative[1:])
+        return cls(duration_s, step_wall_s, cumulative, rates)
+
+    @property
+    def partitions(self) -> int:
+        return int(self.cumulative.shape[1])
+
+    @property
+    def total_records(self) -> int:
+        return int(np.floor(self.cumulative[-1]).sum())
+
+    def due(self, elapsed_s: float) -> NDArray[np.int64]:
+        """Records each partition should have received ``elapsed_s`` into the run."""
+        position = min(max(elapsed_s, 0.0), self.duration_s) / self.step_wall_s
+        k = min(int(position), self.cumulative.shape[0] - 2)
+        fraction = position - k
+        row = self.cumulative[k] + fraction * (self.cumulative[k + 1] - self.cumulative[k])
+        due: NDArray[np.int64] = np.floor(row).astype(np.int64)
+        return due
+
+    def rate_at(self, elapsed_s: float) -> float:
+        """The planned total rate (records per wall second) at ``elapsed_s``."""
+        k = min(int(max(elapsed_s, 0.0) / self.step_wall_s), self.records_per_s.size - 1)
+        return float(self.records_per_s[k])
+
+
+class TrafficGenerator(threading.Thread):
+    """Produces the plan's records to ``topic`` until the plan ends or :meth:`stop`.
+
+    ``acknowledged[p]`` counts the records of partition ``p`` the broker confirmed;
+    ``failed`` those it did not (logged). Ids are ``0 .. produced_ids - 1``.
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        plan: TrafficPlan,
+        *,
+        seed: int = 0,
+        tick_s: float = 0.05,
+        drift_turns: float = 0.5,  # how far the hidden model turns over the day
+    ) -> None:
+        super().__init__(name=f"traffic-{topic}", daemon=True)
+        if tick_s <= 0:
+            raise ConfigError(f"the tick must be positive, got {tick_s} s")
+        self.settings, self.topic, self.plan = settings, topic, plan
+        self.tick_s, self.drift_turns = tick_s, drift_turns
+        self.acknowledged = np.zeros(plan.partitions, dtype=np.int64)
+        self.failed = 0
+        self.source = SyntheticCtr(seed=seed)
+        self.next_id = 0
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    @property
+    def produced_ids(self) -> int:
+        """Ids handed to the producer so far (0 .. produced_ids - 1)."""
+        return self.next_id
+
+    def _on_delivery(self, error: object, message: object) -> None:
+        if error is not None:
+            self.failed += 1
+            log.error("a demo record was not delivered: %s", error)
+            return
+        self.acknowledged[message.partition()] += 1  # type: ignore[attr-defined]
+
+    def run(self) -> None:
+        producer = Producer(self.settings.confluent_config(**{"linger.ms": 5}))
+        sent = np.zeros(self.plan.partitions, dtype=np.int64)
+        started = time.monotonic()
+        try:
+            while not self._halt.is_set():
+                elapsed = time.monotonic() - started
+                missing = self.plan.due(elapsed) - sent
+                total = int(missing.sum())
+                if total > 0:
+                    phase = self.drift_turns * min(elapsed / self.plan.duration_s, 1.0)
+                    table = self.source.sample(total, first_id=self.next_id, phase=phase)
+                    values = split_records(table)
+                    partitions = np.repeat(np.arange(self.plan.partitions), missing)
+                    for value, partition in zip(values, partitions.tolist(), strict=True):
+                        self._produce(producer, value, partition)
+                    self.next_id += total
+                    sent += missing
+                producer.poll(0)
+                if elapsed >= self.plan.duration_s:
+                    break
+                self._halt.wait(self.tick_s)
+        finally:
+            remaining = producer.flush(30)
+            if remaining:
+                log.error("%d demo records were still undelivered after 30 s", remaining)
+                self.failed += remaining
+
+    def _produce(self, producer: Producer, value: bytes, partition: int) -> None:
+        while True:
+            try:
+                producer.produce(
+                    self.topic, value=value, partition=partition, on_delivery=self._on_delivery
+                )
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+                continue
+            except KafkaException:
+                self.failed += 1
+                log.exception("could not produce a demo record")
+            return
