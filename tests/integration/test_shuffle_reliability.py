@@ -202,8 +202,9 @@ def test_kill_9_of_a_receiver_with_batches_in_flight_loses_no_record(workers, tm
     workers.wait(lambda: _origin_acked_all(workers), 120, "every record acknowledged")
     origin = workers.status("origin")["forwarding"]
     assert origin["batches_timed_out"] + origin["batches_rerouted_on_leave"] >= 1
+    # Re-routed batches go to r2 or are trained by the origin itself: both are correct,
+    # and which happens depends on timing, so only the union is checked.
     assert workers.trained_ids() >= {(0, i) for i in range(RECORDS)}
-    assert workers.status("r2")["forwarding"]["records_received"] > 0
 
 
 def test_a_paused_receiver_is_routed_around_after_the_ack_timeout(workers, tmp_path, broker):
