@@ -2,7 +2,6 @@
 
 import os
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -14,13 +13,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
-from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import get_json, read_topic
+from tests.integration.lag_process import start_lag_app, stop_process
 
 TOPIC, GROUP = "events", "trainer"
-
-
-_get = get_json
 
 
 def _wait_for(predicate, timeout_s, what):
@@ -40,48 +36,6 @@ def own_broker() -> Iterator[EmbeddedBroker]:
         yield embedded
 
 
-def _start_app(bootstrap, port, tmp_path):
-    log = open(tmp_path / f"app-{port}-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
-    process = subprocess.Popen(
-        [
-            SCRIPT,
-            "lag",
-            "run",
-            "--bootstrap",
-            bootstrap,
-            "--group",
-            GROUP,
-            "--tick-s",
-            "1",
-            "--history-step-s",
-            "1",
-            "--web-port",
-            str(port),
-            "--connect-timeout-s",
-            "2",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return process, log
-
-
-def _stop(process, log):
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-    log.close()
-    return process.returncode
-
-
-_read_topic = read_topic
-
-
 def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker, tmp_path):
     settings = own_broker.kafka_settings()
     create_topic(settings, TOPIC, 4)
@@ -93,10 +47,12 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
     committer.commit(offsets=[TopicPartition(TOPIC, p, p) for p in range(4)], asynchronous=False)
     committer.close()
     port = free_port()
-    process, log = _start_app(own_broker.bootstrap, port, tmp_path)
+    process, log = start_lag_app(
+        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log"
+    )
     try:
         body = _wait_for(
-            lambda: (_get(port, f"/groups/{GROUP}/lag")[1] or {}).get("partitions"),
+            lambda: (get_json(port, f"/groups/{GROUP}/lag")[1] or {}).get("partitions"),
             90,
             "the app's first report",
         )
@@ -109,7 +65,7 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
             metrics
         )
         reports = [
-            pb.LagReport.FromString(v) for v in _read_topic(settings, "streamtrain.lag.reports")
+            pb.LagReport.FromString(v) for v in read_topic(settings, "streamtrain.lag.reports")
         ]
         assert reports and all(r.group == GROUP for r in reports)
         assert reports[-1].total_lag_records == sum(10 - p for p in range(4))
@@ -117,40 +73,45 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         # The broker goes away (paused) for some seconds: the app says so and carries on.
         os.kill(own_broker.pid, signal.SIGSTOP)
         try:
-            _wait_for(lambda: _get(port, "/health")[0] == 503, 30, "the app to notice")
+            _wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
             assert process.poll() is None
         finally:
             os.kill(own_broker.pid, signal.SIGCONT)
-        _wait_for(lambda: _get(port, "/health")[0] == 200, 60, "the app to recover")
-        alerts = [pb.Alert.FromString(v) for v in _read_topic(settings, "streamtrain.lag.alerts")]
+        _wait_for(lambda: get_json(port, "/health")[0] == 200, 60, "the app to recover")
+        alerts = [pb.Alert.FromString(v) for v in read_topic(settings, "streamtrain.lag.alerts")]
         control = [a for a in alerts if a.kind == pb.Alert.CONTROL_APP]
         assert any(not a.resolved and a.severity == pb.Alert.CRITICAL for a in control)
         _wait_for(
             lambda: any(
                 a.kind == pb.Alert.CONTROL_APP and a.resolved
-                for a in map(pb.Alert.FromString, _read_topic(settings, "streamtrain.lag.alerts"))
+                for a in map(pb.Alert.FromString, read_topic(settings, "streamtrain.lag.alerts"))
             ),
             30,
             "the resolved alert",
         )
-        history_before = len(_get(port, f"/groups/{GROUP}/lag")[1]["history"])
+        history_before = len(get_json(port, f"/groups/{GROUP}/lag")[1]["history"])
         assert history_before >= 2
     finally:
-        code = _stop(process, log)
+        code = stop_process(process, log)
     assert code == 0
 
     # A restarted app recovers its history tables from their changelogs.
-    process, log = _start_app(own_broker.bootstrap, port, tmp_path)
+    process, log = start_lag_app(
+        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log"
+    )
     try:
         health = _wait_for(
-            lambda: (_get(port, "/health")[1] or {}).get("restored") and _get(port, "/health")[1],
+            lambda: (
+                (get_json(port, "/health")[1] or {}).get("restored")
+                and get_json(port, "/health")[1]
+            ),
             90,
             "the restarted app",
         )
         assert health["restored"]
-        body = _wait_for(lambda: _get(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
+        body = _wait_for(lambda: get_json(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
         assert len(body["history"]) >= history_before
         # CPS needs two HWM snapshots: restored history gives it on the first tick.
         assert all(p["records_per_s"] is not None for p in body["partitions"])
     finally:
-        assert _stop(process, log) == 0
+        assert stop_process(process, log) == 0

@@ -3,7 +3,6 @@ samples -> `streamtrain lag run --plan-job` emits a ScaleCommand -> the command 
 applies it to a LocalProcessPool of real child processes, once, however often delivered."""
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -20,17 +19,10 @@ from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalPr
 from streamtrain.wire import decode, encode
 from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import get_json, read_topic
+from tests.integration.lag_process import start_lag_app, stop_process
 
 JOB = "demo"
 FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))
-
-
-def _get(port, path):
-    return get_json(port, path)[1]
-
-
-def _read_all(settings, topic, max_s=5.0):
-    return read_topic(settings, topic, max_s)
 
 
 class Traffic(threading.Thread):
@@ -83,51 +75,35 @@ def test_planner_command_is_applied_once_to_a_local_pool(broker, names, tmp_path
     traffic = Traffic(settings, names["events"], names["samples"])
     traffic.start()
     port = free_port()
-    log = open(tmp_path / "app.log", "w")  # noqa: SIM115
-    app = subprocess.Popen(
-        [
-            SCRIPT,
-            "lag",
-            "run",
-            "--bootstrap",
-            broker.bootstrap,
-            "--group",
-            names["group"],
-            "--tick-s",
-            "1",
-            "--history-step-s",
-            "1",
-            "--web-port",
-            str(port),
-            "--connect-timeout-s",
-            "2",
-            "--app-id",
-            names["app"],
-            "--reports-topic",
-            names["reports"],
-            "--alerts-topic",
-            names["alerts"],
-            "--plan-job",
-            JOB,
-            "--policy",
-            "streamtrain",
-            "--policy-setting",
-            "decision_interval_s=1",
-            "--samples-topic",
-            names["samples"],
-            "--commands-topic",
-            names["commands"],
-            "--plan-step-s",
-            "1",
-            "--sample-bucket-s",
-            "1",
-            "--action-pause-s",
-            "5",
-            "--max-workers",
-            "4",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    app, log = start_lag_app(
+        broker.bootstrap,
+        names["group"],
+        port,
+        tmp_path / "app.log",
+        "--app-id",
+        names["app"],
+        "--reports-topic",
+        names["reports"],
+        "--alerts-topic",
+        names["alerts"],
+        "--plan-job",
+        JOB,
+        "--policy",
+        "streamtrain",
+        "--policy-setting",
+        "decision_interval_s=1",
+        "--samples-topic",
+        names["samples"],
+        "--commands-topic",
+        names["commands"],
+        "--plan-step-s",
+        "1",
+        "--sample-bucket-s",
+        "1",
+        "--action-pause-s",
+        "5",
+        "--max-workers",
+        "4",
     )
     pool = LocalProcessPool([sys.executable, "-c", "import time; time.sleep(300)"], grace_s=2)
     applier = CommandApplier(pool, ApplierSettings(job=JOB, max_attempts=1))
@@ -161,7 +137,7 @@ def test_planner_command_is_applied_once_to_a_local_pool(broker, names, tmp_path
         assert len({w.pid for w in pool.workers()}) == target
 
         # The command on the topic says what the planner saw and why.
-        raw = _read_all(settings, names["commands"])
+        raw = read_topic(settings, names["commands"], 5.0)
         commands = [decode(cp.ScaleCommand, value) for value in raw]
         first = next(c for c in commands if c.command_id == applied.command_id)
         assert (first.job, first.current_workers, first.target_workers) == (JOB, 1, target)
@@ -186,7 +162,7 @@ def test_planner_command_is_applied_once_to_a_local_pool(broker, names, tmp_path
         deadline = time.monotonic() + 30
         status: dict[str, object] = {}
         while time.monotonic() < deadline:
-            status = _get(port, "/planner") or {}
+            status = get_json(port, "/planner")[1] or {}
             if status.get("current_workers") == target and status.get("pending_command") is None:
                 break
             time.sleep(0.5)
@@ -194,22 +170,15 @@ def test_planner_command_is_applied_once_to_a_local_pool(broker, names, tmp_path
         assert status["throughput_source"] == "prior"
 
         # At most 4 workers give 5·4·0.8² = 12.8 records/s of the 20 arriving.
-        alerts = [decode(cp.Alert, v) for v in _read_all(settings, names["alerts"])]
+        alerts = [decode(cp.Alert, v) for v in read_topic(settings, names["alerts"], 5.0)]
         assert any(a.kind == cp.Alert.CANNOT_KEEP_UP and not a.resolved for a in alerts)
     finally:
         consumer.close()
         pool.close()
         traffic.stop.set()
         traffic.join(timeout=15)
-        if app.poll() is None:
-            app.send_signal(signal.SIGTERM)
-            try:
-                app.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                app.kill()
-                app.wait(timeout=10)
-        log.close()
-    assert app.returncode == 0
+        code = stop_process(app, log)
+    assert code == 0
 
 
 def _read_lines(stream, lines):
@@ -283,16 +252,10 @@ def test_scale_apply_cli_applies_a_command_once(broker, names, tmp_path):
         deadline = time.monotonic() + 30
         alerts: list[cp.Alert] = []
         while not alerts and time.monotonic() < deadline:
-            alerts = [decode(cp.Alert, v) for v in _read_all(settings, names["alerts"], 2.0)]
+            alerts = [decode(cp.Alert, v) for v in read_topic(settings, names["alerts"], 2.0)]
         assert any("undecodable" in a.message for a in alerts)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+        stop_process(process)
         reader.join(timeout=5)
         if process.stdout is not None:
             process.stdout.close()

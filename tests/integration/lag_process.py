@@ -1,0 +1,49 @@
+"""Start `streamtrain lag run` as a real process, and stop any CLI process, for tests."""
+
+import signal
+import subprocess
+
+from tests.integration.cli_process import SCRIPT
+
+
+def start_lag_app(bootstrap, group, port, log_path, *extra):
+    """`lag run` ticking every second with 1-s history steps; output to ``log_path``."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed by stop_process
+    process = subprocess.Popen(
+        [
+            SCRIPT,
+            "lag",
+            "run",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--tick-s",
+            "1",
+            "--history-step-s",
+            "1",
+            "--web-port",
+            str(port),
+            "--connect-timeout-s",
+            "2",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return process, log
+
+
+def stop_process(process, log=None):
+    """SIGTERM, then SIGKILL after 20 s; close ``log`` if given; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    if log is not None:
+        log.close()
+    return process.returncode
