@@ -24,7 +24,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
-from streamtrain.lag.metrics import PartitionOffsets, TopicOffsets
+from streamtrain.lag.metrics import TopicOffsets
 
 __all__ = ["OffsetsReader", "OffsetsSnapshot", "TopicPartitionKey", "read_record_timestamps"]
 
@@ -60,28 +60,10 @@ class OffsetsSnapshot:
     group_topics: Mapping[str, tuple[str, ...]]  # group -> topics watched for it
     missing_topics: tuple[str, ...] = ()
     fetch_s: float = 0.0
-    errors: tuple[str, ...] = field(default=())
-
-    def partition_offsets(self, group: str) -> list[PartitionOffsets]:
-        """The pure-metrics input for ``group``: one entry per partition of its topics."""
-        committed = self.committed.get(group, {})
-        rows: list[PartitionOffsets] = []
-        for topic in self.group_topics.get(group, ()):
-            for partition in range(self.partition_counts.get(topic, 0)):
-                key = (topic, partition)
-                rows.append(
-                    PartitionOffsets(
-                        topic=topic,
-                        partition=partition,
-                        committed=committed.get(key),
-                        high_watermark=self.high_watermarks.get(key),
-                        low_watermark=self.low_watermarks.get(key),
-                    )
-                )
-        return rows
 
     def topic_offsets(self, group: str) -> list[TopicOffsets]:
-        """The same input as arrays, one :class:`TopicOffsets` per topic (the fast path)."""
+        """The pure tick's input for ``group``: one :class:`TopicOffsets` per topic, one
+        entry per partition (-1 where unknown)."""
         committed = self.committed.get(group, {})
         columns: list[TopicOffsets] = []
         for topic in self.group_topics.get(group, ()):
