@@ -446,10 +446,22 @@ class IngestConsumer:
     def _revoke_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         self._committer.commit(consumer, asynchronous=False, only=set(keys))
+        self._unpause(consumer, partitions)
         self._forget(keys, "revoked")
 
     def _lost_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._unpause(consumer, partitions)
         self._forget([(tp.topic, tp.partition) for tp in partitions], "lost")
+
+    @staticmethod
+    def _unpause(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """librdkafka keeps a partition's pause across a revoke and a later re-assign
+        (confluentinc/librdkafka#1849): clear it while the partition is still ours, or a
+        partition handed back after a rebalance would never be fetched again."""
+        try:
+            consumer.resume(partitions)
+        except KafkaException as exc:
+            log.debug("resuming revoked partitions: %s", exc)
 
     def _forget(self, keys: Partitions, how: str) -> None:
         by_topic: dict[str, set[int]] = {}

@@ -116,7 +116,12 @@ def test_commits_only_the_acknowledged_prefix_and_the_next_reader_resumes_there(
     assert committed_on_broker(settings, group, topic, [0, 1]) == {0: 100, 1: 100}
 
 
-def test_rebalance_drops_revoked_records_and_the_new_owner_resumes_from_the_commit(broker):
+@pytest.mark.parametrize("a_queue", [100_000, 40], ids=["roomy-queue", "paused-by-full-queue"])
+def test_rebalance_drops_revoked_records_and_the_new_owner_resumes_from_the_commit(
+    broker, a_queue
+):
+    # With a 40-record queue A has paused fetching when the rebalance comes: librdkafka
+    # keeps a partition's pause across a revoke and re-assign, so A must clear it.
     settings = broker.kafka_settings()
     topic, group = unique("ingest-rebalance"), unique("group")
     partitions = 8
@@ -127,7 +132,7 @@ def test_rebalance_drops_revoked_records_and_the_new_owner_resumes_from_the_comm
     revoked_a: list[list[tuple[str, int]]] = []
     a = IngestConsumer(
         settings,
-        IngestSettings(**base, worker_id="a", commit_interval_s=0.2),
+        IngestSettings(**base, worker_id="a", commit_interval_s=0.2, queue_records=a_queue),
         RawDecoder(),
         on_revoked=revoked_a.append,
     )
