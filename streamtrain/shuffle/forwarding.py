@@ -324,6 +324,10 @@ class ForwardingUnit:
             if now - flight.sent_at < timeout_s:
                 return
             del self._pending[batch_id]
+            # The receiver may never have admitted the batch (it dropped a frame from a
+            # peer it did not know yet): without the refund its credit would be gone for
+            # good. If it did admit it, its ledger rejects whatever goes beyond its window.
+            self._receivers.refund(flight.receiver, len(flight.columns))
             self._receivers.suppress(flight.receiver, now + 2 * timeout_s)
             self._unit.return_overflow(flight.columns)
             self._counters.values["batches_timed_out"] += 1

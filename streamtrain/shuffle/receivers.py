@@ -4,9 +4,10 @@ Owned here (no I/O, no threads; the ForwardingUnit's thread drives both):
 
 * :class:`ReceiverList`: the sender side. Per peer: its receiver state from broadcast
   events (newer sequence wins; reset when the peer's incarnation changes), the credit it
-  granted and the sender has not used, and a suppression deadline after a rejection or
-  an ACK timeout. :meth:`ReceiverList.choose` picks uniformly at random among the
-  peers that may take a batch now (KALE §3.5.2).
+  granted and the sender has not used (a rejected or timed-out batch's credit is
+  refunded), and a suppression deadline after a rejection or an ACK timeout.
+  :meth:`ReceiverList.choose` picks uniformly at random among the peers that may take a
+  batch now (KALE §3.5.2).
 * :class:`CreditLedger`: the receiver side. Each sender starts with
   ``window_records`` of credit; the receiver admits a batch only within it, and returns
   credit as its trainer acknowledges records, coalesced into grants of at least a
