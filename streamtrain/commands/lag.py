@@ -6,6 +6,7 @@ All of the work lives in :mod:`streamtrain.lag`; this module parses, calls and p
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -266,6 +267,31 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     show_default=True,
     help="Samples in one bucket at one pool size make one job-level observation.",
 )
+@option(
+    "--plan-time-scale",
+    env="PLAN_TIME_SCALE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Plan on a clock this many times faster than the wall clock (a replay that "
+    "compresses a day); the planner's step, pause and sample bucket are model seconds.",
+)
+@option(
+    "--plan-history",
+    env="PLAN_HISTORY",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='Seed the arrival history from this JSON file ({"step_s", "end_at_ms", '
+    '"records_per_s"}: records per model second that ended at end_at_ms, which is '
+    "also where the scaled clock starts).",
+)
+@option(
+    "--cps-window-s",
+    env="LAG_CPS_WINDOW_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Window of the arrival rate (CPS). Default: max(60, 2 x --tick-s).",
+)
 @kafka_options
 @handle_errors
 def lag_run(
@@ -300,6 +326,9 @@ def lag_run(
     min_distinct_workers: int,
     prior_rate: float | None,
     sample_bucket_s: float,
+    plan_time_scale: float,
+    plan_history: Path | None,
+    cps_window_s: float | None,
     **opts: Any,
 ) -> None:
     """Run the Faust lag app until Ctrl-C or SIGTERM.
@@ -325,11 +354,17 @@ def lag_run(
         tick_s=tick_s,
         history_step_s=history_step_s,
         history_max_age_s=history_max_age_s,
-        cps_window_s=max(60.0, 2 * tick_s),
+        cps_window_s=cps_window_s or max(60.0, 2 * tick_s),
         slo=SloSettings(violation_s=slo_violation_s, warning_s=slo_warning_s),
     )
     planner = None
     if plan_job is not None:
+        from streamtrain.scale.timescale import TimeScale, read_seed_history
+
+        seed, origin_s = (None, time.time())
+        if plan_history is not None:
+            seed, origin_s = read_seed_history(plan_history)
+        clock = TimeScale(plan_time_scale, origin_s)
         planner = _planner_settings(
             job=plan_job,
             group=plan_group or (groups[0] if len(groups) == 1 else None),
@@ -342,10 +377,16 @@ def lag_run(
             action_pause_s=action_pause_s,
             samples=SampleSettings(
                 bucket_s=sample_bucket_s,
+                # samples may arrive this late: some wall seconds, however fast the clock
+                retention_s=max(300.0, 2 * sample_bucket_s, clock.model_duration(10.0)),
                 min_distinct_workers=min_distinct_workers,
                 model_kind=throughput_model,
-                prior_single_worker_records_per_s=prior_rate,
+                prior_single_worker_records_per_s=None
+                if prior_rate is None
+                else clock.model_rate(prior_rate),
             ),
+            time_scale=clock,
+            history=seed,
         )
         if planner.group not in groups:
             groups = (*groups, planner.group)

@@ -25,7 +25,12 @@ Owned here (no Faust, no Kafka: the lag app feeds it and publishes what it retur
   ``[min_workers, max_workers]`` does not exceed the recent arrival rate, one
   ``CANNOT_KEEP_UP`` alert (CRITICAL), and a resolved one when it can again.
 
-All times are seconds (wall clock, as the lag readings and the samples carry).
+All times are seconds. The planner thinks on the model clock of its
+:class:`~streamtrain.scale.timescale.TimeScale` (the wall clock unless a demo compresses
+time): inputs (lag readings, samples, ``now_s``) arrive on the wall clock and are
+converted on the way in; commands and alerts carry wall-clock times. A
+:class:`~streamtrain.scale.timescale.SeedHistory` starts the arrival history with the
+days before the planner ran.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from streamtrain.scale.samples import (
     ThroughputEstimate,
     materially_different,
 )
+from streamtrain.scale.timescale import SeedHistory, TimeScale
 
 __all__ = [
     "ArrivalSteps",
@@ -92,8 +98,15 @@ class PlannerSettings:
     max_history_steps: int = 7 * 24 * 60
     recent_window_s: float = 300.0
     samples: SampleSettings = field(default_factory=SampleSettings)
+    time_scale: TimeScale = field(default_factory=TimeScale)
+    history: SeedHistory | None = None
 
     def __post_init__(self) -> None:
+        if self.history is not None and self.history.step_s != self.step_s:
+            raise ConfigError(
+                f"the seed history's step ({self.history.step_s} s) is not the planning "
+                f"step ({self.step_s} s)"
+            )
         if not self.job or not self.group:
             raise ConfigError("the planner needs a job and a consumer group")
         if self.policy not in POLICY_NAMES:
@@ -155,6 +168,13 @@ class ArrivalSteps:
         if math.isfinite(records_per_s) and records_per_s >= 0:
             self._open.setdefault(step, []).append(records_per_s)
 
+    def seed(self, values: tuple[float, ...], last_step: int) -> None:
+        """Start an empty history with ``values``, the last of them for step ``last_step``."""
+        if self._values or self._last_step is not None:
+            raise ConfigError("only an empty arrival history can be seeded")
+        self._values.extend(values)
+        self._last_step = last_step if values else None
+
     def close(self, now_s: float) -> None:
         """Every step before the one ``now_s`` falls in is complete."""
         current = math.floor(now_s / self.step_s)
@@ -211,15 +231,31 @@ class Planner:
         self._feed: ForecastFeed | None = None
         if settings.policy in FORECASTING_POLICIES:
             self._feed = ForecastFeed(default_forecaster_factory(settings.step_s))
+        self.clock = settings.time_scale
+        if settings.history is not None and settings.history.records_per_s:
+            last_step = math.floor(self.clock.origin_s / settings.step_s) - 1
+            self.arrivals.seed(settings.history.records_per_s, last_step)
 
     # -- inputs ------------------------------------------------------------------------
 
     def add_sample(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
         """Keep one worker's sample; returns why it was not used, if it was not."""
-        return self.samples.add(sample, now_s)
+        return self.samples.add(self.clock.model_sample(sample), self.clock.model_s(now_s))
 
     def observe_lag(self, reading: LagReading) -> None:
         """The group's newest lag tick; one already seen (same time) is ignored."""
+        clock = self.clock
+        if not clock.identity:
+            reading = LagReading(
+                at_s=clock.model_s(reading.at_s),
+                records_per_s=None
+                if reading.records_per_s is None
+                else clock.model_rate(reading.records_per_s),
+                max_lag_s=None
+                if reading.max_lag_s is None
+                else clock.model_duration(reading.max_lag_s),
+                backlog_records=reading.backlog_records,
+            )
         if self.lag is not None and reading.at_s <= self.lag.at_s:
             return
         self.lag = reading
@@ -228,7 +264,7 @@ class Planner:
 
     def on_applied(self, workers: int, at_s: float) -> None:
         """An executor reports the worker count after applying a command."""
-        self._applied = (at_s, workers)
+        self._applied = (self.clock.model_s(at_s), workers)
 
     # -- state -------------------------------------------------------------------------
 
@@ -319,7 +355,7 @@ class Planner:
 
     def tick(self, now_s: float | None = None) -> PlannerOutput:
         """Close arrival steps, refit when due, decide when due (module docstring)."""
-        now_s = time.time() if now_s is None else now_s
+        now_s = self.clock.model_s(time.time() if now_s is None else now_s)
         s = self.settings
         self.arrivals.close(now_s)
         if self.policy is None or now_s - self._refitted_at_s >= s.refit_interval_s:
@@ -377,7 +413,7 @@ class Planner:
             reason=decision.proto_reason,  # type: ignore[arg-type]
             plan=list(decision.plan),
             plan_step_s=decision.plan_step_s,
-            created_at_ms=int(now_s * 1000),
+            created_at_ms=int(self.clock.wall_s(now_s) * 1000),
             explanation=f"{decision.explanation} [F: {source}]",
         )
 
@@ -394,6 +430,7 @@ class Planner:
         if behind == self._cannot_keep_up:
             return ()
         self._cannot_keep_up = behind
+        load, ceiling = self.clock.wall_rate(load), self.clock.wall_rate(ceiling)  # for people
         if behind:
             message = (
                 f"job {s.job} cannot keep up: {load:,.1f} records/s arrive, at most "
@@ -413,7 +450,7 @@ class Planner:
                 previous_state="ok" if behind else "cannot_keep_up",
                 state="cannot_keep_up" if behind else "ok",
                 message=message,
-                raised_at_ms=int(obs.now_s * 1000),
+                raised_at_ms=int(self.clock.wall_s(obs.now_s) * 1000),
                 resolved=not behind,
             ),
         )
@@ -442,6 +479,22 @@ class Planner:
                 "late": self.samples.late,
             },
             "note": self.last_note,
+            "time_scale": self.clock.factor,
+            "forecast": self._forecast_json(),
+        }
+
+    def _forecast_json(self) -> dict[str, Any] | None:
+        """The newest point forecast, on the wall clock (records per wall second)."""
+        latest = self._feed.latest() if self._feed is not None else None
+        if latest is None:
+            return None
+        observed_steps, point = latest
+        step_s = self.settings.step_s
+        first_s = self.arrivals.history_start_s + observed_steps * step_s
+        return {
+            "first_step_at_ms": int(self.clock.wall_s(first_s) * 1000),
+            "step_s": step_s / self.clock.factor,
+            "records_per_s": [round(self.clock.wall_rate(float(v)), 3) for v in point],
         }
 
 

@@ -259,6 +259,13 @@ class ForecastFeed:
         scaled: FloatArray = point * factors
         return scaled
 
+    def latest(self) -> tuple[int, FloatArray] | None:
+        """The newest point forecast and the history length it was made from."""
+        if not self._issued:
+            return None
+        observed_steps, point = self._issued[-1]
+        return observed_steps, point.copy()
+
     def recent_ratio(self, steps: int = 10) -> float | None:
         """``Σ actual / Σ forecast`` of the one-step-ahead forecasts over the last
         ``steps`` observed steps (None before any, or when nothing was forecast)."""
