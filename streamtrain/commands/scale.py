@@ -281,6 +281,20 @@ def fit_command(data_path: Path, kind: str, batch_size: float, as_json: bool) ->
     "--replace-dead", env="APPLY_REPLACE_DEAD", is_flag=True, help="local: restart dead workers."
 )
 @option(
+    "--worker-log-dir",
+    env="APPLY_WORKER_LOG_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="local: append each worker's output to DIR/<worker id>.log.",
+)
+@option(
+    "--pool-size-file",
+    env="APPLY_POOL_SIZE_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="local: keep the pool's size in this file (for `worker --pool-size-file`).",
+)
+@option(
     "--k8s-kind",
     env="APPLY_K8S_KIND",
     type=click.Choice(["Deployment", "StatefulSet"]),
@@ -393,7 +407,11 @@ def _executor(kind: str, opts: dict[str, Any]) -> Iterator[Executor]:
     if kind == "local":
         argv = shlex.split(need("--worker-command", opts["worker_command"]))
         with LocalProcessPool(
-            argv, grace_s=opts["grace_s"], replace_dead=opts["replace_dead"]
+            argv,
+            grace_s=opts["grace_s"],
+            replace_dead=opts["replace_dead"],
+            log_dir=opts["worker_log_dir"],
+            size_path=opts["pool_size_file"],
         ) as pool:
             yield pool
     elif kind == "kubernetes":

@@ -13,6 +13,7 @@ import json
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -155,6 +156,13 @@ __all__ = ["worker"]
     help="Workers in the pool, as the executor knows it. Default: the group's member count.",
 )
 @option(
+    "--pool-size-file",
+    env="WORKER_POOL_SIZE_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the pool size from this file (the local executor's --pool-size-file).",
+)
+@option(
     "--metrics-host",
     env="WORKER_METRICS_HOST",
     default="127.0.0.1",
@@ -190,6 +198,7 @@ def worker(
     throughput_topic: str,
     sample_interval_s: float,
     pool_size: int | None,
+    pool_size_file: Path | None,
     metrics_host: str,
     metrics_port: int | None,
     **opts: Any,
@@ -224,6 +233,7 @@ def worker(
         throughput_topic=throughput_topic or None,
         sample_interval_s=sample_interval_s,
         pool_size=pool_size,
+        pool_size_file=pool_size_file,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
     )

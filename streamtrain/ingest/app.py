@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from streamtrain.config import KafkaSettings
@@ -27,7 +28,12 @@ from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reader import Batch
-from streamtrain.ingest.reporting import GroupSize, ThroughputReporter, serve_metrics
+from streamtrain.ingest.reporting import (
+    GroupSize,
+    PoolSizeFile,
+    ThroughputReporter,
+    serve_metrics,
+)
 from streamtrain.ingest.settings import IngestSettings
 
 __all__ = ["TrainingApp", "WorkerRun", "WorkerSummary", "load_app", "run_worker"]
@@ -103,6 +109,7 @@ class WorkerRun:
     throughput_topic: str | None = "streamtrain.throughput"
     sample_interval_s: float = 5.0
     pool_size: int | None = None
+    pool_size_file: Path | None = None
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
 
@@ -172,11 +179,13 @@ def run_worker(
             stack.callback(close)
         stack.enter_context(consumer)
         if run.throughput_topic:
-            pool: Callable[[], int] = (
-                (lambda: run.pool_size or 0)
-                if run.pool_size is not None
-                else GroupSize(kafka, settings.group)
-            )
+            pool: Callable[[], int]
+            if run.pool_size is not None:
+                pool = lambda: run.pool_size or 0  # noqa: E731
+            elif run.pool_size_file is not None:
+                pool = PoolSizeFile(run.pool_size_file)
+            else:
+                pool = GroupSize(kafka, settings.group)
             stack.enter_context(
                 ThroughputReporter(
                     kafka,

@@ -5,8 +5,9 @@ Owned here:
 * :class:`ThroughputReporter`, a thread that every ``interval_s`` turns two metric
   snapshots into a ``ThroughputSample`` protobuf (key: the worker id) on the throughput
   topic the control plane fits its (workers, samples/s) model on, and a last one on
-  stop. The pool size comes from a callable (the executor may tell it; otherwise the
-  group's member count from ``DescribeGroups``, 0 when unknown).
+  stop. The pool size comes from a callable (the executor may tell it: a fixed count,
+  or :class:`PoolSizeFile`, the file the local pool keeps; otherwise
+  :class:`GroupSize`, the group's member count from ``DescribeGroups``, 0 when unknown).
 * :class:`WorkerCollector`, a Prometheus collector built at scrape time from a
   snapshot, and :func:`serve_metrics` (HTTP on 127.0.0.1 by default).
 
@@ -24,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -36,7 +38,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics, throughput_sample
 from streamtrain.wire import encode
 
-__all__ = ["GroupSize", "ThroughputReporter", "WorkerCollector", "serve_metrics"]
+__all__ = ["GroupSize", "PoolSizeFile", "ThroughputReporter", "WorkerCollector", "serve_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,21 @@ class GroupSize:
             log.debug("describing group %r failed: %s", self.group, exc)
             return 0
         return len(description.members)
+
+
+class PoolSizeFile:
+    """The pool size an executor keeps in a file (``LocalProcessPool(size_path=...)``);
+    0 when the file is missing or unreadable."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self) -> int:
+        try:
+            return max(0, int(self.path.read_text().strip()))
+        except (OSError, ValueError) as exc:
+            log.debug("cannot read the pool size from %s: %s", self.path, exc)
+            return 0
 
 
 class ThroughputReporter:

@@ -16,6 +16,7 @@ import kubernetes  # the dev extra installs it
 import pytest
 
 from streamtrain.errors import ConfigError, ExecutorError
+from streamtrain.ingest.reporting import PoolSizeFile
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.executors import (
     ApplierSettings,
@@ -171,6 +172,24 @@ def test_a_killed_worker_is_replaced_in_its_slot(tmp_path, worker_argv):
             1,
         )
         assert pool.reap() == []
+
+
+def test_the_pool_keeps_its_size_in_a_file_that_workers_read(tmp_path, worker_argv):
+    size_file = tmp_path / "pool-size"
+    read = PoolSizeFile(size_file)
+    assert read() == 0  # no file yet
+    with LocalProcessPool(worker_argv, size_path=size_file) as pool:
+        pool.scale_to(3)
+        assert size_file.read_text() == "3\n" and read() == 3
+        victim = pool.workers()[2]
+        os.kill(victim.pid, signal.SIGKILL)
+        wait_until(lambda: pool.current_workers() == 2, "the kill to take effect")
+        pool.reap()  # not replaced: the pool shrank
+        assert read() == 2
+        pool.scale_to(1)
+        assert read() == 1
+    size_file.write_text("not a number\n")
+    assert read() == 0
 
 
 def test_without_replacement_a_dead_slot_is_refilled_by_the_next_scale(worker_argv):

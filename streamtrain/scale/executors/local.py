@@ -10,6 +10,10 @@ its environment; a replaced worker keeps its slot's id and index.
 * :meth:`~LocalProcessPool.reap` notices workers that exited, logs them and, with
   ``replace_dead=True``, starts a new process in the same slot. Nothing calls it behind
   the caller's back; run :meth:`~LocalProcessPool.supervise` in a thread for that.
+* With ``size_path``, the pool's size (the slots it keeps filled) is written to that
+  file after every change, as a decimal integer (replaced atomically): workers read it
+  to report the pool size in their throughput samples where the group cannot tell
+  them (``streamtrain worker --pool-size-file``).
 * On Linux every child gets ``PR_SET_PDEATHSIG`` (SIGTERM), so it dies with us even if
   we are killed outright. The kernel ties that signal to the *thread* that forked the
   child, not the process, so children are started from one long-lived thread the pool
@@ -112,6 +116,7 @@ class LocalProcessPool:
         replace_dead: bool = False,
         cwd: str | Path | None = None,
         log_dir: str | Path | None = None,
+        size_path: str | Path | None = None,
     ) -> None:
         if not argv or not all(isinstance(arg, str) for arg in argv):
             raise ConfigError("the worker command must be a non-empty sequence of strings")
@@ -127,6 +132,7 @@ class LocalProcessPool:
         self.replace_dead = replace_dead
         self._cwd = cwd
         self._log_dir = Path(log_dir) if log_dir is not None else None
+        self._size_path = Path(size_path) if size_path is not None else None
         self._lock = threading.RLock()
         self._slots: dict[int, _Worker] = {}
         self._closed = False
@@ -162,8 +168,20 @@ class LocalProcessPool:
                     index += 1
             elif target_workers < len(live):
                 doomed = [self._slots.pop(i) for i in live[target_workers:]]
+                self._write_size()
                 self._stop(doomed)
+            self._write_size()
             return len(self._slots)
+
+    def _write_size(self) -> None:
+        if self._size_path is None:
+            return
+        temporary = self._size_path.with_name(self._size_path.name + ".tmp")
+        try:
+            temporary.write_text(f"{len(self._slots)}\n")
+            temporary.replace(self._size_path)
+        except OSError as exc:
+            log.warning("cannot write the pool size to %s: %s", self._size_path, exc)
 
     # -- supervision -------------------------------------------------------------------
 
@@ -209,6 +227,8 @@ class LocalProcessPool:
                 self._slots[index] = replacement
                 new_pid = replacement.process.pid
             exits.append(WorkerExit(index, worker.worker_id, worker.process.pid, code, new_pid))
+        if exits:
+            self._write_size()
         return exits
 
     # -- starting and stopping ---------------------------------------------------------
