@@ -225,7 +225,9 @@ def run_worker(
                     log.info("no record for %.1f s: stopping", run.idle_exit_s)
                     break
                 continue
+            step_started = time.monotonic()
             app.step(batch)
+            metrics.add(busy_s=time.monotonic() - step_started)
             batch.ack()
             steps += 1
             trained += len(batch)

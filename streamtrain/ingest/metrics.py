@@ -32,6 +32,7 @@ class MetricsSnapshot:
     dead_letters: int = 0
     commits: int = 0
     commit_failures: int = 0
+    busy_s: float = 0.0  # time spent in training steps
     stale_acks: int = 0
     queue_records: int = 0
     in_flight_records: int = 0
@@ -58,6 +59,7 @@ class WorkerMetrics:
         self.dead_letters = 0
         self.commits = 0
         self.commit_failures = 0
+        self.busy_s = 0.0
 
     def bind(
         self,
@@ -76,8 +78,10 @@ class WorkerMetrics:
         dead_letters: int = 0,
         commits: int = 0,
         commit_failures: int = 0,
+        busy_s: float = 0.0,
     ) -> None:
         with self._lock:
+            self.busy_s += busy_s
             self.records_consumed += consumed
             self.samples_trained += trained
             self.dead_letters += dead_letters
@@ -95,6 +99,7 @@ class WorkerMetrics:
                 dead_letters=self.dead_letters,
                 commits=self.commits,
                 commit_failures=self.commit_failures,
+                busy_s=self.busy_s,
                 stale_acks=gauges.get("stale_acks", 0),
                 queue_records=gauges.get("queue_records", 0),
                 in_flight_records=gauges.get("in_flight_records", 0),
@@ -124,10 +129,12 @@ def throughput_sample(
 ) -> pb.ThroughputSample:
     """The ``ThroughputSample`` for the window ``previous → current``.
 
-    ``workers`` is the pool size the worker saw (0: unknown). Positions are the next
+    ``workers`` is the pool size the worker saw (0: unknown). ``busy_fraction`` is set
+    when the trainer reports the time its steps take (``busy_s``). Positions are the next
     offset to read per partition (partitions with nothing read yet are left out).
     """
     consumed, trained = rates(previous, current)
+    window_s = current.at_s - previous.at_s
     sample = pb.ThroughputSample(
         job=job,
         worker_id=worker_id,
@@ -138,6 +145,9 @@ def throughput_sample(
         window_s=max(current.at_s - previous.at_s, 0.0),
         observed_at_ms=observed_at_ms,
     )
+    if window_s > 0 and current.busy_s > 0:
+        busy = (current.busy_s - previous.busy_s) / window_s
+        sample.busy_fraction = min(max(busy, 0.0), 1.0)
     for (topic, partition), progress in sorted(current.partitions.items()):
         if progress.consumed is not None:
             sample.positions.add(topic=topic, partition=partition, offset=progress.consumed)

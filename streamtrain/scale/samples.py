@@ -11,7 +11,10 @@ Owned here, pure (no I/O; the Faust app and tests feed it):
   worker times the pool size, so a worker whose sample is missing or late does not make
   the job look slower. A bucket where fewer than ``min_coverage`` of the pool reported is
   not used. Samples with ``workers = 0`` (the pool size unknown to the worker) count the
-  distinct reporters as the pool.
+  distinct reporters as the pool. A worker's rate is its *capacity* when it says how
+  busy it was (:func:`capacity_records_per_s`: trained rate / ``busy_fraction``, for a
+  worker busy at least ``MIN_BUSY_FRACTION`` of the window): a worker waiting for data
+  trains what arrives, not what it can.
 * :func:`estimate_throughput`: job windows to a :class:`ThroughputEstimate`: one
   ``(workers, records/s)`` point per measured pool size (the ``quantile`` of its recent
   windows: a worker starved of data trains slower than it could, so a high quantile
@@ -44,11 +47,13 @@ from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, modelarts_prior
 
 __all__ = [
+    "MIN_BUSY_FRACTION",
     "JobWindow",
     "SampleBook",
     "SampleSettings",
     "Source",
     "ThroughputEstimate",
+    "capacity_records_per_s",
     "estimate_throughput",
     "job_windows",
     "materially_different",
@@ -156,6 +161,19 @@ def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
     return None
 
 
+MIN_BUSY_FRACTION = 0.1
+
+
+def capacity_records_per_s(sample: cp.ThroughputSample) -> float:
+    """What the worker trains per second when saturated, as far as its sample tells:
+    the trained rate divided by its busy fraction (when it reports one and was busy at
+    least ``MIN_BUSY_FRACTION`` of the window), else the trained rate."""
+    rate = sample.samples_per_s_trained
+    if sample.HasField("busy_fraction") and sample.busy_fraction >= MIN_BUSY_FRACTION:
+        return rate / min(sample.busy_fraction, 1.0)
+    return rate
+
+
 def job_windows(
     samples: Iterable[cp.ThroughputSample], *, bucket_s: float, min_coverage: float
 ) -> list[JobWindow]:
@@ -169,7 +187,7 @@ def job_windows(
             latest[key] = sample
     rates: dict[tuple[int, int], list[float]] = {}
     for (bucket, workers, _), sample in latest.items():
-        rates.setdefault((bucket, workers), []).append(sample.samples_per_s_trained)
+        rates.setdefault((bucket, workers), []).append(capacity_records_per_s(sample))
     windows = []
     for (bucket, workers), values in sorted(rates.items()):
         pool = workers or len(values)

@@ -32,6 +32,18 @@ def test_throughput_sample_carries_rates_pool_and_positions():
     again = decode(pb.ThroughputSample, encode(sample))
     assert again.schema_version == 1
     assert again.worker_id == "w1"
+    assert not sample.HasField("busy_fraction")  # no step times reported
+
+
+def test_throughput_sample_says_how_busy_the_trainer_was():
+    a = MetricsSnapshot(at_s=0.0, busy_s=1.0)
+    b = MetricsSnapshot(at_s=10.0, samples_trained=500, busy_s=3.5)
+    sample = throughput_sample(a, b, job="j", worker_id="w", workers=1, observed_at_ms=1)
+    assert sample.busy_fraction == 0.25
+    metrics = WorkerMetrics()
+    metrics.add(busy_s=0.5)
+    metrics.add(busy_s=0.25)
+    assert metrics.snapshot().busy_s == 0.75
 
 
 def test_worker_metrics_snapshot_reads_live_sources():

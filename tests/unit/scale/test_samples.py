@@ -11,6 +11,7 @@ from streamtrain.scale.samples import (
     JobWindow,
     SampleBook,
     SampleSettings,
+    capacity_records_per_s,
     estimate_throughput,
     job_windows,
     materially_different,
@@ -61,6 +62,18 @@ def test_windows_sum_workers_and_count_a_duplicate_once():
     ]
     (window,) = job_windows(samples, bucket_s=10, min_coverage=0.5)
     assert (window.workers, window.records_per_s, window.reporting_workers) == (2, 22.0, 2)
+
+
+def test_a_partly_idle_worker_counts_at_its_capacity():
+    idle = sample("w0", 1, 10.0)
+    idle.busy_fraction = 0.25  # it trained 10/s while busy a quarter of the time
+    assert capacity_records_per_s(idle) == 40.0
+    barely = sample("w0", 1, 1.0)
+    barely.busy_fraction = 0.01  # too little work to say anything: taken as is
+    assert capacity_records_per_s(barely) == 1.0
+    assert capacity_records_per_s(sample("w0", 1, 7.0)) == 7.0  # no busy fraction
+    (window,) = job_windows([idle], bucket_s=10, min_coverage=0.5)
+    assert window.records_per_s == 40.0
 
 
 def test_a_missing_worker_is_extrapolated_and_a_thin_bucket_is_dropped():
