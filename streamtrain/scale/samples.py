@@ -13,8 +13,8 @@ Owned here, pure (no I/O; the Faust app and tests feed it):
   not used. Samples with ``workers = 0`` (the pool size unknown to the worker) count the
   distinct reporters as the pool. A worker's rate is its *capacity* when it says how
   busy it was (:func:`capacity_records_per_s`: trained rate / ``busy_fraction``, for a
-  worker busy at least ``MIN_BUSY_FRACTION`` of the window): a worker waiting for data
-  trains what arrives, not what it can.
+  worker busy at least ``MIN_BUSY_FRACTION`` of the window; a sample of a worker busy
+  less is left out): a worker waiting for data trains what arrives, not what it can.
 * :func:`estimate_throughput`: job windows to a :class:`ThroughputEstimate`: one
   ``(workers, records/s)`` point per measured pool size (the ``quantile`` of its recent
   windows: a worker starved of data trains slower than it could, so a high quantile
@@ -164,14 +164,17 @@ def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
 MIN_BUSY_FRACTION = 0.1
 
 
-def capacity_records_per_s(sample: cp.ThroughputSample) -> float:
+def capacity_records_per_s(sample: cp.ThroughputSample) -> float | None:
     """What the worker trains per second when saturated, as far as its sample tells:
-    the trained rate divided by its busy fraction (when it reports one and was busy at
-    least ``MIN_BUSY_FRACTION`` of the window), else the trained rate."""
+    the trained rate divided by its busy fraction when it reports one; ``None`` when it
+    was busy less than ``MIN_BUSY_FRACTION`` of the window (an idle worker says nothing
+    about its capacity); the trained rate as is from a worker that does not say."""
     rate = sample.samples_per_s_trained
-    if sample.HasField("busy_fraction") and sample.busy_fraction >= MIN_BUSY_FRACTION:
-        return rate / min(sample.busy_fraction, 1.0)
-    return rate
+    if not sample.HasField("busy_fraction"):
+        return rate
+    if sample.busy_fraction < MIN_BUSY_FRACTION:
+        return None
+    return rate / min(sample.busy_fraction, 1.0)
 
 
 def job_windows(
@@ -187,7 +190,9 @@ def job_windows(
             latest[key] = sample
     rates: dict[tuple[int, int], list[float]] = {}
     for (bucket, workers, _), sample in latest.items():
-        rates.setdefault((bucket, workers), []).append(capacity_records_per_s(sample))
+        capacity = capacity_records_per_s(sample)
+        if capacity is not None:
+            rates.setdefault((bucket, workers), []).append(capacity)
     windows = []
     for (bucket, workers), values in sorted(rates.items()):
         pool = workers or len(values)

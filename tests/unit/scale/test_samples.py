@@ -69,8 +69,9 @@ def test_a_partly_idle_worker_counts_at_its_capacity():
     idle.busy_fraction = 0.25  # it trained 10/s while busy a quarter of the time
     assert capacity_records_per_s(idle) == 40.0
     barely = sample("w0", 1, 1.0)
-    barely.busy_fraction = 0.01  # too little work to say anything: taken as is
-    assert capacity_records_per_s(barely) == 1.0
+    barely.busy_fraction = 0.01  # too little work to say anything: left out
+    assert capacity_records_per_s(barely) is None
+    assert job_windows([barely], bucket_s=10, min_coverage=0.5) == []
     assert capacity_records_per_s(sample("w0", 1, 7.0)) == 7.0  # no busy fraction
     (window,) = job_windows([idle], bucket_s=10, min_coverage=0.5)
     assert window.records_per_s == 40.0
