@@ -36,12 +36,16 @@ What it adds to KALE (§3.4), every ``decision_interval_s``:
    one fallback action does not trigger the next), and it never scales down while the
    lag is the cause.
 
+``trigger_<field>`` settings (``trigger_lag_enter_s``, ``trigger_lag_exit_s``, ...) set
+the fallback trigger's thresholds.
+
 The pause and prep per action come from the context (the executor's mode: two-phase
 scaling shortens the pause), replaced by the measured pause once one is reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -138,7 +142,14 @@ class StreamtrainPolicy:
     def __init__(
         self, context: PolicyContext, *, feed: ForecastFeed | None = None, **settings: object
     ) -> None:
-        self.settings = StreamtrainSettings(**settings)  # type: ignore[arg-type]
+        # ``trigger_<field>`` settings reach the fallback trigger (``--policy-setting
+        # trigger_lag_exit_s=600``), on top of this policy's default thresholds.
+        trigger = {k[len("trigger_") :]: v for k, v in settings.items() if k.startswith("trigger_")}
+        plain = {k: v for k, v in settings.items() if not k.startswith("trigger_")}
+        if trigger:
+            defaults = StreamtrainSettings().trigger
+            plain["trigger"] = dataclasses.replace(defaults, **trigger)  # type: ignore[arg-type]
+        self.settings = StreamtrainSettings(**plain)  # type: ignore[arg-type]
         self.context = context
         self.decision_interval_s = self.settings.decision_interval_s
         self.model = fitted_model(context)

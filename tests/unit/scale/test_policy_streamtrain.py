@@ -2,7 +2,9 @@
 pauses (Eq. 8 gate), and hands over to the fallback when measurements disagree."""
 
 import numpy as np
+import pytest
 
+from streamtrain.errors import ConfigError
 from streamtrain.scale.policies import make_policy
 from streamtrain.scale.policy import Observation, PendingAction, PolicyContext
 
@@ -160,3 +162,14 @@ def test_measured_speed_corrects_the_fitted_model():
     )
     decisions = [policy.decide(obs) for _ in range(8)]
     assert any(d is not None and d.target_workers >= 10 for d in decisions)
+
+
+def test_trigger_settings_reach_the_fallback_trigger():
+    observations = ((1, 10.0), (2, 19.0), (4, 36.0), (8, 60.0))
+    context = PolicyContext(throughput_observations=observations)
+    policy = make_policy("streamtrain", context, trigger_lag_exit_s=90.0, tolerated_lag_s=10.0)
+    assert policy.settings.trigger.lag_exit_s == 90.0  # type: ignore[attr-defined]
+    # the policy's own default is kept for the rest
+    assert policy.settings.trigger.lag_enter_s == 300.0  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError):
+        make_policy("streamtrain", context, trigger_no_such=1.0)
