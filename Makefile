@@ -1,6 +1,6 @@
 # streamtrain: set-up, run and test from the project's own files.
-#   make run    set up, then run the main job (for now: the embedded broker; `streamtrain demo`
-#               once issue #9 lands)
+#   make run    set up, then run the main job: `streamtrain demo` (one simulated day, dashboard
+#               at http://127.0.0.1:8765/)
 #   make test   set up, then lint, type-check and run the whole test suite (what CI runs)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -20,17 +20,24 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# Debian's docker-compose (1.29) validates docker/compose.yaml without a Docker engine.
+# Debian packages the tests use: docker-compose (1.29) validates docker/compose.yaml
+# without a Docker engine; chromium is the browser the dashboard test drives through
+# Playwright (Playwright never downloads a browser here).
 system-tools:
-	@command -v docker-compose >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else \
-	    echo "note: docker-compose is missing and cannot be installed here (needs root and apt-get); the compose validation test will say so"; \
-	  fi; }
+	    echo "note: missing$$missing and cannot install (needs root and apt-get); the tests that need them will say so"; \
+	  fi; \
+	fi
 
 run: setup
-	$(BIN)/streamtrain broker
+	$(BIN)/streamtrain demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -20,13 +20,14 @@ import click
 
 from streamtrain import __version__
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.demo import demo
 from streamtrain.commands.forecast import forecast, trace
 from streamtrain.commands.lag import lag
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
 from streamtrain.commands.worker import worker
 from streamtrain.config import EmbeddedBrokerSettings
-from streamtrain.errors import NotYetAvailableError, StreamtrainError
+from streamtrain.errors import StreamtrainError
 
 # -- the command tree --------------------------------------------------------------------
 
@@ -150,22 +151,7 @@ def topics_create(name: str, partitions: int, exist_ok: bool, **opts: Any) -> No
     click.echo(f"{created.name}\t{created.partitions}")
 
 
-# -- commands whose issues have not landed: they say so and exit 1, never pretend ---------
-
-
-def _not_yet(name: str, issue: int, summary: str) -> click.Command:
-    @click.command(
-        name=name,
-        help=f"{summary}\n\nNot available yet: tracked in issue #{issue}. Exits 1.",
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-    )
-    @handle_errors
-    def stub() -> None:
-        raise NotYetAvailableError(
-            f"`streamtrain {name}` is not available yet (tracked in issue #{issue})"
-        )
-
-    return stub
+# -- the larger command groups --------------------------------------------------------
 
 
 main.add_command(worker)
@@ -174,7 +160,7 @@ main.add_command(forecast)
 main.add_command(trace)
 main.add_command(scale)
 main.add_command(simulate)
-main.add_command(_not_yet("demo", 9, "The end-to-end elastic online-training demo."))
+main.add_command(demo)
 
 
 if __name__ == "__main__":  # pragma: no cover

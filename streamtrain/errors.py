@@ -20,8 +20,7 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     ├── SchemaError                     a wire message failed to parse or has a newer schema
     ├── TraceError                      a traffic trace file is missing or malformed
     ├── ForecastError                   a forecaster could not fit, predict, save or load
-    ├── ExecutorError                   a scaling command could not be applied (retriable)
-    └── NotYetAvailableError            a command whose issue has not landed yet
+    └── ExecutorError                   a scaling command could not be applied (retriable)
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ __all__ = [
     "ExecutorError",
     "ForecastError",
     "KafkaError",
-    "NotYetAvailableError",
     "PortInUseError",
     "SchemaError",
     "StreamtrainError",
@@ -115,7 +113,3 @@ class ExecutorError(StreamtrainError):
     """A scaling command could not be applied; retried by default, reported when it gives up."""
 
     retriable = True
-
-
-class NotYetAvailableError(StreamtrainError):
-    """A command that exists in the CLI map but whose implementation has not landed."""

@@ -1,6 +1,9 @@
-"""demo: the end-to-end elastic online-training demo (issue #9).
+"""demo: ``streamtrain demo``, the elastic online-training loop end to end (issue #9).
 
-Landed so far: ``traffic`` (the KALE-shaped, time-compressed, skewed traffic generator).
-Still to come: the orchestration of broker, workers and control app, the dashboard, and
-``streamtrain demo``.
+* ``traffic``: the KALE-shaped, time-compressed, skewed traffic generator;
+* ``trainer``: the workers' training app (MMoE at a set speed, online AUC, trained ids);
+* ``observe``: what the demo watches (control-plane topics, workers' files, a timeline);
+* ``summary``: the end-of-run summary (KALE's metrics, measured live);
+* ``dashboard``: the live page on 127.0.0.1;
+* ``run``: the orchestration (topics, control app, worker pool, traffic, drain).
 """

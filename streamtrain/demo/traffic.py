@@ -10,8 +10,10 @@ Owned here:
   paced producer never drifts from the plan however late it wakes up.
 * :class:`TrafficGenerator`: a thread that produces :data:`~streamtrain.ingest.example.CTR_RECORD`
   samples (unique, increasing ids; labels from the hidden model, drifting over the day
-  so stale training hurts) to a topic following the plan, and counts what the broker
-  acknowledged, per partition, so the demo can check that no record was lost.
+  so stale training hurts) to a topic following the plan from ``start_at_s`` (wall
+  clock), and counts what the broker acknowledged, per partition, so the demo can check
+  that no record was lost. :meth:`~TrafficGenerator.burst` adds records at once (the
+  dashboard's lag-spike button).
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class TrafficGenerator(threading.Thread):
         seed: int = 0,
         tick_s: float = 0.05,
         drift_turns: float = 0.5,  # how far the hidden model turns over the day
+        start_at_s: float | None = None,  # wall time the day begins; None: when started
     ) -> None:
         super().__init__(name=f"traffic-{topic}", daemon=True)
         if tick_s <= 0:
@@ -133,10 +136,24 @@ class TrafficGenerator(threading.Thread):
         self.failed = 0
         self.source = SyntheticCtr(seed=seed)
         self.next_id = 0
+        self.start_at_s = start_at_s
+        self._extra = np.zeros(plan.partitions, dtype=np.int64)
+        self._extra_lock = threading.Lock()
         self._halt = threading.Event()
 
     def stop(self) -> None:
         self._halt.set()
+
+    def burst(self, records: int, partitions: int = 4) -> None:
+        """Produce ``records`` more records at once, spread over the first ``partitions``."""
+        if records < 1 or not 1 <= partitions <= self.plan.partitions:
+            raise ConfigError(
+                f"a burst needs records >= 1 and 1..{self.plan.partitions} partitions"
+            )
+        share = np.full(partitions, records // partitions, dtype=np.int64)
+        share[: records % partitions] += 1
+        with self._extra_lock:
+            self._extra[:partitions] += share
 
     @property
     def produced_ids(self) -> int:
@@ -153,11 +170,16 @@ class TrafficGenerator(threading.Thread):
     def run(self) -> None:
         producer = Producer(self.settings.confluent_config(**{"linger.ms": 5}))
         sent = np.zeros(self.plan.partitions, dtype=np.int64)
+        if self.start_at_s is not None and self._halt.wait(max(0.0, self.start_at_s - time.time())):
+            return
+        self.start_at_s = time.time()
         started = time.monotonic()
         try:
             while not self._halt.is_set():
                 elapsed = time.monotonic() - started
-                missing = self.plan.due(elapsed) - sent
+                with self._extra_lock:
+                    extra, self._extra[:] = self._extra.copy(), 0
+                missing = self.plan.due(elapsed) - sent + extra
                 total = int(missing.sum())
                 if total > 0:
                     phase = self.drift_turns * min(elapsed / self.plan.duration_s, 1.0)
@@ -167,7 +189,7 @@ class TrafficGenerator(threading.Thread):
                     for value, partition in zip(values, partitions.tolist(), strict=True):
                         self._produce(producer, value, partition)
                     self.next_id += total
-                    sent += missing
+                    sent += missing - extra
                 producer.poll(0)
                 if elapsed >= self.plan.duration_s:
                     break

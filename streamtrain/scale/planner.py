@@ -30,7 +30,8 @@ All times are seconds. The planner thinks on the model clock of its
 time): inputs (lag readings, samples, ``now_s``) arrive on the wall clock and are
 converted on the way in; commands and alerts carry wall-clock times. A
 :class:`~streamtrain.scale.timescale.SeedHistory` starts the arrival history with the
-days before the planner ran.
+days before the planner ran; until its end (the clock's origin) the planner only
+listens.
 """
 
 from __future__ import annotations
@@ -357,6 +358,8 @@ class Planner:
         """Close arrival steps, refit when due, decide when due (module docstring)."""
         now_s = self.clock.model_s(time.time() if now_s is None else now_s)
         s = self.settings
+        if s.history is not None and now_s < self.clock.origin_s:
+            return self._note("waiting for the end of the seed history")
         self.arrivals.close(now_s)
         if self.policy is None or now_s - self._refitted_at_s >= s.refit_interval_s:
             self.refit(now_s)

@@ -117,9 +117,7 @@ def test_commits_only_the_acknowledged_prefix_and_the_next_reader_resumes_there(
 
 
 @pytest.mark.parametrize("a_queue", [100_000, 40], ids=["roomy-queue", "paused-by-full-queue"])
-def test_rebalance_drops_revoked_records_and_the_new_owner_resumes_from_the_commit(
-    broker, a_queue
-):
+def test_rebalance_drops_revoked_records_and_the_new_owner_resumes_from_the_commit(broker, a_queue):
     # With a 40-record queue A has paused fetching when the rebalance comes: librdkafka
     # keeps a partition's pause across a revoke and re-assign, so A must clear it.
     settings = broker.kafka_settings()

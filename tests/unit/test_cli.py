@@ -1,4 +1,4 @@
-"""The CLI surface: help, env vars behind flags, honest stubs, clear usage errors."""
+"""The CLI surface: help, env vars behind flags, clear usage errors."""
 
 import subprocess
 import sys
@@ -21,7 +21,6 @@ SUBCOMMANDS = {
     "simulate",
     "demo",
 }
-STUBS = {"demo": 9}
 
 
 def _walk(command, path=()):
@@ -66,14 +65,6 @@ def test_kafka_commands_take_bootstrap_with_its_env_var():
     assert "STREAMTRAIN_BOOTSTRAP" in result.output
     for flag in ("--security-protocol", "--sasl-mechanism", "--ssl-ca-location", "--kafka-config"):
         assert flag in result.output
-
-
-@pytest.mark.parametrize("name,issue", sorted(STUBS.items()))
-def test_stubs_say_not_available_and_fail(name, issue):
-    result = CliRunner().invoke(main, [name, "--anything", "x"])
-    assert result.exit_code == 1
-    assert f"issue #{issue}" in result.output
-    assert "not available yet" in result.output
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,14 @@ def test_commands_carry_wall_clock_times_and_lag_is_read_in_model_seconds():
     assert abs(out.command.created_at_ms / 1000 - (T0 + 2)) < 0.01
 
 
+def test_a_seeded_planner_does_not_decide_before_its_history_ends():
+    p = _compressed_planner(history=SeedHistory(300, (1.0,) * 288))
+    p.observe_lag(LagReading(T0 - 5, 0.0, 0.0, 0.0))
+    out = p.tick(T0 - 4)
+    assert out.command is None and "seed history" in out.note
+    assert len(p.arrivals) == 288
+
+
 def test_a_seed_with_another_step_is_a_config_error():
     with pytest.raises(ConfigError, match="seed history's step"):
         PlannerSettings(job="j", group="g", step_s=60, history=SeedHistory(300, (1.0,)))

@@ -1,0 +1,173 @@
+"""The demo's end-of-run summary, computed from its timeline (pure; no Kafka, no processes).
+
+The metrics follow KALE §4.1 (and :mod:`streamtrain.sim.metrics`), measured live:
+
+* ``slo_violation_rate``: share of lag reports (one per tick) whose job lag (the largest
+  partition lag, seconds) was above ``slo_lag_s``;
+* ``accumulated_lag_min``: Eq. 11, ∫ lag dt in *simulated* minutes (wall seconds times
+  the speed), so it compares with ``streamtrain simulate``'s numbers;
+* ``peak_lag_s``: the largest job lag seen (wall seconds);
+* ``scaling_actions``: commands the executor applied; ``worker_minutes``: ∫ pool size dt
+  in wall minutes;
+* ``workers``: the pool at the start, at the traffic peak and at the end of the day,
+  and whether it grew before the peak and shrank after it;
+* ``auc``: mean and last online AUC (click task, on the traffic of that moment);
+* ``records``: produced (acknowledged by the broker) versus trained ids: ``lost`` is
+  produced ids no worker trained, ``duplicates`` ids trained more than once (allowed:
+  at-least-once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["RecordCounts", "format_summary", "summarize", "workers_at"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCounts:
+    produced: int
+    trained_unique: int
+    trained_total: int
+    failed_to_produce: int = 0
+
+    @property
+    def lost(self) -> int:
+        return self.produced - self.trained_unique
+
+    @property
+    def duplicates(self) -> int:
+        return self.trained_total - self.trained_unique
+
+
+def workers_at(workers: Sequence[Sequence[float]], at_s: float) -> int:
+    """The pool size at ``at_s`` from ``(time, size)`` changes (0 before the first)."""
+    size = 0
+    for t, n in workers:
+        if t > at_s:
+            break
+        size = int(n)
+    return size
+
+
+def _clock(at_s: float, started_at_s: float, speed: float) -> str:
+    """``HH:MM`` of simulated time (``+1d`` past the day)."""
+    simulated = max(0.0, at_s - started_at_s) * speed
+    days, rest = divmod(int(simulated), 86_400)
+    text = f"{rest // 3600:02d}:{rest // 60 % 60:02d}"
+    return text + (f" +{days}d" if days else "")
+
+
+def _pool_minutes(workers: Sequence[Sequence[float]], start_s: float, end_s: float) -> float:
+    total = 0.0
+    changes = [(float(t), int(n)) for t, n in workers]
+    for k, (t, n) in enumerate(changes):
+        a = max(t, start_s)
+        b = min(changes[k + 1][0] if k + 1 < len(changes) else end_s, end_s)
+        if b > a:
+            total += n * (b - a)
+    return total / 60.0
+
+
+def summarize(
+    timeline: dict[str, Any],
+    *,
+    started_at_s: float,
+    day_end_s: float,
+    ended_at_s: float,
+    peak_at_s: float,
+    speed: float,
+    slo_lag_s: float,
+    records: RecordCounts,
+) -> dict[str, Any]:
+    """The summary object ``streamtrain demo --json`` prints (see the module docstring)."""
+    reports = [r for r in timeline["reports"] if started_at_s <= r["at_s"] <= ended_at_s]
+    lags = [float(r["max_lag_s"] or 0.0) for r in reports]
+    violations = sum(1 for lag in lags if lag > slo_lag_s)
+    accumulated = 0.0
+    for previous, current in itertools.pairwise(reports):
+        dt_min = (current["at_s"] - previous["at_s"]) * speed / 60.0
+        accumulated += float(current["max_lag_s"] or 0.0) * speed / 60.0 * dt_min
+    workers = timeline["workers"]
+    at_start = workers_at(workers, started_at_s)
+    at_peak = workers_at(workers, peak_at_s)
+    after_peak = [int(n) for t, n in workers if peak_at_s < t <= day_end_s]
+    at_day_end = workers_at(workers, day_end_s)
+    applied = [a for a in timeline["actions"] if a.get("outcome") == "applied"]
+    aucs = [a for t, a in timeline["auc"] if started_at_s <= t <= ended_at_s]
+    return {
+        "duration_s": round(ended_at_s - started_at_s, 1),
+        "speed": speed,
+        "simulated_hours": round((min(ended_at_s, day_end_s) - started_at_s) * speed / 3600, 2),
+        "slo_lag_s": round(slo_lag_s, 3),
+        "slo_violation_rate": round(violations / len(lags), 4) if lags else None,
+        "accumulated_lag_min": round(accumulated, 1),
+        "peak_lag_s": round(max(lags), 2) if lags else None,
+        "scaling_actions": len(applied),
+        "worker_minutes": round(_pool_minutes(workers, started_at_s, ended_at_s), 2),
+        "workers": {
+            "at_start": at_start,
+            "at_peak": at_peak,
+            "max": max((int(n) for _, n in workers), default=0),
+            "at_day_end": at_day_end,
+            "scaled_up_before_peak": at_peak > at_start,
+            "scaled_down_after_peak": bool(after_peak) and min(after_peak) < at_peak,
+        },
+        "auc": {
+            "mean": round(sum(aucs) / len(aucs), 4) if aucs else None,
+            "last": round(aucs[-1], 4) if aucs else None,
+            "evaluations": len(aucs),
+        },
+        "records": {
+            "produced": records.produced,
+            "trained_unique": records.trained_unique,
+            "lost": records.lost,
+            "duplicates": records.duplicates,
+            "failed_to_produce": records.failed_to_produce,
+        },
+        "actions": [
+            {
+                "at_simulated": _clock(c["at_s"], started_at_s, speed),
+                "from": c["current_workers"],
+                "to": c["target_workers"],
+                "reason": c["reason"],
+                "explanation": c["explanation"],
+            }
+            for c in timeline["commands"]
+        ],
+        "alerts": len(timeline["alerts"]),
+        "lag_reports": len(reports),
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a few lines for people."""
+
+    def number(value: Any, fmt: str = "{:,}") -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "n/a"
+        return fmt.format(value)
+
+    w, r, auc = summary["workers"], summary["records"], summary["auc"]
+    rate = summary["slo_violation_rate"]
+    return "\n".join(
+        [
+            f"demo finished: {summary['simulated_hours']} simulated hours in "
+            f"{summary['duration_s']} s (speed {summary['speed']:g}x)",
+            f"  SLO (lag <= {summary['slo_lag_s']} s): violated "
+            f"{number(None if rate is None else 100 * rate, '{:.1f}')} % of the time; "
+            f"peak lag {number(summary['peak_lag_s'])} s; accumulated lag "
+            f"{number(summary['accumulated_lag_min'])} simulated lag-minutes",
+            f"  workers: {w['at_start']} at the start, {w['at_peak']} at the peak, max "
+            f"{w['max']}, {w['at_day_end']} at the end of the day; "
+            f"{summary['scaling_actions']} scaling actions, "
+            f"{summary['worker_minutes']} worker-minutes",
+            f"  online AUC: mean {number(auc['mean'])}, last {number(auc['last'])}",
+            f"  records: {r['produced']:,} produced, {r['trained_unique']:,} trained, "
+            f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once)",
+        ]
+    )

@@ -1,0 +1,240 @@
+"""The demo's training app: the MMoE CTR model at a set speed, scored on today's traffic.
+
+Owned here:
+
+* :func:`roc_auc` (pure): the area under the ROC curve from scores and 0/1 labels
+  (Mann-Whitney, ties counted half).
+* :class:`DemoWorkerConfig`: what a demo worker needs to know, read from the environment
+  the demo gives its pool (``STREAMTRAIN_DEMO_*``), so the worker stays an ordinary
+  ``streamtrain worker --entry streamtrain.demo.trainer:demo_app``.
+* :class:`DemoTrainer`, the :class:`~streamtrain.ingest.app.TrainingApp`: one Adam step
+  of :class:`~streamtrain.ingest.mmoe.MMoE` per batch, then
+
+  - **a speed limit** (``capacity_records_per_s``): the step waits until the batch's
+    share of a second has passed, as a slower accelerator would. On a 2-core machine
+    this is what makes the traffic peak need several workers.
+  - **the trained ids**: appended (int64, little-endian) to
+    ``<run dir>/trained/<worker id>-<pid>.ids`` before the step returns, that is before
+    the batch is acknowledged, so every committed record is in some file even when
+    the worker is killed; the demo compares them with the produced ids.
+  - **online AUC** every ``eval_interval_s``: the model's click AUC on a fresh sample of
+    *today's* traffic (the hidden model at the current phase of the drift, which the
+    traffic generator also follows). Training that lags behind learns a stale model and
+    scores worse, which is KALE's Fig. 1. One JSON line per evaluation goes to
+    ``<run dir>/stats/<worker id>-<pid>.jsonl``.
+  - **a warm start**: the model is checkpointed to ``<run dir>/checkpoints/`` every
+    ``checkpoint_interval_s``; a new worker starts from the newest checkpoint of any
+    worker, as a scaled-up trainer would load the job's latest model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from streamtrain.errors import ConfigError
+from streamtrain.ingest.decoders import Decoder
+from streamtrain.ingest.example import SyntheticCtr
+from streamtrain.ingest.mmoe import MmoeCtrApp
+from streamtrain.ingest.reader import Batch
+
+__all__ = ["DemoTrainer", "DemoWorkerConfig", "demo_app", "roc_auc"]
+
+log = logging.getLogger(__name__)
+
+_ENV = "STREAMTRAIN_DEMO_"
+_EVAL_SEED = 7_777  # the evaluation sample's own random stream, apart from the traffic's
+
+
+def roc_auc(scores: NDArray[Any], labels: NDArray[Any]) -> float:
+    """AUC of ``scores`` for 0/1 ``labels``; NaN when one class is missing."""
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(labels).astype(bool)
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(scores.size, dtype=np.float64)
+    ranks[order] = np.arange(1, scores.size + 1)
+    # Ties share their mean rank.
+    sorted_scores = scores[order]
+    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
+    for start, count in zip(first[counts > 1], counts[counts > 1], strict=True):
+        ranks[order[start : start + count]] = start + (count + 1) / 2
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+@dataclass(frozen=True, slots=True)
+class DemoWorkerConfig:
+    """See the module docstring; :meth:`from_env` reads ``STREAMTRAIN_DEMO_*``."""
+
+    run_dir: Path
+    start_at_s: float  # wall time the traffic's day began
+    duration_s: float
+    drift_turns: float = 0.5
+    seed: int = 0
+    capacity_records_per_s: float = 400.0
+    eval_interval_s: float = 1.0
+    eval_records: int = 2_000
+    checkpoint_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.duration_s <= 0 or self.capacity_records_per_s <= 0:
+            raise ConfigError("the demo duration and worker capacity must be positive")
+        if self.eval_interval_s <= 0 or self.eval_records < 10:
+            raise ConfigError("evaluate at a positive interval on at least 10 records")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> DemoWorkerConfig:
+        source = dict(os.environ if env is None else env)
+
+        def need(name: str) -> str:
+            value = source.get(_ENV + name)
+            if not value:
+                raise ConfigError(
+                    f"{_ENV}{name} is not set: demo workers are started by `streamtrain demo`"
+                )
+            return value
+
+        try:
+            return cls(
+                run_dir=Path(need("RUN_DIR")),
+                start_at_s=float(need("START_AT_S")),
+                duration_s=float(need("DURATION_S")),
+                drift_turns=float(source.get(_ENV + "DRIFT_TURNS", "0.5")),
+                seed=int(source.get(_ENV + "SEED", "0")),
+                capacity_records_per_s=float(source.get(_ENV + "CAPACITY", "400")),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"a {_ENV}* setting is not a number: {exc}") from exc
+
+    def to_env(self) -> dict[str, str]:
+        return {
+            _ENV + "RUN_DIR": str(self.run_dir),
+            _ENV + "START_AT_S": repr(self.start_at_s),
+            _ENV + "DURATION_S": repr(self.duration_s),
+            _ENV + "DRIFT_TURNS": repr(self.drift_turns),
+            _ENV + "SEED": str(self.seed),
+            _ENV + "CAPACITY": repr(self.capacity_records_per_s),
+        }
+
+    def phase(self, now_s: float) -> float:
+        """The drift's phase at wall time ``now_s`` (what the traffic generator uses)."""
+        elapsed = min(max(now_s - self.start_at_s, 0.0), self.duration_s)
+        return self.drift_turns * elapsed / self.duration_s
+
+
+class DemoTrainer:
+    """See the module docstring."""
+
+    def __init__(self, config: DemoWorkerConfig, worker_id: str | None = None) -> None:
+        self.config = config
+        self.worker_id = worker_id or os.environ.get("STREAMTRAIN_WORKER_ID", "worker")
+        self.inner = MmoeCtrApp()
+        self.source = SyntheticCtr(seed=config.seed)
+        name = f"{self.worker_id}-{os.getpid()}"
+        for sub in ("trained", "stats", "checkpoints"):
+            (config.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._ids = os.open(
+            config.run_dir / "trained" / f"{name}.ids", os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        )
+        self._stats: IO[str] = (config.run_dir / "stats" / f"{name}.jsonl").open("a")
+        self._checkpoint = config.run_dir / "checkpoints" / f"{self.worker_id}.pt"
+        self.warm_started_from = self._warm_start()
+        self.trained = 0
+        self._busy_until = time.monotonic()
+        self._next_eval = self._next_checkpoint = time.monotonic()
+
+    @property
+    def decoder(self) -> Decoder:
+        return self.inner.decoder
+
+    @property
+    def last_loss(self) -> float:
+        return self.inner.last_loss
+
+    def _warm_start(self) -> str | None:
+        found = sorted(
+            (self.config.run_dir / "checkpoints").glob("*.pt"),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for path in found:
+            try:
+                state = torch.load(path, weights_only=True)
+                self.inner.model.load_state_dict(state)
+            except (OSError, RuntimeError, ValueError) as exc:  # a torn or old file
+                log.warning("cannot warm-start from %s: %s", path, exc)
+                continue
+            log.info("warm start from %s", path.name)
+            return path.name
+        return None
+
+    def step(self, batch: Batch) -> float:
+        loss = self.inner.step(batch)
+        ids = np.ascontiguousarray(batch.columns["id"], dtype="<i8")
+        os.write(self._ids, ids.tobytes())
+        self.trained += len(ids)
+        now = time.monotonic()
+        # The speed limit: this batch occupies the "device" for n / capacity seconds.
+        busy_s = len(ids) / self.config.capacity_records_per_s
+        self._busy_until = max(self._busy_until, now) + busy_s
+        if self._busy_until > now:
+            time.sleep(self._busy_until - now)
+        now = time.monotonic()
+        if now >= self._next_eval:
+            self._next_eval = now + self.config.eval_interval_s
+            self.evaluate(loss)
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + self.config.checkpoint_interval_s
+            self.save()
+        return loss
+
+    def evaluate(self, loss: float) -> float:
+        """Click AUC on a fresh sample of the traffic at this moment's phase; logged."""
+        wall = time.time()
+        table = self.source.sample(
+            self.config.eval_records,
+            phase=self.config.phase(wall),
+            seed=_EVAL_SEED,
+            first_id=int(wall * 1000),
+        )
+        model = self.inner.model
+        model.eval()
+        with torch.no_grad():
+            logits = model(torch.from_numpy(table["sparse"]), torch.from_numpy(table["dense"]))
+        auc = roc_auc(logits[:, 0].numpy(), table["click"])
+        line = {
+            "at_s": round(wall, 3),
+            "worker_id": self.worker_id,
+            "auc": round(auc, 5),
+            "loss": round(loss, 5),
+            "trained": self.trained,
+        }
+        self._stats.write(json.dumps(line) + "\n")
+        self._stats.flush()
+        return auc
+
+    def save(self) -> None:
+        temporary = self._checkpoint.with_suffix(".tmp")
+        torch.save(self.inner.model.state_dict(), temporary)
+        temporary.replace(self._checkpoint)
+
+    def close(self) -> None:
+        os.close(self._ids)
+        self._stats.close()
+
+
+def demo_app() -> DemoTrainer:
+    """The entry point the demo's workers run (``--entry streamtrain.demo.trainer:demo_app``)."""
+    return DemoTrainer(DemoWorkerConfig.from_env())

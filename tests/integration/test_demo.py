@@ -1,0 +1,184 @@
+"""`streamtrain demo` end to end, as a user runs it: a real process with its embedded
+broker, control app and worker pool, its dashboard driven in headless Chromium (Debian's
+`chromium` through Playwright; no browser is ever downloaded), a worker killed mid-day,
+and Ctrl-C leaving no process behind."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.integration.cli_process import SCRIPT, process_alive
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+class Demo:
+    """A `streamtrain demo` subprocess; stderr lines are collected as they come."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.run_dir = tmp_path / "run"
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [SCRIPT, "demo", "--dashboard-port", "0", "--run-dir", str(self.run_dir), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "STREAMTRAIN_LOG_LEVEL": "WARNING"},
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def log(self) -> str:
+        return "".join(self.lines)[-4000:]
+
+    def dashboard_url(self, timeout_s: float = 60) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in self.lines:
+                found = re.search(r"dashboard: (http://127\.0\.0\.1:\d+/)", line)
+                if found:
+                    return found.group(1)
+            assert self.process.poll() is None, self.log()
+            time.sleep(0.2)
+        raise AssertionError(f"no dashboard URL in {timeout_s} s:\n{self.log()}")
+
+    def state(self, url: str) -> dict[str, Any]:
+        with urllib.request.urlopen(url + "api/state", timeout=5) as response:  # noqa: S310
+            state: dict[str, Any] = json.loads(response.read())
+        return state
+
+    def wait_state(self, url: str, predicate, timeout_s: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        state: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log()
+            state = self.state(url)
+            if predicate(state):
+                return state
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}: phase {state.get('phase')}")
+
+    def descendants(self) -> set[int]:
+        """Every live process below the demo (workers are grandchildren)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+        found: set[int] = set()
+        todo = [self.process.pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return found
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium")
+    assert path, "Debian's chromium is missing: `make system-tools` installs it (apt-get)"
+    return path
+
+
+def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboard_shows_it(
+    tmp_path,
+):
+    from playwright.sync_api import sync_playwright
+
+    demo = Demo(tmp_path, "--duration", "90", "--kill-worker-at", "30", "--json")
+    try:
+        url = demo.dashboard_url()
+        demo.wait_state(
+            url,
+            lambda s: s["phase"] == "running" and len(s["timeline"]["reports"]) >= 5,
+            120,
+            "the day to run with lag reports",
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(url)
+                for chart in ("cps", "workers", "heatmap", "slochart"):
+                    page.wait_for_function(
+                        f"Number(document.getElementById('{chart}').dataset.points || 0) > 0",
+                        timeout=30_000,
+                    )
+                assert page.text_content("#pool") not in ("", "-")
+                # The burst button: a lag spike, then an SLO alert on the page.
+                page.click("#burst")
+                page.wait_for_selector("#alerts li[data-kind='SLO']", timeout=60_000)
+                page.wait_for_selector("#alerts li[data-kind='DEMO']", timeout=10_000)
+                assert "burst" in (page.text_content("#alerts") or "")
+                page.wait_for_function(
+                    "Number(document.getElementById('auc').dataset.points || 0) > 0",
+                    timeout=30_000,
+                )
+            finally:
+                browser.close()
+        out, _ = demo.process.communicate(timeout=400)
+    finally:
+        demo.stop()
+    assert demo.process.returncode == 0, demo.log()
+    summary = json.loads(out.strip().splitlines()[-1])
+    records = summary["records"]
+    assert records["produced"] > 1000
+    assert records["lost"] == 0 and records["trained_unique"] == records["produced"]
+    assert records["failed_to_produce"] == 0
+    assert summary["workers"]["killed"] == 1 and summary["workers"]["replaced"] >= 1
+    assert summary["phase"] == "done"
+    assert 0.5 < summary["auc"]["mean"] < 1.0
+    assert summary["lag_reports"] > 10 and summary["alerts"] >= 1
+    for key in ("slo_violation_rate", "accumulated_lag_min", "scaling_actions", "worker_minutes"):
+        assert key in summary
+
+
+def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
+    demo = Demo(tmp_path, "--duration", "300", "--initial-workers", "2")
+    try:
+        url = demo.dashboard_url()
+        demo.wait_state(url, lambda s: s["phase"] == "running", 120, "the day to start")
+        started = demo.descendants()
+        # the broker, the control app and two workers at least
+        assert len(started) >= 4, started
+        demo.process.send_signal(signal.SIGINT)
+        demo.process.wait(timeout=90)
+    finally:
+        demo.stop()
+    assert demo.process.returncode == 130, demo.log()
+    deadline = time.monotonic() + 10
+    while any(process_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in started if process_alive(pid)] == []

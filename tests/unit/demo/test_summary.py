@@ -1,0 +1,160 @@
+"""The demo's summary and its parts, without a broker: metrics, AUC, the files it tails."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds
+from streamtrain.demo.run import DemoSettings, seed_history
+from streamtrain.demo.summary import RecordCounts, format_summary, summarize, workers_at
+from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
+from streamtrain.errors import ConfigError
+
+T0 = 1_800_000_000.0
+
+
+def _timeline(**series):
+    base: dict[str, list[object]] = {
+        "reports": [],
+        "alerts": [],
+        "commands": [],
+        "actions": [],
+        "workers": [],
+        "auc": [],
+    }
+    return base | series
+
+
+def test_summary_metrics_follow_kale():
+    reports = [
+        {"at_s": T0 + k, "max_lag_s": lag} for k, lag in enumerate([0.0, 1.0, 3.0, 3.0, None])
+    ]
+    workers = [(T0 - 5, 2), (T0 + 1.5, 4), (T0 + 3.5, 1)]
+    summary = summarize(
+        _timeline(
+            reports=reports,
+            workers=workers,
+            actions=[{"outcome": "applied"}, {"outcome": "duplicate"}, {"outcome": "applied"}],
+            auc=[(T0 + 1, 0.7), (T0 + 2, 0.8), (T0 - 10, 0.1)],
+            commands=[
+                {
+                    "at_s": T0 + 1.5,
+                    "current_workers": 2,
+                    "target_workers": 4,
+                    "reason": "PROACTIVE",
+                    "explanation": "why",
+                }
+            ],
+        ),
+        started_at_s=T0,
+        day_end_s=T0 + 4,
+        ended_at_s=T0 + 4,
+        peak_at_s=T0 + 2,
+        speed=60.0,
+        slo_lag_s=2.0,
+        records=RecordCounts(produced=100, trained_unique=98, trained_total=105),
+    )
+    assert summary["slo_violation_rate"] == pytest.approx(2 / 5)
+    # Eq. 11 in simulated minutes: lag (s) x 60 / 60 per simulated minute, 1 min per tick.
+    assert summary["accumulated_lag_min"] == pytest.approx(1.0 + 3.0 + 3.0 + 0.0)
+    assert summary["peak_lag_s"] == 3.0
+    assert summary["scaling_actions"] == 2
+    assert summary["worker_minutes"] == pytest.approx((2 * 1.5 + 4 * 2 + 1 * 0.5) / 60, abs=0.01)
+    assert summary["workers"] | {} == {
+        "at_start": 2,
+        "at_peak": 4,
+        "max": 4,
+        "at_day_end": 1,
+        "scaled_up_before_peak": True,
+        "scaled_down_after_peak": True,
+    }
+    assert summary["auc"] == {"mean": 0.75, "last": 0.8, "evaluations": 2}
+    assert summary["records"]["lost"] == 2 and summary["records"]["duplicates"] == 7
+    assert summary["actions"][0]["at_simulated"] == "00:01"
+    text = format_summary(summary)
+    assert "2 lost" in text and "40.0 %" in text
+
+
+def test_workers_at_reads_a_step_function():
+    changes = [(10.0, 2), (20.0, 5)]
+    assert [workers_at(changes, t) for t in (5, 10, 15, 20, 99)] == [0, 2, 2, 5, 5]
+
+
+def test_roc_auc_matches_the_definition_with_ties():
+    assert roc_auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == 0.75
+    assert roc_auc(np.array([0.5, 0.5]), np.array([0, 1])) == 0.5
+    assert np.isnan(roc_auc(np.array([0.1, 0.2]), np.array([1, 1])))
+    rng = np.random.default_rng(0)
+    labels = rng.random(2000) < 0.3
+    scores = labels + rng.normal(0, 1, 2000)
+    pairs = (scores[labels][:, None] > scores[~labels][None, :]).mean()
+    assert roc_auc(scores, labels) == pytest.approx(pairs, abs=1e-9)
+
+
+def test_trained_ids_tail_files_and_find_what_is_missing(tmp_path):
+    ids = TrainedIds(tmp_path)
+    (tmp_path / "w0.ids").write_bytes(np.array([0, 1, 2, 5], dtype="<i8").tobytes())
+    with (tmp_path / "w1.ids").open("wb") as f:
+        f.write(np.array([2, 3], dtype="<i8").tobytes() + b"\x07\x00")  # a half-written id
+    ids.refresh()
+    assert (ids.unique, ids.total, ids.duplicates) == (5, 6, 1)
+    assert ids.covered(6) == 5 and ids.missing(8) == [4, 6, 7]
+    with (tmp_path / "w1.ids").open("ab") as f:
+        f.write(b"\x00" * 6 + np.array([4], dtype="<i8").tobytes())  # the rest of id 7, then 4
+    ids.refresh()
+    assert ids.covered(8) == 7 and ids.missing(8) == [6]
+
+
+def test_stats_tail_returns_complete_lines_once(tmp_path):
+    tail = StatsTail(tmp_path)
+    path = tmp_path / "w0.jsonl"
+    path.write_text(json.dumps({"auc": 0.7, "at_s": 1}) + "\n" + '{"auc": 0.')
+    assert tail.read_new() == [{"auc": 0.7, "at_s": 1}]
+    with path.open("a") as f:
+        f.write('8, "at_s": 2}\nnot json\n')
+    assert tail.read_new() == [{"auc": 0.8, "at_s": 2}]
+    assert tail.read_new() == []
+
+
+def test_timeline_averages_fresh_evaluations_and_keeps_forecasts():
+    timeline = Timeline(partitions=2)
+    timeline.add_evaluations([{"at_s": 10.0, "worker_id": "a", "auc": 0.6}])
+    timeline.add_evaluations(
+        [
+            {"at_s": 11.0, "worker_id": "b", "auc": 0.8},
+            {"at_s": 11.0, "worker_id": "c", "auc": None},
+        ]
+    )
+    timeline.add_evaluations([{"at_s": 20.0, "worker_id": "b", "auc": 0.9}])  # a is stale
+    assert timeline.auc == [(10.0, 0.6), (11.0, pytest.approx(0.7)), (20.0, 0.9)]
+    timeline.set_forecast({"first_step_at_ms": 1000, "step_s": 2.0, "records_per_s": [1, 2]})
+    timeline.set_forecast({"first_step_at_ms": 3000, "step_s": 2.0, "records_per_s": [5]})
+    assert timeline.to_json()["forecast"] == [[1.0, 1.0], [3.0, 5.0]]
+    timeline.add_workers(1.0, 2)
+    timeline.add_workers(2.0, 2)
+    timeline.add_workers(3.0, 3)
+    assert timeline.workers == [(1.0, 2), (3.0, 3)]
+
+
+def test_seed_history_is_the_days_before_per_planning_step():
+    day = 1440  # one-minute trace steps
+    rates = np.concatenate([np.full(day, 10.0), np.full(day, 20.0), np.full(day, 99.0)])
+    seeded = seed_history(rates, 60, 0.5)
+    assert len(seeded) == 2 * day // 5  # 5-minute planning steps, the last day left out
+    assert seeded[0] == 5.0 and seeded[-1] == 10.0
+
+
+def test_demo_settings_are_checked():
+    assert DemoSettings().day_s == 600 and DemoSettings().slo_s == pytest.approx(1200 / 144)
+    with pytest.raises(ConfigError, match="too short"):
+        DemoSettings(speed=86_400 / 10)
+    with pytest.raises(ConfigError, match="initial-workers"):
+        DemoSettings(initial_workers=9, max_workers=8)
+    config = DemoWorkerConfig(run_dir=Path("/x"), start_at_s=T0, duration_s=100.0, drift_turns=0.5)
+    assert DemoWorkerConfig.from_env(config.to_env()) == config
+    assert config.phase(T0 - 5) == 0.0 and config.phase(T0 + 50) == 0.25
+    assert config.phase(T0 + 500) == 0.5
+    with pytest.raises(ConfigError, match="STREAMTRAIN_DEMO_RUN_DIR"):
+        DemoWorkerConfig.from_env({})
