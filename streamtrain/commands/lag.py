@@ -237,6 +237,15 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     help="Expected pause per scaling action until one is measured.",
 )
 @option(
+    "--min-action-pause-s",
+    env="PLAN_MIN_ACTION_PAUSE_S",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="A floor under the measured pause per action (when the reported worker count "
+    "moves before the new workers consume).",
+)
+@option(
     "--throughput-model",
     env="PLAN_THROUGHPUT_MODEL",
     type=click.Choice(["sync", "async", "optimus", "ernest"]),
@@ -322,6 +331,7 @@ def lag_run(
     initial_workers: int | None,
     plan_step_s: int,
     action_pause_s: float,
+    min_action_pause_s: float,
     throughput_model: str,
     min_distinct_workers: int,
     prior_rate: float | None,
@@ -375,6 +385,7 @@ def lag_run(
             max_workers=max_workers,
             initial_workers=initial_workers,
             action_pause_s=action_pause_s,
+            min_action_pause_s=min_action_pause_s,
             samples=SampleSettings(
                 bucket_s=sample_bucket_s,
                 # samples may arrive this late: some wall seconds, however fast the clock

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,30 @@ log = logging.getLogger(__name__)
 _ID_BYTES = 8
 
 
+class _Tail:
+    """The bytes files matching ``pattern`` in ``directory`` gained since they were
+    last consumed; a reader consumes only the complete records it used."""
+
+    def __init__(self, directory: Path, pattern: str) -> None:
+        self.directory, self.pattern = directory, pattern
+        self._offsets: dict[Path, int] = {}
+
+    def new_bytes(self) -> Iterator[tuple[Path, bytes]]:
+        for path in sorted(self.directory.glob(self.pattern)):
+            try:
+                with path.open("rb") as handle:
+                    handle.seek(self._offsets.get(path, 0))
+                    data = handle.read()
+            except OSError as exc:
+                log.warning("cannot read %s: %s", path, exc)
+                continue
+            if data:
+                yield path, data
+
+    def consume(self, path: Path, size: int) -> None:
+        self._offsets[path] = self._offsets.get(path, 0) + size
+
+
 class TrainedIds:
     """See the module docstring. ``refresh`` reads what the files gained since."""
 
@@ -47,22 +71,14 @@ class TrainedIds:
         self.directory = directory
         self.seen: NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self.total = 0
-        self._offsets: dict[Path, int] = {}
+        self._tail = _Tail(directory, "*.ids")
 
     def refresh(self) -> None:
-        for path in sorted(self.directory.glob("*.ids")):
-            start = self._offsets.get(path, 0)
-            try:
-                with path.open("rb") as handle:
-                    handle.seek(start)
-                    data = handle.read()
-            except OSError as exc:
-                log.warning("cannot read %s: %s", path, exc)
-                continue
+        for path, data in self._tail.new_bytes():
             usable = len(data) - len(data) % _ID_BYTES  # a write may be half done
             if not usable:
                 continue
-            self._offsets[path] = start + usable
+            self._tail.consume(path, usable)
             ids = np.frombuffer(data[:usable], dtype="<i8")
             ids = ids[ids >= 0]
             if ids.size and int(ids.max()) >= self.seen.size:
@@ -96,22 +112,13 @@ class StatsTail:
     """Complete JSON lines appended to ``*.jsonl`` files in ``directory`` since the last call."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._offsets: dict[Path, int] = {}
+        self._tail = _Tail(directory, "*.jsonl")
 
     def read_new(self) -> list[dict[str, Any]]:
         lines: list[dict[str, Any]] = []
-        for path in sorted(self.directory.glob("*.jsonl")):
-            start = self._offsets.get(path, 0)
-            try:
-                with path.open("rb") as handle:
-                    handle.seek(start)
-                    data = handle.read()
-            except OSError as exc:
-                log.warning("cannot read %s: %s", path, exc)
-                continue
+        for path, data in self._tail.new_bytes():
             complete = data[: data.rfind(b"\n") + 1]
-            self._offsets[path] = start + len(complete)
+            self._tail.consume(path, len(complete))
             for raw in complete.splitlines():
                 try:
                     lines.append(json.loads(raw))

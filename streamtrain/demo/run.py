@@ -287,6 +287,9 @@ class _Demo:
             str(_PLAN_STEP_S),
             "--action-pause-s",
             f"{6 * s.speed:.0f}",  # a rebalance pauses the group ~3-6 wall seconds
+            # The pool's size file moves before new workers join: measured pauses are short.
+            "--min-action-pause-s",
+            f"{6 * s.speed:.0f}",
             "--prior-rate",
             f"{s.worker_capacity_records_per_s:.3f}",
             "--sample-bucket-s",

@@ -19,8 +19,10 @@ Owned here (no Faust, no Kafka: the lag app feeds it and publishes what it retur
   policy; a :class:`Decision` whose target differs from the current count becomes a
   ``ScaleCommand`` (a new ``command_id``, the plan, the path, the explanation with the
   model's source). Until the samples report the target (or ``command_timeout_s``
-  passes) the action is *pending* for the policy; the time it took is the measured
-  pause given to the next decisions.
+  passes) the action is *pending* for the policy; the time it took (at least
+  ``min_action_pause_s``: when the reported count moves before the new workers consume,
+  as with a pool that reports its slots, the measured pause is too short) is the pause
+  given to the next decisions.
 * **Cannot keep up**: when the highest throughput the model allows within
   ``[min_workers, max_workers]`` does not exceed the recent arrival rate, one
   ``CANNOT_KEEP_UP`` alert (CRITICAL), and a resolved one when it can again.
@@ -92,6 +94,7 @@ class PlannerSettings:
     max_workers: int = 32
     initial_workers: int | None = None
     action_pause_s: float = 600.0
+    min_action_pause_s: float = 0.0  # a floor under the measured pause
     scale_up_prep_s: float = 0.0
     refit_interval_s: float = 300.0
     refit_tolerance: float = 0.1
@@ -310,7 +313,8 @@ class Planner:
             return
         action = pending.action
         if current == action.target_workers:
-            self._last_pause_s = max(0.0, now_s - action.started_at_s)
+            measured = max(0.0, now_s - action.started_at_s)
+            self._last_pause_s = max(self.settings.min_action_pause_s, measured)
             log.info(
                 "scale command %s took effect after %.1f s", pending.command_id, self._last_pause_s
             )

@@ -88,8 +88,9 @@ def test_a_model_based_policy_waits_for_samples():
     assert p.status()["throughput_source"] is None
 
 
-def test_a_decision_becomes_one_command_and_waits_for_the_pool():
-    p = planner()
+@pytest.mark.parametrize("floor_s,pause_s", [(0.0, 3.0), (10.0, 10.0)])
+def test_a_decision_becomes_one_command_and_waits_for_the_pool(floor_s, pause_s):
+    p = planner(min_action_pause_s=floor_s)
     for i in range(3):
         p.add_sample(sample(1, 5.0, T0 + i), T0 + i)
         p.observe_lag(LagReading(T0 + i, 20.0, 3.0, 60))
@@ -116,7 +117,7 @@ def test_a_decision_becomes_one_command_and_waits_for_the_pool():
     p.tick(T0 + 6.5)
     status = p.status()
     assert status["pending_command"] is None
-    assert status["last_pause_s"] == pytest.approx(3.0)
+    assert status["last_pause_s"] == pytest.approx(pause_s)  # at least the floor
     assert status["commands_sent"] == 1
     assert status["current_workers"] == 3
 
