@@ -416,6 +416,7 @@ class ForwardingUnit:
             sender = frames[0].bytes.decode("utf-8", errors="replace")
             if sender not in self._members:
                 values["unknown_peer_frames_dropped"] += 1
+                self._refuse_unknown(sockets, sender, frames[2].buffer)
                 continue
             if self._settings.curve is not None and frames[1].get("User-Id") != sender:
                 values["unknown_peer_frames_dropped"] += 1
@@ -440,6 +441,17 @@ class ForwardingUnit:
                 self._ledger.release(sender, records)  # the sender refunds a rejected batch
                 values["batches_refused"] += 1
                 self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "not receiving")
+
+    def _refuse_unknown(self, sockets: PeerSockets, sender: str, payload: memoryview) -> None:
+        """A batch from a peer not (yet) in our membership: say REJECTED, so the sender
+        refunds and retries shortly instead of waiting out its ACK timeout (it may have
+        learned of us before we learned of it). Nothing of the batch is kept."""
+        try:
+            batch = codec.decode_batch(payload)
+        except SchemaError:
+            return
+        if batch.origin_worker == sender and batch.job == self._settings.job:
+            self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "unknown peer")
 
     def _read_dealer(self, receiver: str, socket: zmq.Socket[bytes]) -> None:
         values = self._counters.values

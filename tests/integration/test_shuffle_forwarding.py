@@ -231,6 +231,18 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
                 ),
                 what="data frames dropped and counted",
             )
+            # A stranger's own batch is refused out loud, not silently: it may have learned
+            # of us before we learned of it, and should retry soon rather than time out.
+            stranger.send_multipart([codec.KIND_BATCH, _good(worker="stranger", batch_id="s1")])
+            assert stranger.poll(5_000), "no answer to the stranger's batch"
+            answer = codec.decode_control(*stranger.recv_multipart())
+            assert isinstance(answer, BatchAck)
+            assert (answer.batch_id, answer.status, answer.reason) == (
+                "s1",
+                BatchAck.REJECTED,
+                "unknown peer",
+            )
+            assert not stranger.poll(300)  # the spoofed-origin frame got no answer
             # events: garbage, a stranger's, and a foreign job's are dropped and counted
             before = receiver.stats().forwarding
             stranger_event = WorkerStateEvent(
