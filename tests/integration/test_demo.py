@@ -92,6 +92,12 @@ class Demo:
                     todo.append(child)
         return found
 
+    def finish(self, timeout_s: float) -> str:
+        """Wait for the exit; stdout (one summary line) fits the pipe's buffer."""
+        self.process.wait(timeout=timeout_s)
+        assert self.process.stdout is not None
+        return self.process.stdout.read()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
@@ -148,7 +154,7 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
                 )
             finally:
                 browser.close()
-        out, _ = demo.process.communicate(timeout=400)
+        out = demo.finish(400)
     finally:
         demo.stop()
     assert demo.process.returncode == 0, demo.log()
@@ -182,3 +188,49 @@ def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
     while any(process_alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in started if process_alive(pid)] == []
+
+
+def test_attached_to_a_cluster_it_uses_an_existing_topic_from_its_end(tmp_path, broker):
+    """`--bootstrap` + `--topic`: older records in the topic are not the demo's to train."""
+    import numpy as np
+    from confluent_kafka import Producer
+
+    from streamtrain.ingest.example import SyntheticCtr, split_records
+    from streamtrain.kafka import create_topic
+
+    settings = broker.kafka_settings()
+    topic = f"existing-{time.monotonic_ns()}"
+    create_topic(settings, topic, 4)
+    old = SyntheticCtr().sample(200, first_id=10**9)  # ids no demo run produces
+    # One record per batch: Tansu's high watermark is then exact (with batching it reads
+    # the last batch's base offset + 1, and the demo would start inside that batch).
+    producer = Producer(settings.confluent_config(**{"batch.num.messages": 1}))
+    for k, value in enumerate(split_records(old)):
+        producer.produce(topic, value=value, partition=k % 4)
+    assert producer.flush(10) == 0
+    demo = Demo(
+        tmp_path,
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        "4",
+        "--duration",
+        "40",
+        "--peak-rate",
+        "300",
+        "--json",
+    )
+    try:
+        out = demo.finish(300)
+    finally:
+        demo.stop()
+    assert demo.process.returncode == 0, demo.log()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["topic"] == topic
+    assert summary["records"]["produced"] > 100 and summary["records"]["lost"] == 0
+    trained = np.concatenate(
+        [np.fromfile(path, dtype="<i8") for path in (demo.run_dir / "trained").glob("*.ids")]
+    )
+    assert trained.size and int(trained.max()) < 10**9  # none of the older records
