@@ -16,7 +16,9 @@ The ForwardingUnit is responsible for:
   sets that receiver aside for a while; a peer that leaves gets its batches re-routed
   at once;
 * dropping and counting every frame that does not parse, comes from a worker that is
-  not a member, or names another worker than the one that sent it.
+  not a member, or names another worker than the one that sent it. A well-formed batch
+  from a worker not (yet) a member is answered REJECTED ("unknown peer"), so a sender
+  that learned of this worker first retries at once rather than after its ACK timeout.
 
 It never blocks the trainer: the trainer and the consumer only touch the ShuffleUnit,
 which wakes this thread through a pipe.
