@@ -40,7 +40,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,6 @@ class DemoSettings:
     kill_worker_at_s: float | None = None
     burst_records: int | None = None  # per dashboard burst; default 15 s of the peak
     progress_interval_s: float = 10.0
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.speed) or self.speed <= 0:
@@ -213,7 +212,6 @@ class _Demo:
         self.control_port = 0
         self.killed: list[int] = []
         self.replaced = 0
-        self.last_bursts = 0
 
     # -- starting --------------------------------------------------------------------
 
@@ -313,7 +311,7 @@ class _Demo:
         )
         control = LocalProcessPool(
             argv,
-            env={**kafka_env(self.kafka), **self.settings.extra_env},
+            env=kafka_env(self.kafka),
             name="control-app",
             worker_id_prefix="control-app",
             grace_s=10.0,
@@ -356,7 +354,7 @@ class _Demo:
         )
         return LocalProcessPool(
             argv,
-            env={**kafka_env(self.kafka), **config.to_env(), **self.settings.extra_env},
+            env={**kafka_env(self.kafka), **config.to_env()},
             name="workers",
             grace_s=10.0,
             replace_dead=True,
@@ -389,7 +387,6 @@ class _Demo:
             raise StreamtrainError("the traffic is not running: no burst now")
         records = self.settings.burst_records or int(15 * self.settings.peak_records_per_s)
         generator.burst(records)
-        self.last_bursts += 1
         message = f"burst of {records:,} records injected"
         self.timeline.add_event(time.time(), message)
         return message

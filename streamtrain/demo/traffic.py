@@ -34,11 +34,18 @@ from streamtrain.forecast.trace import Trace, synth_trace
 from streamtrain.ingest.example import SyntheticCtr, split_records
 from streamtrain.sim.workload import SkewSettings, partition_shares
 
-__all__ = ["TrafficGenerator", "TrafficPlan"]
+__all__ = ["TrafficGenerator", "TrafficPlan", "drift_phase"]
 
 log = logging.getLogger(__name__)
 
 _DAY_S = 86_400
+
+
+def drift_phase(elapsed_s: float, duration_s: float, turns: float) -> float:
+    """How far the hidden model has turned ``elapsed_s`` into a day of ``duration_s``
+    (``turns`` over the whole day): the generator labels records with it, and the demo's
+    workers score their models on it, so both must compute it the same way."""
+    return turns * min(max(elapsed_s, 0.0), duration_s) / duration_s
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -182,7 +189,7 @@ class TrafficGenerator(threading.Thread):
                 missing = self.plan.due(elapsed) - sent + extra
                 total = int(missing.sum())
                 if total > 0:
-                    phase = self.drift_turns * min(elapsed / self.plan.duration_s, 1.0)
+                    phase = drift_phase(elapsed, self.plan.duration_s, self.drift_turns)
                     table = self.source.sample(total, first_id=self.next_id, phase=phase)
                     values = split_records(table)
                     partitions = np.repeat(np.arange(self.plan.partitions), missing)

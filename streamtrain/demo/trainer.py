@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from streamtrain.demo.traffic import drift_phase
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.example import SyntheticCtr
@@ -130,8 +131,7 @@ class DemoWorkerConfig:
 
     def phase(self, now_s: float) -> float:
         """The drift's phase at wall time ``now_s`` (what the traffic generator uses)."""
-        elapsed = min(max(now_s - self.start_at_s, 0.0), self.duration_s)
-        return self.drift_turns * elapsed / self.duration_s
+        return drift_phase(now_s - self.start_at_s, self.duration_s, self.drift_turns)
 
 
 class DemoTrainer:

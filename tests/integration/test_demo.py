@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.integration.cli_process import SCRIPT, process_alive
+from tests.integration.cli_process import SCRIPT, wait_dead
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -184,10 +184,7 @@ def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
     finally:
         demo.stop()
     assert demo.process.returncode == 130, demo.log()
-    deadline = time.monotonic() + 10
-    while any(process_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [pid for pid in started if process_alive(pid)] == []
+    assert [pid for pid in started if not wait_dead(pid, timeout_s=10)] == []
 
 
 def test_attached_to_a_cluster_it_uses_an_existing_topic_from_its_end(tmp_path, broker):
