@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder, Field
-from streamtrain.ingest.reader import Batch, poll_batches
+from streamtrain.ingest.reader import Batch, PollingSource, poll_batches
 
 __all__ = ["TfFeed"]
 
@@ -36,19 +36,11 @@ _ACK_MODES = ("next", "callback")
 _INSTALL_HINT = "the tf.data adapter needs TensorFlow: pip install 'streamtrain[tf]'"
 
 
-class TfBatchSource(Protocol):
+class TfBatchSource(PollingSource, Protocol):
     """An ``IngestConsumer``, or anything with a decoder that hands out batches."""
 
     @property
     def decoder(self) -> Decoder: ...
-
-    def next_batch(
-        self,
-        max_records: int | None = None,
-        timeout_s: float = 1.0,
-        *,
-        ack_previous: bool | None = None,
-    ) -> Batch | None: ...
 
 
 def _import(name: str) -> Any:

@@ -15,7 +15,7 @@ cannot read from it, and batching is already done.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, TypeAlias
 
 import numpy as np
 import torch
@@ -23,21 +23,13 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset, get_worker_info
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.reader import Batch, poll_batches
+from streamtrain.ingest.reader import Batch, PollingSource, poll_batches
 
 __all__ = ["BatchSource", "KafkaIterableDataset", "to_tensors"]
 
 
-class BatchSource(Protocol):
-    """What hands out batches: an ``IngestConsumer`` (or a shuffle layer's reader)."""
-
-    def next_batch(
-        self,
-        max_records: int | None = None,
-        timeout_s: float = 1.0,
-        *,
-        ack_previous: bool | None = None,
-    ) -> Batch | None: ...
+#: What hands out batches: an ``IngestConsumer`` (or a shuffle layer's reader).
+BatchSource: TypeAlias = PollingSource
 
 
 def _tensor(name: str, column: NDArray[Any]) -> torch.Tensor:
