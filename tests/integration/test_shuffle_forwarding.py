@@ -21,6 +21,7 @@ from streamtrain.shuffle.membership import MemberDirectory, PeerInfo, StaticMemb
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
 from streamtrain.shuffle.testing import RecordingAcknowledger
+from tests.integration.waiting import wait_for
 
 SMALL: dict[str, Any] = {
     "queue_capacity_records": 100,
@@ -32,15 +33,6 @@ SMALL: dict[str, Any] = {
     "ack_timeout_ms": 3_000,
     "state_rebroadcast_ms": 200,
 }
-
-
-def wait_for(predicate, timeout_s=15.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def _records(first, n, partition=0):

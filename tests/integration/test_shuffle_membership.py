@@ -9,15 +9,11 @@ from streamtrain import wire
 from streamtrain.proto.data_plane_pb2 import Member
 from streamtrain.shuffle.kafka_membership import KafkaMembership, members_topic
 from streamtrain.shuffle.membership import PeerInfo
+from tests.integration import waiting
 
 
 def wait_for(predicate, timeout_s=20.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    waiting.wait_for(predicate, timeout_s, what, interval_s=0.05)
 
 
 def _me(worker, incarnation=1, key=None):
