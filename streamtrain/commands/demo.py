@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.worker import SHUFFLE_POLICIES
 from streamtrain.errors import ConfigError
 
 __all__ = ["demo"]
@@ -104,6 +105,15 @@ _DAY_S = 86_400.0
     help="SIGKILL one worker this many wall seconds into the day (it is replaced; the "
     "summary shows whether any record was lost).",
 )
+@option(
+    "--shuffle",
+    env="DEMO_SHUFFLE",
+    type=click.Choice(SHUFFLE_POLICIES),
+    default="advanced",
+    show_default=True,
+    help="The workers' shuffle policy (streamtrain worker --shuffle): `advanced` lets a "
+    "worker with hot partitions hand its overflow to idle peers.",
+)
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print the summary as one JSON object.")
 @kafka_options
 @handle_errors
@@ -124,6 +134,7 @@ def demo(
     dashboard_host: str,
     dashboard_port: int,
     kill_worker_at_s: float | None,
+    shuffle: str,
     as_json: bool,
     **opts: Any,
 ) -> None:
@@ -164,6 +175,7 @@ def demo(
         dashboard_host=dashboard_host,
         dashboard_port=dashboard_port,
         kill_worker_at_s=kill_worker_at_s,
+        shuffle=shuffle,
     )
 
     def echo(line: str) -> None:

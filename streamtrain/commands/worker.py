@@ -12,16 +12,131 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 
+if TYPE_CHECKING:
+    from streamtrain.shuffle.settings import ShuffleSettings
+
 __all__ = ["worker"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SHUFFLE_POLICIES = ("none", "basic", "advanced")  # ShufflePolicy's values (no zmq import here)
+
+
+def shuffle_options(command: F) -> F:
+    """``--shuffle`` and its tuning: the shuffle layer between the consumer and the trainer."""
+    options = [
+        option(
+            "--shuffle",
+            env="WORKER_SHUFFLE",
+            type=click.Choice(SHUFFLE_POLICIES),
+            default="none",
+            show_default=True,
+            help="Share records with the job's other workers over ZeroMQ (KALE §3.5): "
+            "`advanced` forwards what overflows a full local queue (--queue-records) to "
+            "peers below their low watermark; `basic` forwards an even share to every "
+            "peer; `none` trains only what this worker reads. Peers find each other on "
+            "the compacted <group>.members topic.",
+        ),
+        option(
+            "--shuffle-host",
+            env="WORKER_SHUFFLE_HOST",
+            default="127.0.0.1",
+            show_default=True,
+            help="Address the shuffle sockets bind to and announce to peers.",
+        ),
+        option(
+            "--shuffle-low-watermark-records",
+            env="WORKER_SHUFFLE_LOW_WATERMARK_RECORDS",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Accept peers' records again below this queue length. Default: 20 %% of "
+            "--queue-records.",
+        ),
+        option(
+            "--shuffle-high-watermark-records",
+            env="WORKER_SHUFFLE_HIGH_WATERMARK_RECORDS",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Refuse peers' records above this queue length. Default: 80 %% of "
+            "--queue-records.",
+        ),
+        option(
+            "--shuffle-ack-timeout-ms",
+            env="WORKER_SHUFFLE_ACK_TIMEOUT_MS",
+            type=click.IntRange(min=1),
+            default=10_000,
+            show_default=True,
+            help="A forwarded batch not acknowledged this long goes to another peer or is "
+            "trained here.",
+        ),
+        option(
+            "--shuffle-heartbeat-interval-ms",
+            env="WORKER_SHUFFLE_HEARTBEAT_INTERVAL_MS",
+            type=click.IntRange(min=1),
+            default=1_000,
+            show_default=True,
+            help="How often this worker renews its <group>.members record.",
+        ),
+        option(
+            "--shuffle-heartbeat-timeout-ms",
+            env="WORKER_SHUFFLE_HEARTBEAT_TIMEOUT_MS",
+            type=click.IntRange(min=1),
+            default=5_000,
+            show_default=True,
+            help="A peer whose members record is older than this is gone.",
+        ),
+        option(
+            "--shuffle-curve/--no-shuffle-curve",
+            env="WORKER_SHUFFLE_CURVE",
+            default=False,
+            show_default=True,
+            help="Encrypt and authenticate shuffle traffic with ZeroMQ CURVE (a key pair "
+            "per run; peers accept only keys announced on <group>.members).",
+        ),
+    ]
+    for decorate in reversed(options):
+        command = decorate(command)
+    return command
+
+
+def shuffle_settings(
+    group: str, worker_id: str, batch_records: int, queue_records: int, opts: dict[str, Any]
+) -> ShuffleSettings | None:
+    """The worker's :class:`ShuffleSettings` from the ``--shuffle*`` options (popped from
+    ``opts``), or ``None`` for ``--shuffle none``."""
+    from streamtrain.shuffle.settings import CurveKeys, ShufflePolicy, ShuffleSettings
+
+    policy = opts.pop("shuffle")
+    host = opts.pop("shuffle_host")
+    low = opts.pop("shuffle_low_watermark_records") or max(1, queue_records // 5)
+    high = opts.pop("shuffle_high_watermark_records") or max(low, queue_records * 4 // 5)
+    ack_timeout_ms = opts.pop("shuffle_ack_timeout_ms")
+    curve = opts.pop("shuffle_curve")
+    if policy == "none":
+        return None
+    return ShuffleSettings(
+        job=group,
+        worker_id=worker_id,
+        policy=ShufflePolicy(policy),
+        queue_capacity_records=queue_records,
+        low_watermark_records=low,
+        high_watermark_records=high,
+        overflow_capacity_records=queue_records,
+        batch_records=batch_records,
+        credit_window_records=max(batch_records, high),
+        ack_timeout_ms=ack_timeout_ms,
+        host=host,
+        curve=CurveKeys.generate() if curve else None,
+    )
 
 
 @click.command("worker")
@@ -176,6 +291,7 @@ __all__ = ["worker"]
     default=None,
     help="Serve Prometheus /metrics on this port (0: a free one). Default: no HTTP.",
 )
+@shuffle_options
 @kafka_options
 @handle_errors
 def worker(
@@ -209,17 +325,26 @@ def worker(
     acknowledged; only acknowledged records are ever committed (at-least-once).
     Undecodable records go to <topic>.dlq. SIGINT/SIGTERM stop it after the current
     step (a second signal at once). Prints a JSON summary line on exit.
+    With --shuffle, records of this worker that overflow its queue are trained by idle
+    peers of the same --group, and acknowledged back before they are committed.
     """
     from streamtrain.ingest.app import WorkerRun, load_app, run_worker
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
 
+    worker_id = worker_id or default_worker_id()
+    queue_records = max(queue_records, batch_records)
+    heartbeat_ms = (
+        opts.pop("shuffle_heartbeat_interval_ms"),
+        opts.pop("shuffle_heartbeat_timeout_ms"),
+    )
+    shuffle = shuffle_settings(group, worker_id, batch_records, queue_records, opts)
     settings = IngestSettings(
         group=group,
         topics=topics,
         partitions=partitions,
-        worker_id=worker_id or default_worker_id(),
+        worker_id=worker_id,
         batch_records=batch_records,
-        queue_records=max(queue_records, batch_records),
+        queue_records=queue_records,
         commit_interval_s=commit_interval_s,
         max_record_bytes=max_record_bytes,
         dlq_suffix=dlq_suffix or None,
@@ -240,6 +365,16 @@ def worker(
     app = load_app(entry, app_dir)
     stop = threading.Event()
     with kafka_connection(opts) as kafka, _graceful_stop(stop):
+        membership = None
+        if shuffle is not None:
+            from streamtrain.shuffle.kafka_membership import KafkaMembership
+
+            membership = KafkaMembership(
+                kafka,
+                shuffle.job,
+                heartbeat_interval_ms=heartbeat_ms[0],
+                heartbeat_timeout_ms=heartbeat_ms[1],
+            )
         summary = run_worker(
             kafka,
             settings,
@@ -247,6 +382,8 @@ def worker(
             run,
             stop=stop,
             on_metrics_url=lambda url: click.echo(f"worker metrics at {url}", err=True),
+            shuffle=shuffle,
+            membership=membership,
         )
     click.echo(json.dumps(summary.to_json()))
     if stop.is_set():

@@ -4,7 +4,8 @@ Owned here:
 
 * :class:`TrainedIds` tails the workers' ``trained/*.ids`` files (int64 ids, appended
   before each acknowledgement) into a bitmap: unique ids, total trained, duplicates,
-  and which produced ids no worker trained (the demo's no-loss check).
+  and which produced ids no worker trained (the demo's no-loss check); ids in files
+  ending ``.forwarded.ids`` were trained by a worker a peer's shuffle forwarded them to.
 * :class:`StatsTail` tails the workers' ``stats/*.jsonl`` (online AUC evaluations).
 * :class:`Timeline`: the series the dashboard draws and the summary is computed from
   (thread-safe; every time is wall seconds since the epoch).
@@ -33,11 +34,12 @@ from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.wire import decode
 
-__all__ = ["StatsTail", "Timeline", "TopicFeeds", "TrainedIds"]
+__all__ = ["FORWARDED_IDS_SUFFIX", "StatsTail", "Timeline", "TopicFeeds", "TrainedIds"]
 
 log = logging.getLogger(__name__)
 
 _ID_BYTES = 8
+FORWARDED_IDS_SUFFIX = ".forwarded.ids"
 
 
 class _Tail:
@@ -71,6 +73,7 @@ class TrainedIds:
         self.directory = directory
         self.seen: NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self.total = 0
+        self.forwarded = 0  # trained by a worker that got them from a peer's shuffle
         self._tail = _Tail(directory, "*.ids")
 
     def refresh(self) -> None:
@@ -87,6 +90,8 @@ class TrainedIds:
                 self.seen = grown
             self.seen[ids] = True
             self.total += int(ids.size)
+            if path.name.endswith(FORWARDED_IDS_SUFFIX):
+                self.forwarded += int(ids.size)
 
     @property
     def unique(self) -> int:

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, TopicPartition
 
+from streamtrain.commands.worker import SHUFFLE_POLICIES
 from streamtrain.config import KafkaSettings
 from streamtrain.demo.dashboard import Dashboard
 from streamtrain.demo.observe import StatsTail, Timeline, TopicFeeds, TrainedIds
@@ -66,6 +67,7 @@ log = logging.getLogger(__name__)
 
 DAY_S = 86_400.0
 _PLAN_STEP_S = 300  # the planner's step, model seconds (5 simulated minutes)
+_WORKER_BATCH_RECORDS = 128
 _FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))
 
 
@@ -92,6 +94,8 @@ class DemoSettings:
     kill_worker_at_s: float | None = None
     burst_records: int | None = None  # per dashboard burst; default 15 s of the peak
     progress_interval_s: float = 10.0
+    shuffle: str = "advanced"  # the workers' --shuffle policy
+    worker_queue_records: int = 1_024
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.speed) or self.speed <= 0:
@@ -109,6 +113,14 @@ class DemoSettings:
             )
         if self.slo_lag_s is not None and self.slo_lag_s <= 0:
             raise ConfigError("the SLO lag must be positive")
+        if self.shuffle not in SHUFFLE_POLICIES:
+            raise ConfigError(
+                f"the shuffle policy must be none, basic or advanced: {self.shuffle!r}"
+            )
+        if self.worker_queue_records < _WORKER_BATCH_RECORDS:
+            raise ConfigError(
+                f"a worker's queue must hold a batch ({_WORKER_BATCH_RECORDS} records)"
+            )
 
     @property
     def day_s(self) -> float:
@@ -338,9 +350,15 @@ class _Demo:
             "--entry",
             "streamtrain.demo.trainer:demo_app",
             "--batch-records",
-            "128",
+            str(_WORKER_BATCH_RECORDS),
             "--queue-records",
-            "4096",
+            str(s.worker_queue_records),
+            "--shuffle",
+            s.shuffle,
+            "--shuffle-heartbeat-interval-ms",
+            "500",
+            "--shuffle-heartbeat-timeout-ms",
+            "3000",
             "--pool-size-file",
             str(self.run_dir / "pool-size"),
             "--throughput-topic",
@@ -477,6 +495,7 @@ class _Demo:
                 trained_unique=self.trained.covered(produced),
                 trained_total=self.trained.total,
                 failed_to_produce=generator.failed if generator is not None else 0,
+                trained_from_peers=self.trained.forwarded,
             ),
         )
         result["workers"]["killed"] = len(self.killed)

@@ -14,7 +14,8 @@ The metrics follow KALE §4.1 (and :mod:`streamtrain.sim.metrics`), measured liv
 * ``auc``: mean and last online AUC (click task, on the traffic of that moment);
 * ``records``: produced (acknowledged by the broker) versus trained ids: ``lost`` is
   produced ids no worker trained, ``duplicates`` ids trained more than once (allowed:
-  at-least-once).
+  at-least-once), ``trained_from_peers`` records a worker trained after another
+  worker's shuffle forwarded them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class RecordCounts:
     trained_unique: int
     trained_total: int
     failed_to_produce: int = 0
+    trained_from_peers: int = 0
 
     @property
     def lost(self) -> int:
@@ -128,6 +130,7 @@ def summarize(
             "lost": records.lost,
             "duplicates": records.duplicates,
             "failed_to_produce": records.failed_to_produce,
+            "trained_from_peers": records.trained_from_peers,
         },
         "actions": [
             {
@@ -168,6 +171,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{summary['worker_minutes']} worker-minutes",
             f"  online AUC: mean {number(auc['mean'])}, last {number(auc['last'])}",
             f"  records: {r['produced']:,} produced, {r['trained_unique']:,} trained, "
-            f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once)",
+            f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once), "
+            f"{r['trained_from_peers']:,} trained by a peer of the worker that read them",
         ]
     )

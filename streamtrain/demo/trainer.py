@@ -14,9 +14,10 @@ Owned here:
     share of a second has passed, as a slower accelerator would. On a 2-core machine
     this is what makes the traffic peak need several workers.
   - **the trained ids**: appended (int64, little-endian) to
-    ``<run dir>/trained/<worker id>-<pid>.ids`` before the step returns, that is before
-    the batch is acknowledged, so every committed record is in some file even when
-    the worker is killed; the demo compares them with the produced ids.
+    ``<run dir>/trained/<worker id>-<pid>.ids`` (``...forwarded.ids`` for records a
+    peer's shuffle forwarded) before the step returns, that is before the batch is
+    acknowledged, so every committed record is in some file even when the worker is
+    killed; the demo compares them with the produced ids.
   - **online AUC** every ``eval_interval_s``: the model's click AUC on a fresh sample of
     *today's* traffic (the hidden model at the current phase of the drift, which the
     traffic generator also follows). Training that lags behind learns a stale model and
@@ -41,6 +42,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from streamtrain.demo.observe import FORWARDED_IDS_SUFFIX
 from streamtrain.demo.traffic import drift_phase
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
@@ -145,8 +147,10 @@ class DemoTrainer:
         name = f"{self.worker_id}-{os.getpid()}"
         for sub in ("trained", "stats", "checkpoints"):
             (config.run_dir / sub).mkdir(parents=True, exist_ok=True)
-        self._ids = os.open(
-            config.run_dir / "trained" / f"{name}.ids", os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        append = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        self._ids = os.open(config.run_dir / "trained" / f"{name}.ids", append)
+        self._forwarded_ids = os.open(
+            config.run_dir / "trained" / f"{name}{FORWARDED_IDS_SUFFIX}", append
         )
         self._stats: IO[str] = (config.run_dir / "stats" / f"{name}.jsonl").open("a")
         self._checkpoint = config.run_dir / "checkpoints" / f"{self.worker_id}.pt"
@@ -183,7 +187,7 @@ class DemoTrainer:
     def step(self, batch: Batch) -> float:
         loss = self.inner.step(batch)
         ids = np.ascontiguousarray(batch.columns["id"], dtype="<i8")
-        os.write(self._ids, ids.tobytes())
+        os.write(self._forwarded_ids if batch.records.forwarded else self._ids, ids.tobytes())
         self.trained += len(ids)
         now = time.monotonic()
         # The speed limit: this batch occupies the "device" for n / capacity seconds.
@@ -232,6 +236,7 @@ class DemoTrainer:
 
     def close(self) -> None:
         os.close(self._ids)
+        os.close(self._forwarded_ids)
         self._stats.close()
 
 

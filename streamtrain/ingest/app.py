@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
@@ -35,6 +35,12 @@ from streamtrain.ingest.reporting import (
     serve_metrics,
 )
 from streamtrain.ingest.settings import IngestSettings
+
+if TYPE_CHECKING:
+    from streamtrain.shuffle.ingest_queue import ShuffleQueue
+    from streamtrain.shuffle.membership import Membership
+    from streamtrain.shuffle.node import ShuffleNode
+    from streamtrain.shuffle.settings import ShuffleSettings
 
 __all__ = ["TrainingApp", "WorkerRun", "WorkerSummary", "load_app", "run_worker"]
 
@@ -135,9 +141,10 @@ class WorkerSummary:
     dead_letters: int
     elapsed_s: float
     committed: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    shuffle: Mapping[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        summary: dict[str, Any] = {
             "worker_id": self.worker_id,
             "steps": self.steps,
             "records_consumed": self.records_consumed,
@@ -152,6 +159,22 @@ class WorkerSummary:
                 for (t, p), o in sorted(self.committed.items())
             ],
         }
+        if self.shuffle is not None:
+            summary["shuffle"] = dict(self.shuffle)
+        return summary
+
+
+def shuffle_totals(node: ShuffleNode) -> dict[str, int]:
+    """What a worker's shuffle did, for its summary and progress lines (records)."""
+    stats = node.stats()
+    return {
+        "peers": len(node.forwarding.known_peers()),
+        "records_forwarded": stats.forwarding.records_acked,
+        "records_received": stats.unit.remote_records_in,
+        "batches_timed_out": stats.forwarding.batches_timed_out,
+        "batches_rejected": stats.forwarding.batches_rejected,
+        "state_transitions": stats.unit.state_transitions,
+    }
 
 
 def run_worker(
@@ -163,20 +186,44 @@ def run_worker(
     stop: threading.Event | None = None,
     on_started: Callable[[IngestConsumer], None] | None = None,
     on_metrics_url: Callable[[str], None] | None = None,
+    shuffle: ShuffleSettings | None = None,
+    membership: Membership | None = None,
 ) -> WorkerSummary:
     """Train ``app`` on ``settings.topics`` until a limit of ``run`` is reached.
 
-    ``on_started`` gets the running consumer; ``on_metrics_url`` the Prometheus URL.
+    With ``shuffle``, records pass through a :class:`~streamtrain.shuffle.node.ShuffleNode`
+    (peers found through ``membership``, by default the job's ``<job>.members`` topic):
+    an overloaded worker forwards what overflows its queue to idle peers, and trains
+    what they forward to it. ``on_started`` gets the running consumer;
+    ``on_metrics_url`` the Prometheus URL.
     """
     run = run or WorkerRun()
     metrics = WorkerMetrics()
-    consumer = IngestConsumer(kafka, settings, app.decoder, metrics=metrics)
+    queue: ShuffleQueue | None = None
+    if shuffle is None:
+        consumer = IngestConsumer(kafka, settings, app.decoder, metrics=metrics)
+    else:
+        from streamtrain.shuffle.ingest_queue import shuffled_consumer
+        from streamtrain.shuffle.kafka_membership import KafkaMembership
+
+        consumer, queue = shuffled_consumer(
+            kafka,
+            settings,
+            app.decoder,
+            shuffle,
+            membership if membership is not None else KafkaMembership(kafka, shuffle.job),
+            metrics=metrics,
+        )
+    node = None if queue is None else queue.node
     started = time.monotonic()
     steps = trained = 0
     with contextlib.ExitStack() as stack:
         close = getattr(app, "close", None)
         if callable(close):
             stack.callback(close)
+        if node is not None:
+            me = stack.enter_context(node).me
+            log.info("shuffle (%s) at %s", shuffle and shuffle.policy.value, me.data_endpoint)
         stack.enter_context(consumer)
         if run.throughput_topic:
             pool: Callable[[], int]
@@ -221,6 +268,8 @@ def run_worker(
             if batch is None:
                 if not consumer.assigned_event.is_set():
                     idle_since = now  # idle time counts from the first assignment
+                elif queue is not None and not queue.settled:
+                    idle_since = now  # records wait in the shuffle or at a peer: not idle
                 elif run.idle_exit_s is not None and now - idle_since >= run.idle_exit_s:
                     log.info("no record for %.1f s: stopping", run.idle_exit_s)
                     break
@@ -235,11 +284,12 @@ def run_worker(
             if now - last_log >= _PROGRESS_LOG_S:
                 last_log = now
                 log.info(
-                    "trained %d samples in %d steps (%.0f samples/s); last loss %s",
+                    "trained %d samples in %d steps (%.0f samples/s); last loss %s%s",
                     trained,
                     steps,
                     trained / max(now - started, 1e-9),
                     getattr(app, "last_loss", "n/a"),
+                    "" if node is None else f"; shuffle {shuffle_totals(node)}",
                 )
     snapshot = metrics.snapshot()
     return WorkerSummary(
@@ -250,4 +300,5 @@ def run_worker(
         dead_letters=snapshot.dead_letters,
         elapsed_s=time.monotonic() - started,
         committed=dict(consumer.last_committed),
+        shuffle=None if node is None else shuffle_totals(node),
     )

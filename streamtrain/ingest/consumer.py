@@ -73,7 +73,9 @@ class IngestConsumer:
                 train_step(batch.columns)
                 batch.ack()          # or leave it to auto-ack on the next batch
 
-    ``queue`` replaces the default :class:`LocalQueue` (the shuffle layer's seam);
+    ``queue`` replaces the default :class:`LocalQueue` and ``acknowledge`` the default
+    acknowledgement of trained records to ``tracker`` (the shuffle layer's seam: see
+    :mod:`streamtrain.shuffle.ingest_queue`, which passes all three);
     ``on_assigned`` / ``on_revoked`` are called from the fetch thread with the
     ``(topic, partition)`` pairs, after the tracker and queue were updated.
     """
@@ -86,25 +88,28 @@ class IngestConsumer:
         *,
         metrics: WorkerMetrics | None = None,
         queue: RecordQueue | None = None,
+        tracker: OffsetTracker | None = None,
+        acknowledge: Callable[[RecordColumns], object] | None = None,
         on_assigned: Callable[[Partitions], None] | None = None,
         on_revoked: Callable[[Partitions], None] | None = None,
     ) -> None:
         self.kafka = kafka
         self.settings = settings
         self.decoder: Decoder = decoder if decoder is not None else RawDecoder()
-        self.tracker = OffsetTracker()
+        self.tracker = tracker if tracker is not None else OffsetTracker()
         self.queue: RecordQueue = queue or LocalQueue(settings.queue_records)
         self.metrics = metrics or WorkerMetrics()
         self.metrics.bind(self.tracker.progress, self._gauges)
+        trained = acknowledge if acknowledge is not None else self.acknowledge
         self.dead_letters = (
-            DeadLetterQueue(kafka, settings.dlq_suffix, settings.worker_id, self.acknowledge)
+            DeadLetterQueue(kafka, settings.dlq_suffix, settings.worker_id, trained)
             if settings.dlq_suffix is not None
             else None
         )
         self.reader = BatchReader(
             self.queue,
             self.decoder,
-            self.acknowledge,
+            trained,
             dead_letters=self.dead_letters,
             max_record_bytes=settings.max_record_bytes,
             metrics=self.metrics,

@@ -14,14 +14,27 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Iterable
 from typing import Protocol
-
-import numpy as np
 
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.records import RecordColumns
 
-__all__ = ["LocalQueue", "RecordQueue"]
+__all__ = ["LocalQueue", "RecordQueue", "drop_partitions"]
+
+
+def drop_partitions(
+    chunks: Iterable[RecordColumns], topic: str, partitions: set[int]
+) -> tuple[collections.deque[RecordColumns], int]:
+    """``chunks`` without the records of ``topic``'s ``partitions``, and how many went."""
+    kept: collections.deque[RecordColumns] = collections.deque()
+    dropped = 0
+    for chunk in chunks:
+        rest = chunk.without(topic, partitions)
+        dropped += len(chunk) - len(rest)
+        if len(rest):
+            kept.append(rest)
+    return kept, dropped
 
 
 class RecordQueue(Protocol):
@@ -144,22 +157,8 @@ class LocalQueue:
         """Remove queued records of ``topic``'s ``partitions``; return how many were dropped."""
         if not partitions:
             return 0
-        wanted = np.fromiter(partitions, dtype=np.int64, count=len(partitions))
-        dropped = 0
         with self._changed:
-            kept: collections.deque[RecordColumns] = collections.deque()
-            for chunk in self._chunks:
-                if chunk.topic != topic:
-                    kept.append(chunk)
-                    continue
-                doomed = np.isin(chunk.partitions, wanted)
-                n_doomed = int(doomed.sum())
-                if n_doomed == 0:
-                    kept.append(chunk)
-                    continue
-                dropped += n_doomed
-                if n_doomed < len(chunk):
-                    kept.append(chunk.take(np.flatnonzero(~doomed)))
+            kept, dropped = drop_partitions(self._chunks, topic, partitions)
             self._chunks = kept
             self._records -= dropped
             self._changed.notify_all()

@@ -11,7 +11,7 @@ bytes until it is sent.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +155,16 @@ class RecordColumns:
         bounds = self.payload_bounds.tolist()
         for start, end in itertools.pairwise(bounds):
             yield bytes(view[start:end])
+
+    def without(self, topic: str, partitions: Collection[int]) -> RecordColumns:
+        """The records not in ``topic``'s ``partitions`` (``self`` itself when none is)."""
+        if self.topic != topic or not partitions or not len(self):
+            return self
+        wanted = np.fromiter(partitions, dtype=np.int64, count=len(partitions))
+        doomed = np.isin(self.partitions, wanted)
+        if not doomed.any():
+            return self
+        return self.take(np.flatnonzero(~doomed))
 
     def take(self, index: NDArray[np.intp] | slice) -> RecordColumns:
         """The records at ``index`` (a slice or an index array), payloads re-packed."""

@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from streamtrain.errors import ConfigError
+from streamtrain.ingest.localqueue import drop_partitions
 from streamtrain.ingest.records import RecordColumns
 from streamtrain.shuffle.acks import Acknowledger, contiguous_runs
 from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
@@ -317,6 +318,36 @@ class ShuffleUnit:
             self._in_flight_records += len(part)
             self._changed.notify_all()
             return part
+
+    def drop(self, topic: str, partitions: set[int]) -> int:
+        """Remove this worker's own queued and overflow records of revoked partitions.
+
+        Their next owner reads them again. Records a peer forwarded, records handed to
+        the trainer and records in flight to a receiver stay: the first two are trained
+        and acknowledged as usual, the last are acknowledged when the receiver's ACK
+        comes (the tracker counts an acknowledgement of a revoked partition as stale).
+        Returns how many records were removed.
+        """
+        if not partitions:
+            return 0
+        with self._lock:
+            queue: deque[_Chunk] = deque()
+            for chunk in self._queue:
+                if chunk.origin_worker is None:
+                    chunk.columns = chunk.columns.without(topic, partitions)
+                if len(chunk.columns):
+                    queue.append(chunk)
+            overflow, _ = drop_partitions(self._overflow, topic, partitions)
+            queue_records = sum(len(chunk.columns) for chunk in queue)
+            overflow_records = sum(len(columns) for columns in overflow)
+            dropped = (self._queue_records - queue_records) + (
+                self._overflow_records - overflow_records
+            )
+            self._queue, self._queue_records = queue, queue_records
+            self._overflow, self._overflow_records = overflow, overflow_records
+            self._refill_locked()
+            self._changed.notify_all()
+            return dropped
 
     def has_overflow(self) -> bool:
         with self._lock:

@@ -163,6 +163,15 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
     assert records["produced"] > 1000
     assert records["lost"] == 0 and records["trained_unique"] == records["produced"]
     assert records["failed_to_produce"] == 0
+    # The workers ran with the shuffle layer: each clean exit's summary line reports it.
+    exits = [
+        json.loads(line)
+        for log in (demo.run_dir / "logs").glob("worker-*.log")
+        for line in log.read_text().splitlines()
+        if line.startswith('{"worker_id"')
+    ]
+    assert exits and all("records_forwarded" in e["shuffle"] for e in exits)
+    assert records["trained_from_peers"] >= 0
     assert summary["workers"]["killed"] == 1 and summary["workers"]["replaced"] >= 1
     assert summary["phase"] == "done"
     assert 0.5 < summary["auc"]["mean"] < 1.0

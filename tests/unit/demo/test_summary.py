@@ -54,7 +54,9 @@ def test_summary_metrics_follow_kale():
         peak_at_s=T0 + 2,
         speed=60.0,
         slo_lag_s=2.0,
-        records=RecordCounts(produced=100, trained_unique=98, trained_total=105),
+        records=RecordCounts(
+            produced=100, trained_unique=98, trained_total=105, trained_from_peers=12
+        ),
     )
     assert summary["slo_violation_rate"] == pytest.approx(2 / 5)
     # Eq. 11 in simulated minutes: lag (s) x 60 / 60 per simulated minute, 1 min per tick.
@@ -75,6 +77,7 @@ def test_summary_metrics_follow_kale():
     assert summary["actions"][0]["at_simulated"] == "00:01"
     text = format_summary(summary)
     assert "2 lost" in text and "40.0 %" in text
+    assert summary["records"]["trained_from_peers"] == 12 and "12 trained by a peer" in text
 
 
 def test_workers_at_reads_a_step_function():
@@ -105,6 +108,10 @@ def test_trained_ids_tail_files_and_find_what_is_missing(tmp_path):
         f.write(b"\x00" * 6 + np.array([4], dtype="<i8").tobytes())  # the rest of id 7, then 4
     ids.refresh()
     assert ids.covered(8) == 7 and ids.missing(8) == [6]
+    assert ids.forwarded == 0
+    (tmp_path / "w1.forwarded.ids").write_bytes(np.array([6, 1], dtype="<i8").tobytes())
+    ids.refresh()
+    assert ids.forwarded == 2 and ids.missing(8) == [] and ids.duplicates == 2
 
 
 def test_stats_tail_returns_complete_lines_once(tmp_path):

@@ -42,3 +42,47 @@ def test_topic_and_group_come_from_the_environment():
     )
     assert result.exit_code == 2
     assert "cannot import" in result.output
+
+
+def test_shuffle_settings_follow_the_queue_and_batch_sizes():
+    from streamtrain.commands.worker import shuffle_settings
+
+    def opts(**overrides):
+        return {
+            "shuffle": "advanced",
+            "shuffle_host": "127.0.0.1",
+            "shuffle_low_watermark_records": None,
+            "shuffle_high_watermark_records": None,
+            "shuffle_ack_timeout_ms": 3_000,
+            "shuffle_curve": False,
+            "bootstrap": "x:1",
+        } | overrides
+
+    given = opts()
+    settings = shuffle_settings("job", "w1", 50, 400, given)
+    assert settings is not None
+    assert (settings.job, settings.worker_id, settings.policy.value) == ("job", "w1", "advanced")
+    assert (settings.low_watermark_records, settings.high_watermark_records) == (80, 320)
+    assert (settings.queue_capacity_records, settings.credit_window_records) == (400, 320)
+    assert settings.ack_timeout_ms == 3_000 and settings.curve is None
+    assert given == {"bootstrap": "x:1"}  # the shuffle options are consumed, the rest left
+    assert shuffle_settings("job", "w1", 50, 400, opts(shuffle="none")) is None
+    curved = shuffle_settings("job", "w1", 50, 400, opts(shuffle_curve=True))
+    assert curved is not None and curved.curve is not None
+    big_batches = shuffle_settings("job", "w1", 512, 512, opts())
+    assert big_batches is not None
+    assert big_batches.credit_window_records == 512  # a whole batch always fits the credit
+
+
+def test_bad_shuffle_watermarks_fail_before_any_broker_starts():
+    result = CliRunner().invoke(
+        worker,
+        [
+            *("--topic", "t", "--group", "g", "--shuffle", "advanced"),
+            *("--queue-records", "100", "--shuffle-high-watermark-records", "999"),
+        ],
+    )
+    assert result.exit_code == 2
+    # the queue holds at least one batch (512 by default)
+    assert "high watermark 999 exceeds the queue capacity 512 records" in result.output
+    assert "embedded" not in result.output

@@ -216,3 +216,19 @@ def test_take_and_put_edges():
     with pytest.raises(ConfigError, match="deliver_remote"):
         unit.put(_records(0, 1, forwarded=True))
     assert unit.put(_records(0, 0)) is None
+
+
+def test_drop_removes_own_queued_and_overflow_records_of_revoked_partitions():
+    unit, _, _ = _unit()
+    assert unit.deliver_remote("peer", "b", _records(0, 5, partition=1, forwarded=True))
+    assert unit.put(_records(0, 40, partition=1)) is None
+    assert unit.put(_records(0, 40, partition=2)) is None  # 5 + 40 + 5 queued, 35 overflow
+    handed = unit.take(10)  # the trainer holds the 5 forwarded records
+    assert handed is not None and handed.origin_worker == "peer"
+    second = unit.take(10)  # and 10 of its own partition 1: they stay its
+    assert second is not None and second.origin_worker is None
+    assert unit.drop("t", {1}) == 30
+    stats = unit.stats()
+    assert (stats.queue_records, stats.overflow_records) == (40, 0)  # refilled from overflow
+    assert unit.ack(second)
+    assert unit.drop("t", set()) == 0
