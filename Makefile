@@ -9,32 +9,44 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROTOS := streamtrain/proto/data_plane.proto streamtrain/proto/control_plane.proto
 
-.PHONY: setup run test lint typecheck unit integration proto system-tools clean
+.PHONY: setup run test lint typecheck unit integration proto build-tools system-tools clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt setup.py streamtrain/ingest/_columns.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "streamtrain needs Python 3.11, found " + sys.version' 
+	@$(MAKE) --no-print-directory build-tools
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# Install the Debian packages named in $(1) that are missing (as root with apt-get;
+# otherwise say what is missing: the code or tests that need them will say so too).
+define apt_install
+	@missing="$(strip $(1))"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else \
+	    echo "note: missing $$missing and cannot install (needs root and apt-get)"; \
+	  fi; \
+	fi
+endef
+
+HAVE_PYTHON_H = $(shell $(PYTHON) -c 'import os, sysconfig; print(int(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))))')
+
+# gcc and the Python headers build ingest's C column builder (setup.py); without them
+# the package installs without it and ingest uses its slower pure-Python path.
+build-tools:
+	$(call apt_install,$(if $(shell command -v cc),,gcc) $(if $(filter 1,$(HAVE_PYTHON_H)),,python3-dev))
+
 # Debian packages the tests use: docker-compose (1.29) validates docker/compose.yaml
 # without a Docker engine; chromium is the browser the dashboard test drives through
 # Playwright (Playwright never downloads a browser here).
 system-tools:
-	@missing=""; \
-	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	  else \
-	    echo "note: missing$$missing and cannot install (needs root and apt-get); the tests that need them will say so"; \
-	  fi; \
-	fi
+	$(call apt_install,$(if $(shell command -v docker-compose),,docker-compose) $(if $(shell command -v chromium),,chromium))
 
 run: setup
 	$(BIN)/streamtrain demo

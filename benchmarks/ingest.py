@@ -13,7 +13,10 @@ broker, then, alternating for ``--rounds`` rounds on that same topic:
   ``--batch-records`` (default 5000, half a ``consume()`` batch; on the development
   machine power-of-two sizes such as 4096 measured 10-15 % slower, for reasons not
   found), every batch acknowledged, commits every second and at close; at the end the
-  committed offsets must equal the records read.
+  committed offsets must equal the records read. It uses the column builder the
+  installation has (``streamtrain.ingest.messages.BUILDER``: ``c`` when the C
+  extension was built); each round also runs it once more on the pure-Python accessor
+  path, reported for reference (not in the ratio when the C builder is there).
 
 Both read all partitions by explicit assignment (no group join in the timing) and are
 timed from their first record to their last. Reported: the median records/s of each,
@@ -36,7 +39,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from streamtrain.broker import EmbeddedBroker
 from streamtrain.config import KafkaSettings
-from streamtrain.ingest import IngestConsumer, IngestSettings, RawDecoder
+from streamtrain.ingest import IngestConsumer, IngestSettings, RawDecoder, messages
 from streamtrain.ingest.settings import FETCH_TUNING
 from streamtrain.kafka import create_topic
 
@@ -174,14 +177,22 @@ def main() -> None:
         create_topic(settings, topic, PARTITIONS)
         produce_rate = _produce(settings, topic, args.records)
         print(f"produced {args.records:,} records of {RECORD_BYTES} B: {produce_rate:,.0f}/s")
-        raw_rates, st_rates = [], []
+        print(f"column builder: {messages.BUILDER}")
+        raw_rates, st_rates, accessor_rates = [], [], []
         for round_no in range(1, args.rounds + 1):
             raw_rates.append(_raw(settings, topic, args.records, tuned=True))
             st_rates.append(_streamtrain(settings, topic, args.records, args.batch_records))
-            print(
+            line = (
                 f"round {round_no}: raw {raw_rates[-1]:,.0f} records/s, "
                 f"streamtrain {st_rates[-1]:,.0f} records/s"
             )
+            if messages.BUILDER == "c":
+                with messages.accessor_path():
+                    accessor_rates.append(
+                        _streamtrain(settings, topic, args.records, args.batch_records)
+                    )
+                line += f" (accessor path {accessor_rates[-1]:,.0f})"
+            print(line)
         default_rate = _raw(settings, topic, args.records, tuned=False)
         grown, queued = _queue_memory(settings, topic, args.queue_records)
     raw = statistics.median(raw_rates)
@@ -189,6 +200,12 @@ def main() -> None:
     print(f"raw consume() loop, librdkafka default fetch properties: {default_rate:,.0f} records/s")
     print(f"raw consume() loop (median of {args.rounds}):               {raw:,.0f} records/s")
     print(f"streamtrain to acked numpy batches (median of {args.rounds}): {st:,.0f} records/s")
+    if accessor_rates:
+        accessor = statistics.median(accessor_rates)
+        print(
+            f"streamtrain on the accessor path (no C builder): {accessor:,.0f} records/s, "
+            f"ratio {accessor / raw:.3f}"
+        )
     print(
         f"worker with a full {args.queue_records:,}-record local queue: "
         f"RSS +{grown / 2**20:.0f} MiB (of which queued records and columns "

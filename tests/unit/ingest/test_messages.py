@@ -1,7 +1,13 @@
-"""Message lists from consume() to columns (confluent-kafka's test constructor, no broker)."""
+"""Message lists from consume() to columns (confluent-kafka's test constructor, no broker):
+the accessor path, and the C builder against it."""
 
+import os
+
+import numpy as np
+import pytest
 from confluent_kafka import KafkaError, Message
 
+from streamtrain.ingest import messages as builder
 from streamtrain.ingest.messages import to_columns
 
 
@@ -48,3 +54,69 @@ def test_only_errors_gives_no_chunk():
 def test_tombstones_become_empty_payloads():
     (records,), _ = to_columns([message(value=None, offset=0), message(value=b"ab", offset=1)], "t")
     assert list(records.values()) == [b"", b"ab"]
+
+
+# -- the C column builder ---------------------------------------------------------------
+
+
+def _python_columns(messages):
+    (records,), _ = to_columns(list(messages))  # no single topic: always the accessors
+    return records
+
+
+def test_the_set_up_builds_the_c_builder_and_finds_the_message_layout():
+    # `make setup` compiles it (setup.py); CI must not silently run the slow path.
+    if builder.BUILDER != "c" and os.environ.get("CI") != "true":
+        pytest.skip("the C column builder is not built here (no C compiler?)")
+    assert builder.BUILDER == "c"
+    layout = builder.message_layout()
+    assert layout is not None and len(set(layout)) == 5
+    assert all(0 < at < Message.__basicsize__ for at in layout)
+
+
+@pytest.mark.skipif(builder.BUILDER != "c", reason="the C column builder is not built")
+def test_c_builder_gives_the_accessor_paths_columns():
+    rng = np.random.default_rng(3)
+    messages = [
+        message(
+            partition=int(rng.integers(0, 2**31 - 1)),
+            offset=int(rng.integers(0, 2**62)),
+            value=None if i % 7 == 3 else rng.bytes(int(rng.integers(0, 300))),
+            ts=int(rng.integers(-1, 2**50)),
+        )
+        for i in range(500)
+    ]
+    (fast,), errors = to_columns(messages, "t")
+    slow = _python_columns(messages)
+    assert errors == [] and builder.BUILDER == "c"
+    for field in ("partitions", "offsets", "timestamps_ms", "payload_bounds"):
+        assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
+    assert fast.payloads == slow.payloads
+    assert fast.partitions.dtype == np.int32 and fast.offsets.dtype == np.int64
+
+
+@pytest.mark.skipif(builder.BUILDER != "c", reason="the C column builder is not built")
+def test_c_builder_leaves_batches_with_errors_to_the_accessor_path():
+    error = KafkaError(KafkaError._PARTITION_EOF, "eof")
+    messages = [message(offset=0), message(offset=1, error=error), message(offset=2)]
+    (records,), errors = to_columns(messages, "t")
+    assert records.offsets.tolist() == [0, 2] and len(errors) == 1
+    assert builder.BUILDER == "c"  # an error event is not a disagreement
+
+
+def test_a_wrong_layout_is_caught_by_the_spot_check_and_switches_to_the_accessors(
+    monkeypatch, caplog
+):
+    if builder.BUILDER != "c":
+        pytest.skip("the C column builder is not built")
+    module, layout = builder._C
+    value_at, error_at, partition_at, offset_at, timestamp_at = layout
+    swapped = (value_at, error_at, partition_at, timestamp_at, offset_at)
+    monkeypatch.setattr(builder, "_C", (module, swapped))
+    monkeypatch.setattr(builder, "BUILDER", "c")
+    messages = [message(offset=10 + i, ts=5000 + i) for i in range(4)]
+    (records,), _ = to_columns(messages, "t")
+    assert records.offsets.tolist() == [10, 11, 12, 13]  # right anyway: the accessor path
+    assert records.timestamps_ms.tolist() == [5000, 5001, 5002, 5003]
+    assert builder.BUILDER == "python" and builder._C is None
+    assert "disagrees" in caplog.text
