@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +29,8 @@ class RecordColumns:
     """``n`` records of ``topic``: partition, offset and timestamp (ms) per record.
 
     ``forwarded`` is set on records a peer forwarded to this worker; they are never
-    forwarded again (KALE §3.5).
+    forwarded again (KALE §3.5). The arrays are not to be changed once built (the
+    offset runs are computed once and kept).
     """
 
     topic: str
@@ -39,6 +40,9 @@ class RecordColumns:
     payloads: bytes
     payload_bounds: NDArray[np.int64]
     forwarded: bool = False
+    _ranges: list[tuple[int, int, int]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         n = self.offsets.shape[0] if self.offsets.ndim == 1 else -1
@@ -121,7 +125,16 @@ class RecordColumns:
         They follow record order (``consume()`` delivers long per-partition stretches,
         so that is a few runs, found without sorting); a chunk that interleaves
         partitions finely is sorted first, giving at most one run per partition and gap.
+        Computed once per chunk: the consumer tells the tracker when it hands a chunk
+        out, and again when the chunk is acknowledged.
         """
+        ranges = self._ranges
+        if ranges is None:
+            ranges = self._offset_ranges()
+            object.__setattr__(self, "_ranges", ranges)
+        return list(ranges)
+
+    def _offset_ranges(self) -> list[tuple[int, int, int]]:
         n = len(self)
         if n == 0:
             return []
