@@ -185,7 +185,7 @@ def accessor_path() -> Iterator[None]:
 def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
     """The C builder's columns, or ``None`` (not plain records, or the C path is off)."""
     global _C, BUILDER
-    if _C is None or not isinstance(messages, list):
+    if _C is None or not isinstance(messages, list) or not messages:
         return None
     module, layout = _C
     n = len(messages)
@@ -200,7 +200,8 @@ def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
         m = messages[i]
         value = m.value() or b""
         if (
-            int(partitions[i]) != m.partition()
+            m.error() is not None
+            or int(partitions[i]) != m.partition()
             or int(offsets[i]) != m.offset()
             or int(timestamps[i]) != m.timestamp()[1]
             or payloads[int(bounds[i]) : int(bounds[i + 1])] != value

@@ -100,27 +100,28 @@ class ShuffleQueue:
     @property
     def records(self) -> int:
         """Records waiting here: the node's local queue and overflow, and the pending list."""
-        self._flush()
-        stats = self._node.unit.stats()
-        return stats.queue_records + stats.overflow_records + self._pending_records
+        with self._pending_lock:
+            self._flush_locked()
+            stats = self._node.unit.stats()
+            return stats.queue_records + stats.overflow_records + self._pending_records
 
     @property
     def full(self) -> bool:
         """True while the node refused records (fetching should pause)."""
-        self._flush()
-        return self._pending_records > 0 or self.records >= self.capacity_records
+        return self.records >= self.capacity_records or self._pending_records > 0
 
     @property
     def settled(self) -> bool:
         """Nothing waits here and nothing is in flight to a peer (safe to call a worker idle)."""
-        self._flush()
-        stats = self._node.unit.stats()
-        return not (
-            self._pending_records
-            or stats.queue_records
-            or stats.overflow_records
-            or stats.in_flight_records
-        )
+        with self._pending_lock:
+            self._flush_locked()
+            stats = self._node.unit.stats()
+            return not (
+                self._pending_records
+                or stats.queue_records
+                or stats.overflow_records
+                or stats.in_flight_records
+            )
 
     def put(self, chunk: RecordColumns) -> None:
         if not len(chunk):
@@ -129,11 +130,6 @@ class ShuffleQueue:
             self._pending.append(chunk)
             self._pending_records += len(chunk)
             self._flush_locked()
-
-    def _flush(self) -> None:
-        if self._pending_records:
-            with self._pending_lock:
-                self._flush_locked()
 
     def _flush_locked(self) -> None:
         while self._pending:

@@ -170,11 +170,10 @@ class ShuffleUnit:
                     shared = remaining.take(slice(keep, None))
                     local = remaining.take(slice(0, keep))
                     unshared = self._place_shared_locked(shared, deadline)
-                    if unshared is not None:
-                        self._local_in += len(columns) - len(local) - len(unshared)
-                        return _concat(local, unshared)
-                    self._local_in += len(shared)
-                    remaining = local
+                    self._local_in += len(shared) - (0 if unshared is None else len(unshared))
+                    # What the full overflow could not take is trained here: the local
+                    # queue is fed either way, so a put that times out never starves it.
+                    remaining = _concat(local, unshared)
             while remaining is not None:
                 before = len(remaining)
                 remaining = self._place_locked(remaining)

@@ -14,11 +14,11 @@ from streamtrain.shuffle.testing import RecordingAcknowledger
 from tests.unit.shuffle.test_unit import Listener, _records
 
 
-def _queue(**kw):
+def _queue(policy=ShufflePolicy.ADVANCED, **kw):
     settings = ShuffleSettings(
         job="j",
         worker_id="w",
-        policy=ShufflePolicy.ADVANCED,
+        policy=policy,
         **(
             {
                 "queue_capacity_records": 50,
@@ -148,3 +148,18 @@ def test_rejected_records_a_chunk_never_held_go_straight_to_the_tracker():
     stray = RecordColumns.from_values("t", [4, 4], [8, 9], [0, 0], [b"a", b"b"])
     assert queue.acknowledge(stray) == 2
     assert acks.covered("t", 4) == [(8, 9)]
+
+
+def test_basic_policy_keeps_feeding_the_trainer_when_the_overflow_is_full():
+    queue, _, _ = _queue(ShufflePolicy.BASIC, overflow_capacity_records=20)
+    queue.node.unit.set_peer_count(1)  # half of what is read is a peer's share
+    queue.put(_records(0, 40))  # 20 shared (overflow full), 20 local
+    queue.put(_records(40, 40))  # the overflow is full: its share is trained here
+    queue.put(_records(80, 40))
+    assert queue.node.unit.stats().overflow_records == 20
+    got = 0
+    while (chunk := queue.get(100, timeout_s=0.01)) is not None:
+        got += len(chunk)
+        queue.full  # noqa: B018 - as the fetch thread does
+    assert got == 100  # everything but the 20 records waiting for a peer
+    assert queue.records == 20
