@@ -291,6 +291,8 @@ def run_worker(
                     getattr(app, "last_loss", "n/a"),
                     "" if node is None else f"; shuffle {shuffle_totals(node)}",
                 )
+        if node is not None:
+            node.stop_receiving()  # peers re-route what they would send while we close
     snapshot = metrics.snapshot()
     return WorkerSummary(
         worker_id=settings.worker_id,

@@ -69,5 +69,9 @@ class ShuffleNode:
     def ack(self, batch: ShuffledBatch) -> bool:
         return self.unit.ack(batch)
 
+    def stop_receiving(self) -> None:
+        """Tell peers to send nothing more (before the trainer stops)."""
+        self.unit.stop_receiving()
+
     def stats(self) -> NodeStats:
         return NodeStats(self.unit.stats(), self.forwarding.stats())

@@ -115,6 +115,7 @@ class ShuffleUnit:
         self._in_flight_records = 0
         self._peer_count = 0
         self._receiving = settings.policy is not ShufflePolicy.NONE
+        self._closed_to_peers = False
         self._sequence = 0
         self._listener: ShuffleListener | None = None
         self._handed_out: dict[int, _Chunk] = {}
@@ -140,6 +141,12 @@ class ShuffleUnit:
             self._peer_count = max(peers, 0)
             self._refill_locked()
             self._changed.notify_all()
+
+    def stop_receiving(self) -> None:
+        """Refuse peers' batches from now on (the trainer is stopping); broadcast it."""
+        with self._lock:
+            self._closed_to_peers = True
+            self._set_receiving_locked(False)
 
     def receiver_state(self) -> tuple[bool, int, int]:
         """``(receiving, queue_records, sequence)`` for (re)broadcasting."""
@@ -288,8 +295,10 @@ class ShuffleUnit:
         """Queue a peer's forwarded batch if the policy and state allow; ``False`` refuses."""
         with self._lock:
             policy = self._settings.policy
-            if policy is ShufflePolicy.NONE or (
-                policy is ShufflePolicy.ADVANCED and not self._receiving
+            if (
+                policy is ShufflePolicy.NONE
+                or self._closed_to_peers
+                or (policy is ShufflePolicy.ADVANCED and not self._receiving)
             ):
                 return False
             key = (origin_worker, batch_id)
@@ -423,13 +432,16 @@ class ShuffleUnit:
         if self._settings.policy is ShufflePolicy.NONE:
             return
         settings = self._settings
-        receiving = next_receiving(
+        receiving = not self._closed_to_peers and next_receiving(
             self._receiving,
             self._queue_records,
             settings.low_watermark_records,
             settings.high_watermark_records,
         )
-        if receiving == self._receiving:
+        self._set_receiving_locked(receiving)
+
+    def _set_receiving_locked(self, receiving: bool) -> None:
+        if receiving == self._receiving or self._settings.policy is ShufflePolicy.NONE:
             return
         self._receiving = receiving
         self._sequence += 1

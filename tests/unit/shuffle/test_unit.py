@@ -232,3 +232,17 @@ def test_drop_removes_own_queued_and_overflow_records_of_revoked_partitions():
     assert (stats.queue_records, stats.overflow_records) == (40, 0)  # refilled from overflow
     assert unit.ack(second)
     assert unit.drop("t", set()) == 0
+
+
+@pytest.mark.parametrize("policy", [ShufflePolicy.ADVANCED, ShufflePolicy.BASIC])
+def test_stop_receiving_refuses_peers_for_good_and_says_so(policy):
+    unit, _, listener = _unit(policy)
+    assert unit.deliver_remote("peer", "b1", _records(0, 5, forwarded=True))
+    unit.stop_receiving()
+    assert listener.states[-1][0] is False
+    assert not unit.deliver_remote("peer", "b2", _records(5, 5, forwarded=True))
+    batch = unit.take(10)  # below the low watermark: it would accept again, but not now
+    assert batch is not None and unit.ack(batch)
+    assert unit.receiver_state()[0] is False
+    assert not unit.deliver_remote("peer", "b3", _records(10, 5, forwarded=True))
+    assert listener.trained == [("peer", "b1", 5)]  # what it had is still trained and acked
