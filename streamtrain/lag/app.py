@@ -23,9 +23,12 @@ Owned here, and only the wiring:
   timer (every ``tick_s``) hands them and the group's newest lag to the planner in a
   thread (a policy may fit a forecaster) and publishes its ``ScaleCommand`` (key: the
   job) to the commands topic and its alerts (``CANNOT_KEEP_UP``) to the alerts topic. A
-  command that cannot be sent is kept and re-sent on the next tick. ``/planner`` shows
-  the planner's state (the throughput model's source among it). Without a planner the
-  app is exactly the lag app.
+  command that cannot be sent is kept and re-sent on the next tick. Each complete
+  arrival step of the planner goes through the history topic into a third table
+  (``arrival_history``: ``group|step``, the newest ``max_history_steps`` kept); after
+  recovery the planner starts from it, so a restart does not cost the forecast its days.
+  ``/planner`` shows the planner's state (the throughput model's source among it).
+  Without a planner the app is exactly the lag app.
 
 :func:`create_app` builds the app; ``streamtrain lag run`` runs it with a Faust worker.
 Faust is imported here only, so the rest of ``streamtrain.lag`` works without it.
@@ -122,6 +125,8 @@ class LagService:
         self.command_outbox: collections.deque[pb.ScaleCommand] = collections.deque(
             maxlen=_COMMAND_OUTBOX_LIMIT
         )
+        self.arrivals_restored = False
+        self.arrivals_persisted: int | None = None  # the newest arrival step written
 
     def plan(
         self, samples: list[pb.ThroughputSample], now_s: float
@@ -233,6 +238,9 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     )
     hwm_table = app.Table("hwm_history", default=None, partitions=1, key_type=str, value_type=str)
     lag_table = app.Table("lag_history", default=None, partitions=1, key_type=str, value_type=str)
+    arrival_table = app.Table(
+        "arrival_history", default=None, partitions=1, key_type=str, value_type=str
+    )
     registry = CollectorRegistry(auto_describe=True)
     registry.register(service.collector)
     step_s = monitor_settings.history_step_s
@@ -241,6 +249,9 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     async def keep_history(stream: Any) -> None:
         async for key, value in stream.items():
             kind, _, name_step = key.partition(":")
+            if kind == "arr":
+                _keep_arrival(arrival_table, name_step, value, service)
+                continue
             table = hwm_table if kind == "hwm" else lag_table
             table[name_step] = value
             if kind == "lag":
@@ -337,11 +348,26 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     app.page("/groups/{group}/lag")(group_lag)
     app.page("/health")(health)
     if service.planner is not None:
-        _add_planner(app, service, alerts)
+        _add_planner(app, service, alerts, history_topic, arrival_table)
     return app, service
 
 
-def _add_planner(app: Any, service: LagService, alerts: Any) -> None:
+def _keep_arrival(table: Any, group_step: str, value: str, service: LagService) -> None:
+    """One persisted arrival step; keeps the newest ``max_history_steps`` of the group."""
+    table[group_step] = value
+    planner = service.planner
+    group, _, step = group_step.rpartition("|")
+    if planner is None or group != planner.settings.group:
+        return
+    oldest = int(step) - planner.settings.max_history_steps
+    prefix = group + "|"
+    for stale in [k for k in table if k.startswith(prefix) and int(k[len(prefix) :]) <= oldest]:
+        del table[stale]
+
+
+def _add_planner(
+    app: Any, service: LagService, alerts: Any, history_topic: Any, arrival_table: Any
+) -> None:
     """The samples agent, the planner's leader timer and ``/planner`` (module docstring)."""
     settings = service.settings
     samples = app.topic(
@@ -359,10 +385,34 @@ def _add_planner(app: Any, service: LagService, alerts: Any) -> None:
                 service.bad_samples += 1
                 log.warning("dropping an undecodable throughput sample: %s", exc)
 
+    planner = service.planner
+    assert planner is not None  # noqa: S101 - only called with a planner
+    group = planner.settings.group
+
     async def plan() -> None:
+        if not service.arrivals_restored:
+            if not app.tables.recovery.completed.is_set():
+                return  # the arrival history is not recovered yet
+            prefix = group + "|"
+            planner.restore_arrivals(
+                {
+                    int(k[len(prefix) :]): float(v)
+                    for k, v in arrival_table.items()
+                    if k.startswith(prefix)
+                }
+            )
+            service.arrivals_persisted = planner.arrivals.last_step
+            service.arrivals_restored = True
         batch, service.new_samples = service.new_samples, []
         to_send, new_alerts = await asyncio.to_thread(service.plan, batch, time.time())
         timeout = settings.request_timeout_s
+        new_steps = planner.arrivals.steps_after(service.arrivals_persisted)
+        if new_steps:
+            service.arrivals_persisted = new_steps[-1][0]
+        history = [
+            history_topic.send(key=f"arr:{group}|{step}", value=repr(rate))
+            for step, rate in new_steps
+        ]
         sends = [commands.send(key=c.job.encode(), value=encode(c)) for c in to_send]
         sends += [alerts.send(key=a.group.encode(), value=encode(a)) for a in new_alerts]
         done = await asyncio.gather(
@@ -382,6 +432,13 @@ def _add_planner(app: Any, service: LagService, alerts: Any) -> None:
             if isinstance(outcome, BaseException)
         ]
         service.outbox.extend(failed)
+        if history:
+            stored = await asyncio.gather(
+                *(asyncio.wait_for(h, timeout) for h in history), return_exceptions=True
+            )
+            lost = sum(isinstance(outcome, BaseException) for outcome in stored)
+            if lost:
+                log.warning("%d arrival steps not persisted (broker away?)", lost)
 
     async def planner_page(web: Any, request: Any) -> Any:
         return web.json(service.planner_status or {"note": "the planner has not run yet"})

@@ -6,7 +6,9 @@ Owned here (no Faust, no Kafka: the lag app feeds it and publishes what it retur
   records/s) from each lag tick, averaged per ``step_s`` step; a step enters the history
   once a later step has begun (complete steps only, as :class:`Observation` promises).
   A step with no reading (the app was away) repeats the step before it; the history
-  keeps the last ``max_history_steps``.
+  keeps the last ``max_history_steps``. The app persists each complete step and hands
+  them back after a restart (:meth:`Planner.restore_arrivals`), so the forecast keeps
+  the days it has seen.
 * **The worker count**: the newest of the pool size the workers report in their
   samples and the count an executor reported after applying a command
   (:meth:`Planner.on_applied`); ``initial_workers`` until either exists.
@@ -179,6 +181,43 @@ class ArrivalSteps:
         self._values.extend(values)
         self._last_step = last_step if values else None
 
+    def restore(self, steps: Mapping[int, float]) -> int:
+        """Append persisted complete steps (step index -> mean rate) newer than the newest
+        kept one, in order; a gap repeats the step before it, as :meth:`close` does.
+
+        Readings of steps now restored are dropped. Returns how many steps were added.
+        """
+        added = 0
+        for step in sorted(steps):
+            rate = float(steps[step])
+            if (self._last_step is not None and step <= self._last_step) or not (
+                math.isfinite(rate) and rate >= 0
+            ):
+                continue
+            if self._last_step is not None and self._values:
+                gap = min(step - self._last_step - 1, self._values.maxlen or 0)
+                self._values.extend([self._values[-1]] * gap)
+            self._values.append(rate)
+            self._last_step = step
+            added += 1
+        if self._last_step is not None:
+            for stale in [s for s in self._open if s <= self._last_step]:
+                del self._open[stale]
+        return added
+
+    def steps_after(self, step: int | None) -> list[tuple[int, float]]:
+        """The kept complete steps after ``step`` (all for ``None``), oldest first."""
+        if self._last_step is None:
+            return []
+        first = self._last_step - len(self._values) + 1
+        start = first if step is None else max(first, step + 1)
+        return [(s, self._values[s - first]) for s in range(start, self._last_step + 1)]
+
+    @property
+    def last_step(self) -> int | None:
+        """The index of the newest complete step (``None``: none yet)."""
+        return self._last_step
+
     def close(self, now_s: float) -> None:
         """Every step before the one ``now_s`` falls in is complete."""
         current = math.floor(now_s / self.step_s)
@@ -224,6 +263,7 @@ class Planner:
         self.policy: Policy | None = None
         self.lag: LagReading | None = None
         self.commands_sent = 0
+        self.restored_steps = 0
         self.last_command: cp.ScaleCommand | None = None
         self.last_note = "no decision yet"
         self._applied: tuple[float, int] | None = None
@@ -265,6 +305,17 @@ class Planner:
         self.lag = reading
         if reading.records_per_s is not None:
             self.arrivals.add(reading.at_s, reading.records_per_s)
+
+    def restore_arrivals(self, steps: Mapping[int, float]) -> int:
+        """Arrival steps a previous run of the app persisted (model-clock step index ->
+        records/s); returns how many were added (see :meth:`ArrivalSteps.restore`)."""
+        added = self.arrivals.restore(steps)
+        self.restored_steps += added
+        if added:
+            log.info(
+                "restored %d arrival steps of %s from the history table", added, self.settings.group
+            )
+        return added
 
     def on_applied(self, workers: int, at_s: float) -> None:
         """An executor reports the worker count after applying a command."""
@@ -475,6 +526,7 @@ class Planner:
             "throughput": estimate.explanation if estimate else None,
             "measured": [list(p) for p in estimate.measured] if estimate else [],
             "history_steps": len(self.arrivals),
+            "restored_steps": self.restored_steps,
             "pending_command": pending.command_id if pending else None,
             "last_pause_s": self._last_pause_s,
             "commands_sent": self.commands_sent,

@@ -36,6 +36,10 @@ def own_broker() -> Iterator[EmbeddedBroker]:
         yield embedded
 
 
+# The planner rides along (1-s arrival steps) so that its history is restored too.
+PLANNER = ("--plan-job", "lag-app-job", "--plan-step-s", "1")
+
+
 def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker, tmp_path):
     settings = own_broker.kafka_settings()
     create_topic(settings, TOPIC, 4)
@@ -48,7 +52,7 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
     committer.close()
     port = free_port()
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log"
+        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
     )
     try:
         body = _wait_for(
@@ -91,13 +95,21 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         )
         history_before = len(get_json(port, f"/groups/{GROUP}/lag")[1]["history"])
         assert history_before >= 2
+        arrival_steps = _wait_for(
+            lambda: (
+                (get_json(port, "/planner")[1] or {}).get("history_steps", 0) >= 3
+                and get_json(port, "/planner")[1]["history_steps"]
+            ),
+            30,
+            "the planner's arrival steps",
+        )
     finally:
         code = stop_process(process, log)
     assert code == 0
 
     # A restarted app recovers its history tables from their changelogs.
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log"
+        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
     )
     try:
         health = _wait_for(
@@ -113,5 +125,16 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         assert len(body["history"]) >= history_before
         # CPS needs two HWM snapshots: restored history gives it on the first tick.
         assert all(p["records_per_s"] is not None for p in body["partitions"])
+        # The planner starts from the arrival steps the first run persisted.
+        planner = _wait_for(
+            lambda: (
+                (get_json(port, "/planner")[1] or {}).get("restored_steps")
+                and get_json(port, "/planner")[1]
+            ),
+            30,
+            "the planner's restored arrival steps",
+        )
+        assert planner["restored_steps"] >= arrival_steps - 1  # the last may be unsent
+        assert planner["history_steps"] >= planner["restored_steps"]
     finally:
         assert stop_process(process, log) == 0

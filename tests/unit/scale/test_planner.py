@@ -69,6 +69,41 @@ def test_arrival_steps_keep_complete_steps_and_fill_gaps():
     assert not steps.array().flags.writeable
 
 
+def test_arrival_steps_are_persisted_and_restored_in_order():
+    first = ArrivalSteps(step_s=10, max_steps=100)
+    for at, rate in ((T0 + 1, 4.0), (T0 + 11, 6.0), (T0 + 41, 9.0)):
+        first.add(at, rate)
+    first.close(T0 + 55)
+    stored = dict(first.steps_after(None))
+    base = int(T0 // 10)
+    assert stored == {base: 4.0, base + 1: 6.0, base + 2: 6.0, base + 3: 6.0, base + 4: 9.0}
+    assert first.steps_after(base + 3) == [(base + 4, 9.0)]
+    assert first.steps_after(base + 4) == []
+
+    # A restarted app: a reading of an old step arrived before the restore.
+    second = ArrivalSteps(step_s=10, max_steps=100)
+    second.add(T0 + 42, 50.0)
+    assert second.restore({base + 4: 9.0, base: 4.0, base + 1: 6.0}) == 3
+    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0]  # the gap repeats 6.0
+    assert second.last_step == base + 4
+    second.close(T0 + 65)  # the stale open step is gone: nothing appended out of order
+    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0]
+    assert second.restore({base + 2: 1.0, base + 6: float("nan"), base + 7: -1.0}) == 0
+    second.add(T0 + 61, 7.0)
+    second.close(T0 + 75)
+    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0, 9.0, 7.0]
+
+    capped = ArrivalSteps(step_s=10, max_steps=3)
+    assert capped.restore({0: 1.0, 10_000_000: 2.0}) == 2  # a huge gap costs no memory
+    assert capped.array().tolist() == [1.0, 1.0, 2.0]
+
+
+def test_the_planner_reports_restored_steps():
+    p = planner()
+    assert p.restore_arrivals({100: 3.0, 101: 4.0}) == 2
+    assert p.status()["restored_steps"] == 2 and p.status()["history_steps"] == 2
+
+
 def test_the_worker_count_comes_from_the_newest_sample_or_applied_result():
     p = planner(initial_workers=2)
     assert p.current_workers() == 2
