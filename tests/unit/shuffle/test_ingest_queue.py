@@ -9,28 +9,13 @@ from streamtrain.ingest.records import RecordColumns
 from streamtrain.shuffle.ingest_queue import ShuffleQueue
 from streamtrain.shuffle.membership import MemberDirectory, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
-from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
+from streamtrain.shuffle.settings import ShufflePolicy
 from streamtrain.shuffle.testing import RecordingAcknowledger
-from tests.unit.shuffle.test_unit import Listener, _records
+from tests.unit.shuffle.test_unit import Listener, _records, small_settings
 
 
 def _queue(policy=ShufflePolicy.ADVANCED, **kw):
-    settings = ShuffleSettings(
-        job="j",
-        worker_id="w",
-        policy=policy,
-        **(
-            {
-                "queue_capacity_records": 50,
-                "low_watermark_records": 10,
-                "high_watermark_records": 40,
-                "overflow_capacity_records": 50,
-                "batch_records": 20,
-                "credit_window_records": 100,
-            }
-            | kw
-        ),
-    )
+    settings = small_settings(policy, **({"overflow_capacity_records": 50} | kw))
     acks = RecordingAcknowledger()
     node = ShuffleNode(settings, acks, StaticMembership(MemberDirectory()))
     listener = Listener()

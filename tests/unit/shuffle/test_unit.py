@@ -40,8 +40,9 @@ def _records(first, n, partition=0, forwarded=False):
     )
 
 
-def _unit(policy=ShufflePolicy.ADVANCED, **kw):
-    settings = ShuffleSettings(
+def small_settings(policy=ShufflePolicy.ADVANCED, **kw):
+    """A worker with a 50-record queue (watermarks 10/40), overrides in ``kw``."""
+    return ShuffleSettings(
         job="j",
         worker_id="w",
         policy=policy,
@@ -57,8 +58,11 @@ def _unit(policy=ShufflePolicy.ADVANCED, **kw):
             | kw
         ),
     )
+
+
+def _unit(policy=ShufflePolicy.ADVANCED, **kw):
     acks = RecordingAcknowledger()
-    unit = ShuffleUnit(settings, acks)
+    unit = ShuffleUnit(small_settings(policy, **kw), acks)
     listener = Listener()
     unit.set_listener(listener)
     return unit, acks, listener
