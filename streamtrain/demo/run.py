@@ -474,7 +474,11 @@ class _Demo:
             "phase": self.phase,
             "job": self.names.job,
             "topic": self.names.topic,
-            "records": {"produced": self.produced(), "trained_unique": self.trained.unique},
+            "records": {
+                "produced": self.produced(),
+                "trained_unique": self.trained.unique,
+                "trained_from_peers": self.trained.forwarded,
+            },
             "timeline": self.timeline.to_json(),
         }
 
@@ -638,5 +642,6 @@ def _progress(demo: _Demo, now: float) -> None:
     demo.echo(
         f"[{demo.phase}] simulated {hours:02d}:{minutes:02d}  workers {pool}  "
         f"lag {'n/a' if lag is None else f'{lag:.1f} s'}  "
-        f"trained {demo.trained.unique:,} / produced {demo.produced():,}"
+        f"trained {demo.trained.unique:,} / produced {demo.produced():,} "
+        f"({demo.trained.forwarded:,} by a peer)"
     )

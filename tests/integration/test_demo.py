@@ -143,6 +143,7 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
                         timeout=30_000,
                     )
                 assert page.text_content("#pool") not in ("", "-")
+                assert (page.text_content("#bypeer") or "").replace(",", "").isdigit()
                 # The burst button: a lag spike, then an SLO alert on the page.
                 page.click("#burst")
                 page.wait_for_selector("#alerts li[data-kind='SLO']", timeout=60_000)
