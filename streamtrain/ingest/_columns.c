@@ -1,5 +1,6 @@
 /*
- * streamtrain.ingest._columns: fill record columns from confluent-kafka Messages in C.
+ * streamtrain.ingest._columns: fill record columns from confluent-kafka Messages in C,
+ * and find a chunk's offset runs.
  *
  * The per-record hot path of ingest (see messages.py). Calling five accessor methods per
  * Message from Python costs about a quarter of a microsecond a record; this reads the
@@ -142,10 +143,74 @@ done:
     return result;
 }
 
+/*
+ * offset_runs(partitions, offsets, max_runs) -> list[tuple[int, int, int]] | None
+ *   partitions: int32 buffer, offsets: int64 buffer of the same length (C-contiguous)
+ * The (partition, first_offset, last_offset) runs of consecutive offsets in record
+ * order (what RecordColumns.offset_ranges computes with numpy), or None when there are
+ * more than max_runs of them (the caller then sorts by partition first).
+ */
+static PyObject *
+offset_runs(PyObject *self, PyObject *args)
+{
+    PyObject *py_partitions, *py_offsets;
+    Py_ssize_t max_runs;
+    Py_buffer partitions, offsets;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "OOn", &py_partitions, &py_offsets, &max_runs))
+        return NULL;
+    if (PyObject_GetBuffer(py_partitions, &partitions, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(py_offsets, &offsets, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&partitions);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = partitions.len / 4;
+    if (partitions.itemsize != 4 || offsets.itemsize != 8 || offsets.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "offset_runs needs int32 partitions and as many "
+                                          "int64 offsets");
+        goto done;
+    }
+    const int32_t *part = (const int32_t *)partitions.buf;
+    const int64_t *offs = (const int64_t *)offsets.buf;
+    Py_ssize_t runs = n ? 1 : 0;
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (part[i] != part[i - 1] || offs[i] != offs[i - 1] + 1)
+            runs++;
+    if (runs > max_runs) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyList_New(runs);
+    if (result == NULL)
+        goto done;
+    Py_ssize_t start = 0, k = 0;
+    for (Py_ssize_t i = 1; i <= n; i++) {
+        if (i < n && part[i] == part[i - 1] && offs[i] == offs[i - 1] + 1)
+            continue;
+        PyObject *run = Py_BuildValue("(iLL)", (int)part[start], (long long)offs[start],
+                                      (long long)offs[i - 1]);
+        if (run == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, k++, run);
+        start = i;
+    }
+done:
+    PyBuffer_Release(&partitions);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"fill", fill, METH_VARARGS,
      "fill(messages, message_type, layout, partitions, offsets, timestamps, bounds) -> "
      "bytes | None"},
+    {"offset_runs", offset_runs, METH_VARARGS,
+     "offset_runs(partitions, offsets, max_runs) -> list[tuple[int, int, int]] | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -117,6 +117,8 @@ class RawDecoder:
         n = len(records)
         lengths = records.payload_lengths()
         if self.width is not None:
+            if n and int(lengths.min()) == self.width == int(lengths.max()):
+                return Decoded(_raw_fixed(records, self.width))
             bad = np.flatnonzero(lengths != self.width)
             if bad.size:
                 good = _complement(bad, n)
@@ -134,7 +136,7 @@ class RawDecoder:
         rows = np.repeat(np.arange(n), lengths)
         cols = np.arange(flat.size) - np.repeat(records.payload_bounds[:-1], lengths)
         padded[rows, cols] = flat
-        return Decoded({"payload": padded, "length": lengths})
+        return Decoded({"payload": padded, "length": lengths.copy()})
 
 
 def _raw_fixed(records: RecordColumns, width: int) -> Columns:

@@ -107,7 +107,7 @@ def _c_builder() -> tuple[Any, Layout] | None:
     if os.environ.get("STREAMTRAIN_INGEST_BUILDER", "c") == "python":
         return None
     try:
-        from streamtrain.ingest import _columns  # type: ignore[attr-defined]
+        from streamtrain.ingest import _columns
     except ImportError:
         return None
     try:

@@ -168,8 +168,8 @@ class BatchReader:
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
         lengths = chunk.payload_lengths()
-        oversized = np.flatnonzero(lengths > self.max_record_bytes)
-        if oversized.size:
+        if lengths.size and int(lengths.max()) > self.max_record_bytes:
+            oversized = np.flatnonzero(lengths > self.max_record_bytes)
             self._reject(
                 chunk.take(oversized),
                 [

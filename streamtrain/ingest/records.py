@@ -23,6 +23,11 @@ __all__ = ["RecordColumns"]
 
 _MAX_UNSORTED_RUNS = 64  # more runs than this in record order: sort by partition first
 
+try:  # the optional C extension (setup.py); numpy does the same, slower on small chunks
+    from streamtrain.ingest._columns import offset_runs as _c_offset_runs
+except ImportError:  # pragma: no cover - built wherever a C compiler was found
+    _c_offset_runs = None  # type: ignore[assignment]
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class RecordColumns:
@@ -43,6 +48,7 @@ class RecordColumns:
     _ranges: list[tuple[int, int, int]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _lengths: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = self.offsets.shape[0] if self.offsets.ndim == 1 else -1
@@ -114,8 +120,13 @@ class RecordColumns:
         return len(self.payloads)
 
     def payload_lengths(self) -> NDArray[np.int64]:
-        """Bytes of each record's payload."""
-        return np.diff(self.payload_bounds)
+        """Bytes of each record's payload (read-only; computed once per chunk)."""
+        lengths = self._lengths
+        if lengths is None:
+            lengths = np.diff(self.payload_bounds)
+            lengths.setflags(write=False)
+            object.__setattr__(self, "_lengths", lengths)
+        return lengths
 
     def offset_ranges(self) -> list[tuple[int, int, int]]:
         """``(partition, first_offset, last_offset)`` runs of consecutive offsets, inclusive.
@@ -139,6 +150,18 @@ class RecordColumns:
         if n == 0:
             return []
         parts, offs = self.partitions, self.offsets
+        if (
+            _c_offset_runs is not None
+            and parts.dtype == np.int32
+            and offs.dtype == np.int64
+            and parts.flags.c_contiguous
+            and offs.flags.c_contiguous
+        ):
+            runs: list[tuple[int, int, int]] | None = _c_offset_runs(
+                parts, offs, _MAX_UNSORTED_RUNS
+            )
+            if runs is not None:
+                return runs
         breaks = np.flatnonzero((parts[1:] != parts[:-1]) | (offs[1:] - offs[:-1] != 1)) + 1
         if breaks.size > _MAX_UNSORTED_RUNS:
             order = np.argsort(parts, kind="stable")

@@ -71,3 +71,36 @@ def test_payload_bytes_and_lengths():
     assert records.payload_bytes == 3
     assert records.payload_lengths().dtype == np.int64
     assert records.payload_lengths().tolist() == [0, 2, 1]
+
+
+def test_offset_runs_from_the_c_extension_match_numpys():
+    from streamtrain.ingest import records
+
+    try:
+        from streamtrain.ingest._columns import offset_runs
+    except ImportError:
+        pytest.skip("the C extension is not built")
+    rng = np.random.default_rng(11)
+    for case in range(200):
+        n = int(rng.integers(1, 300))
+        partitions = rng.integers(0, 1 + case % 5, n).astype(np.int32)
+        offsets = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)  # gaps and repeats
+        if case % 3 == 0:
+            partitions.sort()
+        chunk = RecordColumns(
+            "t", partitions, offsets, np.zeros(n, np.int64), b"", np.zeros(n + 1, np.int64)
+        )
+        fast = offset_runs(partitions, offsets, records._MAX_UNSORTED_RUNS)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(records, "_c_offset_runs", None)
+            slow = chunk._offset_ranges()
+        if fast is None:  # too many runs in record order: numpy sorts by partition instead
+            breaks = (partitions[1:] != partitions[:-1]) | (np.diff(offsets) != 1)
+            assert int(breaks.sum()) + 1 > records._MAX_UNSORTED_RUNS
+        else:
+            assert fast == slow, case
+    big = np.arange(10, dtype=np.int64)
+    assert offset_runs(np.zeros(10, np.int32), big, 64) == [(0, 0, 9)]
+    assert offset_runs(np.zeros(0, np.int32), big[:0], 64) == []
+    with pytest.raises(ValueError, match="int32 partitions"):
+        offset_runs(np.zeros(3, np.int64), big[:3], 64)

@@ -1,0 +1,18 @@
+"""Types of the optional C extension ``_columns.c`` (see streamtrain/ingest/messages.py)."""
+
+from typing import Any
+
+from confluent_kafka import Message
+
+def fill(
+    messages: list[Message],
+    message_type: type[Message],
+    layout: tuple[int, int, int, int, int],
+    partitions: Any,
+    offsets: Any,
+    timestamps: Any,
+    bounds: Any,
+) -> bytes | None: ...
+def offset_runs(
+    partitions: Any, offsets: Any, max_runs: int
+) -> list[tuple[int, int, int]] | None: ...
