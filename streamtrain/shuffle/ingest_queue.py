@@ -12,7 +12,7 @@ acknowledges trained records through one callable. :class:`ShuffleQueue` puts a
   list that is offered again on every call; while it is not empty, :attr:`full` is true
   and the consumer pauses fetching;
 * **get** hands out the node's next chunk, the worker's own records or a batch a peer
-  forwarded (``forwarded`` set), and remembers it by the node's token;
+  forwarded (``forwarded`` set), and remembers the chunk it handed out;
 * **acknowledge** (the reader's and the dead-letter queue's callback) maps acknowledged
   records back to the chunks they came from: the whole chunk (the common case: one
   identity check), or parts of it (records sent to the dead-letter topic are
@@ -47,7 +47,7 @@ from streamtrain.shuffle.acks import Acknowledger, contiguous_runs
 from streamtrain.shuffle.membership import Membership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import ShuffleSettings
-from streamtrain.shuffle.unit import ShuffledBatch
+from streamtrain.shuffle.unit import ShuffledBatch, UnitStats
 
 __all__ = ["ShuffleQueue", "shuffled_consumer"]
 
@@ -87,8 +87,9 @@ class ShuffleQueue:
         self._pending: collections.deque[RecordColumns] = collections.deque()
         self._pending_records = 0
         self._acks_lock = threading.Lock()
-        self._handed_out: dict[int, _HandedOut] = {}  # by token, in hand-out order
-        self._by_identity: dict[int, int] = {}  # id(columns) -> token
+        # By id() of the handed-out columns (the entry keeps them alive, so the id is
+        # theirs until the entry goes), in hand-out order.
+        self._handed_out: dict[int, _HandedOut] = {}
         self._closed = threading.Event()
 
     @property
@@ -97,13 +98,17 @@ class ShuffleQueue:
 
     # -- the fetch thread's side -----------------------------------------------------------
 
+    def _flushed(self) -> tuple[UnitStats, int]:
+        """Offer the pending records to the node again; its stats and what still waits."""
+        with self._pending_lock:
+            self._flush_locked()
+            return self._node.unit.stats(), self._pending_records
+
     @property
     def records(self) -> int:
         """Records waiting here: the node's local queue and overflow, and the pending list."""
-        with self._pending_lock:
-            self._flush_locked()
-            stats = self._node.unit.stats()
-            return stats.queue_records + stats.overflow_records + self._pending_records
+        stats, pending = self._flushed()
+        return stats.queue_records + stats.overflow_records + pending
 
     @property
     def full(self) -> bool:
@@ -113,15 +118,10 @@ class ShuffleQueue:
     @property
     def settled(self) -> bool:
         """Nothing waits here and nothing is in flight to a peer (safe to call a worker idle)."""
-        with self._pending_lock:
-            self._flush_locked()
-            stats = self._node.unit.stats()
-            return not (
-                self._pending_records
-                or stats.queue_records
-                or stats.overflow_records
-                or stats.in_flight_records
-            )
+        stats, pending = self._flushed()
+        return not (
+            pending or stats.queue_records or stats.overflow_records or stats.in_flight_records
+        )
 
     def put(self, chunk: RecordColumns) -> None:
         if not len(chunk):
@@ -173,8 +173,7 @@ class ShuffleQueue:
             batch = self._node.take(max_records, timeout_s=max(min(remaining, _TAKE_SLICE_S), 0))
             if batch is not None:
                 with self._acks_lock:
-                    self._handed_out[batch.token] = _HandedOut(batch)
-                    self._by_identity[id(batch.columns)] = batch.token
+                    self._handed_out[id(batch.columns)] = _HandedOut(batch)
                 return batch.columns
             if remaining <= 0:
                 return None
@@ -193,10 +192,9 @@ class ShuffleQueue:
         done: list[ShuffledBatch] = []
         unmatched: list[RecordKey] = []
         with self._acks_lock:
-            token = self._by_identity.get(id(records))
-            entry = None if token is None else self._handed_out.get(token)
+            entry = self._handed_out.get(id(records))
             if entry is not None and entry.batch.columns is records and entry.pending is None:
-                self._forget_locked(entry.batch)
+                del self._handed_out[id(records)]
                 done.append(entry.batch)
             else:
                 unmatched = self._match_locked(records, done)
@@ -216,7 +214,7 @@ class ShuffleQueue:
     def _match_locked(self, records: RecordColumns, done: list[ShuffledBatch]) -> list[RecordKey]:
         """Tick ``records`` off the chunks they came from (oldest first); return the rest."""
         remaining = _keys(records)
-        for entry in list(self._handed_out.values()):
+        for handle, entry in list(self._handed_out.items()):
             if not remaining:
                 break
             columns = entry.batch.columns
@@ -233,13 +231,9 @@ class ShuffleQueue:
                     left.append(key)
             remaining = left
             if not pending:
-                self._forget_locked(entry.batch)
+                del self._handed_out[handle]
                 done.append(entry.batch)
         return remaining
-
-    def _forget_locked(self, batch: ShuffledBatch) -> None:
-        del self._handed_out[batch.token]
-        self._by_identity.pop(id(batch.columns), None)
 
 
 def shuffled_consumer(

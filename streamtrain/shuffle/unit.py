@@ -345,14 +345,11 @@ class ShuffleUnit:
                     chunk.columns = chunk.columns.without(topic, partitions)
                 if len(chunk.columns):
                     queue.append(chunk)
-            overflow, _ = drop_partitions(self._overflow, topic, partitions)
+            self._overflow, from_overflow = drop_partitions(self._overflow, topic, partitions)
             queue_records = sum(len(chunk.columns) for chunk in queue)
-            overflow_records = sum(len(columns) for columns in overflow)
-            dropped = (self._queue_records - queue_records) + (
-                self._overflow_records - overflow_records
-            )
+            dropped = self._queue_records - queue_records + from_overflow
             self._queue, self._queue_records = queue, queue_records
-            self._overflow, self._overflow_records = overflow, overflow_records
+            self._overflow_records -= from_overflow
             self._refill_locked()
             self._changed.notify_all()
             return dropped
