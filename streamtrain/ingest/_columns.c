@@ -28,17 +28,36 @@
 #include <stdint.h>
 #include <string.h>
 
-static int
-get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize,
-           const char *name)
+/* The four output buffers of fill(), in argument order. */
+enum { PARTITIONS, OFFSETS, TIMESTAMPS, BOUNDS, N_BUFFERS };
+static const char *const buffer_names[N_BUFFERS] = {"partitions", "offsets", "timestamps",
+                                                    "bounds"};
+static const Py_ssize_t buffer_itemsizes[N_BUFFERS] = {4, 8, 8, 8};
+
+static void
+release_buffers(Py_buffer *views, int count)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (view->len != items * itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got %zd", name,
-                     items * itemsize, view->len);
-        PyBuffer_Release(view);
-        return -1;
+    for (int k = 0; k < count; k++)
+        PyBuffer_Release(&views[k]);
+}
+
+/* Writable, C-contiguous views of objects[k] with n items (bounds: n + 1); on failure
+ * nothing stays acquired and an exception is set. */
+static int
+get_buffers(PyObject *const *objects, Py_buffer *views, Py_ssize_t n)
+{
+    for (int k = 0; k < N_BUFFERS; k++) {
+        Py_ssize_t expected = (n + (k == BOUNDS)) * buffer_itemsizes[k];
+        if (PyObject_GetBuffer(objects[k], &views[k], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            release_buffers(views, k);
+            return -1;
+        }
+        if (views[k].len != expected) {
+            PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got %zd", buffer_names[k],
+                         expected, views[k].len);
+            release_buffers(views, k + 1);
+            return -1;
+        }
     }
     return 0;
 }
@@ -46,14 +65,14 @@ get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize
 static PyObject *
 fill(PyObject *self, PyObject *args)
 {
-    PyObject *messages, *layout, *py_partitions, *py_offsets, *py_timestamps, *py_bounds;
+    PyObject *messages, *layout, *outputs[N_BUFFERS];
     PyTypeObject *message_type;
     Py_ssize_t value_at, error_at, partition_at, offset_at, timestamp_at;
     (void)self;
 
     if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyList_Type, &messages, &PyType_Type,
-                          &message_type, &PyTuple_Type, &layout, &py_partitions,
-                          &py_offsets, &py_timestamps, &py_bounds))
+                          &message_type, &PyTuple_Type, &layout, &outputs[PARTITIONS],
+                          &outputs[OFFSETS], &outputs[TIMESTAMPS], &outputs[BOUNDS]))
         return NULL;
     if (!PyArg_ParseTuple(layout, "nnnnn", &value_at, &error_at, &partition_at, &offset_at,
                           &timestamp_at))
@@ -68,29 +87,14 @@ fill(PyObject *self, PyObject *args)
     }
 
     Py_ssize_t n = PyList_GET_SIZE(messages);
-    Py_buffer partitions, offsets, timestamps, bounds;
-    if (get_buffer(py_partitions, &partitions, n, 4, "partitions") < 0)
+    Py_buffer views[N_BUFFERS];
+    if (get_buffers(outputs, views, n) < 0)
         return NULL;
-    if (get_buffer(py_offsets, &offsets, n, 8, "offsets") < 0) {
-        PyBuffer_Release(&partitions);
-        return NULL;
-    }
-    if (get_buffer(py_timestamps, &timestamps, n, 8, "timestamps") < 0) {
-        PyBuffer_Release(&partitions);
-        PyBuffer_Release(&offsets);
-        return NULL;
-    }
-    if (get_buffer(py_bounds, &bounds, n + 1, 8, "bounds") < 0) {
-        PyBuffer_Release(&partitions);
-        PyBuffer_Release(&offsets);
-        PyBuffer_Release(&timestamps);
-        return NULL;
-    }
 
-    int32_t *part = (int32_t *)partitions.buf;
-    int64_t *offs = (int64_t *)offsets.buf;
-    int64_t *ts = (int64_t *)timestamps.buf;
-    int64_t *bnd = (int64_t *)bounds.buf;
+    int32_t *part = (int32_t *)views[PARTITIONS].buf;
+    int64_t *offs = (int64_t *)views[OFFSETS].buf;
+    int64_t *ts = (int64_t *)views[TIMESTAMPS].buf;
+    int64_t *bnd = (int64_t *)views[BOUNDS].buf;
     PyObject *result = NULL;
     int64_t total = 0;
 
@@ -136,10 +140,7 @@ fill(PyObject *self, PyObject *args)
 not_plain:
     result = Py_NewRef(Py_None);
 done:
-    PyBuffer_Release(&partitions);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&timestamps);
-    PyBuffer_Release(&bounds);
+    release_buffers(views, N_BUFFERS);
     return result;
 }
 

@@ -31,7 +31,7 @@ import os
 import struct
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from confluent_kafka import KafkaError as ClientError
@@ -87,20 +87,17 @@ def message_layout() -> Layout | None:
             ]
             return hits[0] if len(hits) == 1 else None
 
-        offsets = (
+        layout = (
             where(struct.pack("P", id(value)), 8),
             where(struct.pack("P", id(error)), 8),
             where(struct.pack("=i", partition), 4),
             where(struct.pack("=q", offset), 8),
             where(struct.pack("=q", timestamp_ms), 8),
         )
-        if any(at is None for at in offsets):
+        if None in layout:
             return None
-        found.append(tuple(at for at in offsets if at is not None))
-    if found[0] != found[1]:
-        return None
-    a, b, c, d, e = found[0]
-    return a, b, c, d, e
+        found.append(layout)
+    return cast(Layout, found[0]) if found[0] == found[1] else None
 
 
 def _c_builder() -> tuple[Any, Layout] | None:
