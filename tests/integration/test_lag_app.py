@@ -29,6 +29,16 @@ def _wait_for(predicate, timeout_s, what):
     pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def _wait_for_json(port, path, ready, timeout_s, what):
+    """The JSON body of ``path`` once ``ready(body)`` holds (one GET per attempt)."""
+
+    def attempt():
+        body = get_json(port, path)[1] or {}
+        return body if ready(body) else None
+
+    return _wait_for(attempt, timeout_s, what)
+
+
 @pytest.fixture
 def own_broker() -> Iterator[EmbeddedBroker]:
     """A broker of this test's own: it is paused with SIGSTOP, which others must not see."""
@@ -95,14 +105,13 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         )
         history_before = len(get_json(port, f"/groups/{GROUP}/lag")[1]["history"])
         assert history_before >= 2
-        arrival_steps = _wait_for(
-            lambda: (
-                (get_json(port, "/planner")[1] or {}).get("history_steps", 0) >= 3
-                and get_json(port, "/planner")[1]["history_steps"]
-            ),
+        arrival_steps = _wait_for_json(
+            port,
+            "/planner",
+            lambda body: body.get("history_steps", 0) >= 3,
             30,
             "the planner's arrival steps",
-        )
+        )["history_steps"]
     finally:
         code = stop_process(process, log)
     assert code == 0
@@ -112,13 +121,8 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
     )
     try:
-        health = _wait_for(
-            lambda: (
-                (get_json(port, "/health")[1] or {}).get("restored")
-                and get_json(port, "/health")[1]
-            ),
-            90,
-            "the restarted app",
+        health = _wait_for_json(
+            port, "/health", lambda body: body.get("restored"), 90, "the restarted app"
         )
         assert health["restored"]
         body = _wait_for(lambda: get_json(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
@@ -126,11 +130,10 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         # CPS needs two HWM snapshots: restored history gives it on the first tick.
         assert all(p["records_per_s"] is not None for p in body["partitions"])
         # The planner starts from the arrival steps the first run persisted.
-        planner = _wait_for(
-            lambda: (
-                (get_json(port, "/planner")[1] or {}).get("restored_steps")
-                and get_json(port, "/planner")[1]
-            ),
+        planner = _wait_for_json(
+            port,
+            "/planner",
+            lambda body: body.get("restored_steps"),
             30,
             "the planner's restored arrival steps",
         )
