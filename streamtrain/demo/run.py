@@ -60,12 +60,12 @@ from streamtrain.kafka import create_topic
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier
 from streamtrain.scale.executors.local import LocalProcessPool
+from streamtrain.units import DAY_S
 
 __all__ = ["DemoSettings", "run_demo"]
 
 log = logging.getLogger(__name__)
 
-DAY_S = 86_400.0
 _PLAN_STEP_S = 300  # the planner's step, model seconds (5 simulated minutes)
 _WORKER_BATCH_RECORDS = 128
 _FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))

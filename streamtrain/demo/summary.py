@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamtrain.units import DAY_S
+
 __all__ = ["RecordCounts", "format_summary", "summarize", "workers_at"]
 
 
@@ -59,7 +61,7 @@ def workers_at(workers: Sequence[Sequence[float]], at_s: float) -> int:
 def _clock(at_s: float, started_at_s: float, speed: float) -> str:
     """``HH:MM`` of simulated time (``+1d`` past the day)."""
     simulated = max(0.0, at_s - started_at_s) * speed
-    days, rest = divmod(int(simulated), 86_400)
+    days, rest = divmod(int(simulated), DAY_S)
     text = f"{rest // 3600:02d}:{rest // 60 % 60:02d}"
     return text + (f" +{days}d" if days else "")
 

@@ -33,12 +33,11 @@ from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace, synth_trace
 from streamtrain.ingest.example import SyntheticCtr, split_records
 from streamtrain.sim.workload import SkewSettings, partition_shares
+from streamtrain.units import DAY_S
 
 __all__ = ["TrafficGenerator", "TrafficPlan", "drift_phase"]
 
 log = logging.getLogger(__name__)
-
-_DAY_S = 86_400
 
 
 def drift_phase(elapsed_s: float, duration_s: float, turns: float) -> float:
@@ -78,7 +77,7 @@ class TrafficPlan:
         if peak_records_per_s <= 0:
             raise ConfigError(f"the peak rate must be positive, got {peak_records_per_s}")
         trace = trace or synth_trace(7, seed=seed)
-        steps = max(1, round(_DAY_S / trace.step_s))
+        steps = max(1, round(DAY_S / trace.step_s))
         day = np.nan_to_num(trace.records_per_s[-steps:], nan=0.0)
         if day.size == 0 or float(day.max()) <= 0:
             raise ConfigError("the trace's last day has no traffic")

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.trace import DAY_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
     "Forecaster",

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
-from streamtrain.forecast.trace import DAY_S
+from streamtrain.units import DAY_S
 
 __all__ = ["HoltWinters"]
 

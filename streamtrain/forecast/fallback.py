@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive, as_history, as_new_points
-from streamtrain.forecast.trace import DAY_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = ["FallbackForecaster"]
 

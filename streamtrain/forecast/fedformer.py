@@ -65,7 +65,7 @@ from streamtrain.forecast.fedformer_data import (
     time_marks,
 )
 from streamtrain.forecast.fedformer_train import build_network, run_network, train_network
-from streamtrain.forecast.trace import DAY_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 if TYPE_CHECKING:
     from streamtrain.forecast.fedformer_model import FedformerNet

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from streamtrain.forecast.trace import DAY_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
     "LogScale",

@@ -20,7 +20,7 @@ from streamtrain.forecast.base import Forecaster, SeasonalNaive
 from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
-from streamtrain.forecast.trace import DAY_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = ["FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
 

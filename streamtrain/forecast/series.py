@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, TraceError
-from streamtrain.forecast.trace import DAY_S, Trace, synth_trace
+from streamtrain.forecast.trace import Trace, synth_trace
+from streamtrain.units import DAY_S
 
 __all__ = [
     "SHAPES",

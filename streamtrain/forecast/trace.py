@@ -30,10 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import TraceError
+from streamtrain.units import DAY_S, HOUR_S
 
 __all__ = [
-    "DAY_S",
-    "WEEK_S",
     "Trace",
     "load_trace",
     "parse_timestamp_s",
@@ -41,8 +40,6 @@ __all__ = [
     "write_trace",
 ]
 
-DAY_S = 86_400
-WEEK_S = 7 * DAY_S
 # 2026-01-05 00:00 UTC, a Monday: synthetic traces start on a Monday at midnight.
 _SYNTH_START_S = 1_767_571_200
 
@@ -217,7 +214,7 @@ def synth_trace(
     rng = np.random.default_rng(seed)
     steps = days * DAY_S // step_s
     t_s = np.arange(steps, dtype=np.float64) * step_s
-    hour = np.mod(t_s, DAY_S) / 3600
+    hour = np.mod(t_s, DAY_S) / HOUR_S
     weekday = (t_s // DAY_S).astype(np.int64) % 7
     weekend = weekday >= 5
     peak = np.where(weekend, peak_records_per_s * 1.08, peak_records_per_s)

@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
-from streamtrain.forecast.trace import DAY_S, Trace
+from streamtrain.forecast.trace import Trace
 from streamtrain.scale.models import ThroughputModel
 from streamtrain.scale.policies import FORECASTING_POLICIES, POLICY_NAMES, ForecastFeed, make_policy
 from streamtrain.scale.policies.feed import Forecast, precompute
@@ -53,6 +53,7 @@ from streamtrain.sim.engine import Run, Workload, run_policy
 from streamtrain.sim.execution import Execution, RestartCosts, action_phases
 from streamtrain.sim.metrics import SLO_LAG_S, PolicyMetrics, compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
+from streamtrain.units import DAY_S
 
 __all__ = [
     "DEFAULT_MODELS",

@@ -25,12 +25,9 @@ Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,13 +38,12 @@ from types import TracebackType
 from typing import IO
 
 from streamtrain.errors import ConfigError, ExecutorError
+from streamtrain.process import die_with_parent_preexec
 from streamtrain.proto import control_plane_pb2 as cp
 
 __all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
 
 log = logging.getLogger(__name__)
-
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,30 +69,6 @@ class _Worker:
     worker_id: str
     process: subprocess.Popen[bytes]
     restarts: int = 0
-
-
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that asks for SIGTERM when the forking thread dies (Linux only).
-
-    ``prctl`` is looked up here, in the parent, so the child only makes one C call
-    between fork and exec. If the parent died before that call took effect, the child
-    exits at once instead of running orphaned.
-    """
-    if sys.platform != "linux":
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError) as exc:
-        log.warning("prctl is unavailable (%s); workers will not die with this process", exc)
-        return None
-    parent_pid = os.getpid()
-
-    def die_with_parent() -> None:  # pragma: no cover - runs in the child
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-    return die_with_parent
 
 
 class LocalProcessPool:
@@ -242,7 +214,7 @@ class LocalProcessPool:
             "STREAMTRAIN_WORKER_INDEX": str(index),
         }
         if self._spawner is None:
-            self._preexec = _pdeathsig_preexec()
+            self._preexec = die_with_parent_preexec()
             self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-spawner")
         try:
             process = self._spawner.submit(self._popen, worker_id, env).result()
@@ -269,7 +241,7 @@ class LocalProcessPool:
             return self._start(env, out)
 
     def _start(self, env: dict[str, str], out: IO[bytes] | None) -> subprocess.Popen[bytes]:
-        # preexec_fn only makes the prctl call resolved beforehand (see _pdeathsig_preexec).
+        # preexec_fn only makes the prctl call resolved beforehand (see streamtrain.process).
         return subprocess.Popen(  # noqa: S603 - argv comes from the operator's config
             self._argv,
             env=env,

@@ -38,9 +38,9 @@ from numpy.typing import NDArray
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
-from streamtrain.forecast.trace import WEEK_S
 from streamtrain.scale.policy import ForecasterFactory, Observation
 from streamtrain.scale.trigger import relative_error
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
     "FORECASTER_CHOICES",
@@ -155,7 +155,7 @@ class ForecastFeed:
         self,
         factory: ForecasterFactory,
         *,
-        refit_interval_s: float = 86_400.0,
+        refit_interval_s: float = DAY_S,
         max_horizon_steps: int = 180,
         scored_predictions: int = 2000,
         cache: dict[int, Forecast] | None = None,

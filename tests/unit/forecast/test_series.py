@@ -3,7 +3,7 @@ import pytest
 
 from streamtrain.errors import ConfigError, TraceError
 from streamtrain.forecast.series import SHAPES, make_trace
-from streamtrain.forecast.trace import DAY_S
+from streamtrain.units import DAY_S
 
 
 @pytest.mark.parametrize("shape", sorted(set(SHAPES) - {"kale"}))

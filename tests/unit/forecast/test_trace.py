@@ -5,13 +5,13 @@ import pytest
 
 from streamtrain.errors import TraceError
 from streamtrain.forecast.trace import (
-    DAY_S,
     Trace,
     load_trace,
     parse_timestamp_s,
     synth_trace,
     write_trace,
 )
+from streamtrain.units import DAY_S
 
 
 def test_parse_timestamp_accepts_epoch_and_iso():

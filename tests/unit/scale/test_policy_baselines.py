@@ -9,36 +9,10 @@ from streamtrain.scale.policies.hpa import scale_up_limit
 from streamtrain.scale.policies.kale import restart_backlog_records
 from streamtrain.scale.policies.madu import linear_fit
 from streamtrain.scale.policy import Decision, Observation, PendingAction, PolicyContext
+from streamtrain.testing import ScriptedForecaster
 
 PER_WORKER = 100.0
 OBSERVATIONS = tuple((float(w), PER_WORKER * w) for w in range(1, 21) for _ in range(2))
-
-
-class Scripted:
-    """A forecaster whose prediction from n observed steps is ``profile[n:]`` (a test
-    double: the policy only ever gets what ``predict`` returns)."""
-
-    name = "scripted"
-    step_s = 60
-
-    def __init__(self, profile):
-        self.profile = np.asarray(profile, dtype=float)
-        self.n = 0
-
-    def fit(self, history):
-        self.n = len(history)
-        return self
-
-    def update(self, new_points):
-        self.n += len(new_points)
-        return self
-
-    def predict(self, horizon):
-        out = self.profile[self.n : self.n + horizon]
-        return np.pad(out, (0, horizon - out.size), mode="edge")
-
-    def save(self, path):
-        raise NotImplementedError
 
 
 def _must(decision: Decision | None) -> Decision:
@@ -47,7 +21,7 @@ def _must(decision: Decision | None) -> Decision:
 
 
 def _ctx(profile=None, **kw):
-    factory = (lambda steps: Scripted(profile)) if profile is not None else None
+    factory = (lambda steps: ScriptedForecaster(profile)) if profile is not None else None
     return PolicyContext(
         max_workers=20,
         throughput_observations=OBSERVATIONS,

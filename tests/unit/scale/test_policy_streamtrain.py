@@ -7,35 +7,10 @@ import pytest
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies import make_policy
 from streamtrain.scale.policy import Observation, PendingAction, PolicyContext
+from streamtrain.testing import ScriptedForecaster
 
 PER_WORKER = 100.0
 OBSERVATIONS = tuple((float(w), PER_WORKER * w) for w in range(1, 31) for _ in range(2))
-
-
-class Scripted:
-    """Test double: the prediction from n observed steps is ``profile[n:]``."""
-
-    name = "scripted"
-    step_s = 60
-
-    def __init__(self, profile):
-        self.profile = np.asarray(profile, dtype=float)
-        self.n = 0
-
-    def fit(self, history):
-        self.n = len(history)
-        return self
-
-    def update(self, new_points):
-        self.n += len(new_points)
-        return self
-
-    def predict(self, horizon):
-        out = self.profile[self.n : self.n + horizon]
-        return np.pad(out, (0, horizon - out.size), mode="edge")
-
-    def save(self, path):
-        raise NotImplementedError
 
 
 def _policy(profile, pause_s=600.0, prep_s=0.0, **settings):
@@ -43,7 +18,7 @@ def _policy(profile, pause_s=600.0, prep_s=0.0, **settings):
         max_workers=30,
         throughput_observations=OBSERVATIONS,
         model_kind="async",
-        forecaster_factory=lambda steps: Scripted(profile),
+        forecaster_factory=lambda steps: ScriptedForecaster(profile),
         action_pause_s=pause_s,
         scale_up_prep_s=prep_s,
     )

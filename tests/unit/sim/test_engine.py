@@ -5,11 +5,11 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import ThroughputModel
-from streamtrain.scale.policy import Decision
 from streamtrain.sim.engine import Workload, run_policy
 from streamtrain.sim.execution import Execution, RestartCosts
 from streamtrain.sim.metrics import compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
+from streamtrain.testing import ScriptedPolicy
 
 FIVE_PER_WORKER = ThroughputModel("async", (1.0, 0.0, 0.0), batch_size=5.0)  # F(w) = 5 w
 
@@ -20,22 +20,6 @@ class Never:
 
     def decide(self, obs):
         return None
-
-
-class Scripted:
-    """Asks for ``targets[t]`` at window second ``t``; records what it observed."""
-
-    name = "scripted"
-    decision_interval_s = 15.0
-
-    def __init__(self, targets):
-        self.targets = targets
-        self.seen = []
-
-    def decide(self, obs):
-        self.seen.append(obs)
-        target = self.targets.get(obs.now_s)
-        return None if target is None else Decision(target_workers=target, reason="manual")
 
 
 def _workload(rates, shares, model=FIVE_PER_WORKER, max_workers=40, tick_s=15):
@@ -65,7 +49,7 @@ def test_one_step_by_hand():
 def test_every_arrival_is_consumed_or_still_in_the_backlog(shuffle, two_phase):
     rng = np.random.default_rng(0)
     rates = rng.uniform(50, 150, 90)
-    policy = Scripted({600.0: 30, 1800.0: 12, 3000.0: 25})
+    policy = ScriptedPolicy({600.0: 30, 1800.0: 12, 3000.0: 25})
     run = run_policy(
         _workload(rates, _skewed(90)),
         policy,
@@ -105,7 +89,7 @@ def test_without_shuffling_hot_partitions_lag_where_shuffling_does_not():
 
 def test_pause_and_restart_stops_training_for_the_restart():
     costs = RestartCosts.with_restart_s(600)
-    policy = Scripted({300.0: 30})
+    policy = ScriptedPolicy({300.0: 30})
     run = run_policy(
         _workload(np.full(30, 100.0), np.ones((30, 1))),
         policy,
@@ -121,7 +105,7 @@ def test_pause_and_restart_stops_training_for_the_restart():
 
 
 def test_two_phase_trains_with_the_old_workers_while_preparing():
-    policy = Scripted({300.0: 30})
+    policy = ScriptedPolicy({300.0: 30})
     run = run_policy(
         _workload(np.full(30, 100.0), np.ones((30, 1))),
         policy,
@@ -145,7 +129,7 @@ def test_a_policy_that_never_scales_has_no_downtime():
 
 
 def test_decisions_during_an_action_are_dropped():
-    policy = Scripted({300.0: 30, 450.0: 10})  # 450 s falls inside the first action
+    policy = ScriptedPolicy({300.0: 30, 450.0: 10})  # 450 s falls inside the first action
     run = run_policy(
         _workload(np.full(30, 100.0), np.ones((30, 1))), policy, Execution(), initial_workers=25
     )
@@ -155,7 +139,7 @@ def test_decisions_during_an_action_are_dropped():
 
 def test_policies_only_see_complete_past_steps():
     rates = np.arange(1.0, 31.0)
-    policy = Scripted({})
+    policy = ScriptedPolicy({})
     run_policy(_workload(rates, np.ones((30, 1))), policy, Execution(), initial_workers=1)
     for obs in policy.seen:
         complete = int(obs.now_s // 60)
@@ -167,7 +151,10 @@ def test_the_same_inputs_give_the_same_run():
     rates = np.random.default_rng(1).uniform(50, 150, 60)
     runs = [
         run_policy(
-            _workload(rates, _skewed(60)), Scripted({600.0: 30}), Execution(), initial_workers=20
+            _workload(rates, _skewed(60)),
+            ScriptedPolicy({600.0: 30}),
+            Execution(),
+            initial_workers=20,
         )
         for _ in range(2)
     ]
