@@ -13,7 +13,7 @@ PROTOS := streamtrain/proto/data_plane.proto streamtrain/proto/control_plane.pro
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt setup.py streamtrain/ingest/_columns.c
+$(STAMP): pyproject.toml constraints.txt setup.py streamtrain/_columns.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "streamtrain needs Python 3.11, found " + sys.version' 
 	@$(MAKE) --no-print-directory build-tools
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

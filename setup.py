@@ -1,7 +1,9 @@
-"""Build configuration beyond pyproject.toml: ingest's optional C column builder.
+"""Build configuration beyond pyproject.toml: the optional C extension ``streamtrain._columns``.
 
-``optional=True``: without a C compiler the package installs anyway and ingest uses its
-pure-Python path (``streamtrain.ingest.messages`` says which one it runs).
+It builds ingest's record columns from confluent-kafka Messages and finds a chunk's
+offset runs (``streamtrain.records``). ``optional=True``: without a C compiler the
+package installs anyway and both use their pure-Python paths
+(``streamtrain.ingest.messages.active_builder()`` says which one ingest runs).
 """
 
 from setuptools import Extension, setup
@@ -9,8 +11,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "streamtrain.ingest._columns",
-            ["streamtrain/ingest/_columns.c"],
+            "streamtrain._columns",
+            ["streamtrain/_columns.c"],
             optional=True,
         )
     ]

@@ -14,9 +14,10 @@ broker, then, alternating for ``--rounds`` rounds on that same topic:
   machine power-of-two sizes such as 4096 measured 10-15 % slower, for reasons not
   found), every batch acknowledged, commits every second and at close; at the end the
   committed offsets must equal the records read. It uses the column builder the
-  installation has (``streamtrain.ingest.messages.BUILDER``: ``c`` when the C
+  installation has (``streamtrain.ingest.messages.active_builder()``: ``c`` when the C
   extension was built); each round also runs it once more on the pure-Python accessor
-  path, reported for reference (not in the ratio when the C builder is there).
+  path (``IngestSettings(column_builder="python")``), reported for reference (not in
+  the ratio when the C builder is there).
 
 Both read all partitions by explicit assignment (no group join in the timing) and are
 timed from their first record to their last. Reported: the median records/s of each,
@@ -40,7 +41,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from streamtrain.broker import EmbeddedBroker
 from streamtrain.config import KafkaSettings
 from streamtrain.ingest import IngestConsumer, IngestSettings, RawDecoder, messages
-from streamtrain.ingest.settings import FETCH_TUNING
+from streamtrain.ingest.settings import FETCH_TUNING, ColumnBuilder
 from streamtrain.kafka import create_topic
 
 PARTITIONS = 8
@@ -104,13 +105,20 @@ def _raw(settings: KafkaSettings, topic: str, records: int, tuned: bool) -> floa
     return (seen - first_batch) / elapsed
 
 
-def _streamtrain(settings: KafkaSettings, topic: str, records: int, batch_records: int) -> float:
+def _streamtrain(
+    settings: KafkaSettings,
+    topic: str,
+    records: int,
+    batch_records: int,
+    builder: ColumnBuilder = "c",
+) -> float:
     ingest = IngestSettings(
         group=f"bench-st-{uuid.uuid4().hex[:8]}",
         topics=(topic,),
         partitions=tuple(range(PARTITIONS)),
         batch_records=batch_records,
         dlq_suffix=None,
+        column_builder=builder,
     )
     consumer = IngestConsumer(settings, ingest, RawDecoder(RECORD_BYTES))
     seen = 0
@@ -177,7 +185,8 @@ def main() -> None:
         create_topic(settings, topic, PARTITIONS)
         produce_rate = _produce(settings, topic, args.records)
         print(f"produced {args.records:,} records of {RECORD_BYTES} B: {produce_rate:,.0f}/s")
-        print(f"column builder: {messages.BUILDER}")
+        builder = messages.active_builder()
+        print(f"column builder: {builder}")
         raw_rates, st_rates, accessor_rates = [], [], []
         for round_no in range(1, args.rounds + 1):
             raw_rates.append(_raw(settings, topic, args.records, tuned=True))
@@ -186,11 +195,10 @@ def main() -> None:
                 f"round {round_no}: raw {raw_rates[-1]:,.0f} records/s, "
                 f"streamtrain {st_rates[-1]:,.0f} records/s"
             )
-            if messages.BUILDER == "c":
-                with messages.accessor_path():
-                    accessor_rates.append(
-                        _streamtrain(settings, topic, args.records, args.batch_records)
-                    )
+            if builder == "c":
+                accessor_rates.append(
+                    _streamtrain(settings, topic, args.records, args.batch_records, "python")
+                )
                 line += f" (accessor path {accessor_rates[-1]:,.0f})"
             print(line)
         default_rate = _raw(settings, topic, args.records, tuned=False)

@@ -38,10 +38,11 @@ from typing import Any
 import numpy as np
 import zmq
 
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 from streamtrain.shuffle.membership import MemberDirectory, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
-from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.shuffle.settings import ShuffleSettings
 
 JOB = "bench-shuffle"
 

@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
-from streamtrain.commands.worker import SHUFFLE_POLICIES
 from streamtrain.errors import ConfigError
+from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.units import DAY_S
 
 __all__ = ["demo"]
@@ -107,7 +107,7 @@ __all__ = ["demo"]
 @option(
     "--shuffle",
     env="DEMO_SHUFFLE",
-    type=click.Choice(SHUFFLE_POLICIES),
+    type=click.Choice([p.value for p in ShufflePolicy]),
     default="advanced",
     show_default=True,
     help="The workers' shuffle policy (streamtrain worker --shuffle): `advanced` lets a "

@@ -1,8 +1,9 @@
 """``streamtrain worker``: one training worker on a topic's partitions (issue #3).
 
-All of the work lives in :mod:`streamtrain.ingest`; this module parses options, builds
-the settings, runs :func:`~streamtrain.ingest.app.run_worker`, and prints one JSON
-summary line on stdout when the worker stops (Ctrl-C and SIGTERM stop it cleanly,
+All of the work lives in :mod:`streamtrain.worker` (and the ingest and shuffle packages
+it assembles); this module parses options (each from its ``STREAMTRAIN_*`` variable),
+builds the settings, runs :func:`~streamtrain.worker.run.run_worker`, and prints one
+JSON summary line on stdout when the worker stops (Ctrl-C and SIGTERM stop it cleanly,
 committing every acknowledged record).
 """
 
@@ -20,15 +21,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.shuffle.policy import ShufflePolicy
 
 if TYPE_CHECKING:
+    from streamtrain.ingest.settings import ColumnBuilder
     from streamtrain.shuffle.settings import ShuffleSettings
 
 __all__ = ["worker"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SHUFFLE_POLICIES = ("none", "basic", "advanced")  # ShufflePolicy's values (no zmq import here)
+# IngestSettings.column_builder's values (streamtrain.ingest.settings.COLUMN_BUILDERS),
+# spelled out so that the command line does not import ingest (and confluent-kafka).
+_COLUMN_BUILDERS = ("c", "python")
 
 
 def shuffle_options(command: F) -> F:
@@ -37,7 +42,7 @@ def shuffle_options(command: F) -> F:
         option(
             "--shuffle",
             env="WORKER_SHUFFLE",
-            type=click.Choice(SHUFFLE_POLICIES),
+            type=click.Choice([p.value for p in ShufflePolicy]),
             default="none",
             show_default=True,
             help="Share records with the job's other workers over ZeroMQ (KALE §3.5): "
@@ -111,31 +116,25 @@ def shuffle_options(command: F) -> F:
 def shuffle_settings(
     group: str, worker_id: str, batch_records: int, queue_records: int, opts: dict[str, Any]
 ) -> ShuffleSettings | None:
-    """The worker's :class:`ShuffleSettings` from the ``--shuffle*`` options (popped from
-    ``opts``), or ``None`` for ``--shuffle none``."""
-    from streamtrain.shuffle.settings import CurveKeys, ShufflePolicy, ShuffleSettings
+    """The worker's shuffle settings from the ``--shuffle*`` options (popped from
+    ``opts``; see :func:`~streamtrain.worker.settings.worker_shuffle_settings`), or
+    ``None`` for ``--shuffle none``. Bad values raise ``ConfigError`` here, before any
+    broker is contacted."""
+    from streamtrain.worker.settings import worker_shuffle_settings
 
-    policy = opts.pop("shuffle")
-    host = opts.pop("shuffle_host")
-    low = opts.pop("shuffle_low_watermark_records") or max(1, queue_records // 5)
-    high = opts.pop("shuffle_high_watermark_records") or max(low, queue_records * 4 // 5)
-    ack_timeout_ms = opts.pop("shuffle_ack_timeout_ms")
-    curve = opts.pop("shuffle_curve")
-    if policy == "none":
-        return None
-    return ShuffleSettings(
-        job=group,
-        worker_id=worker_id,
-        policy=ShufflePolicy(policy),
-        queue_capacity_records=queue_records,
-        low_watermark_records=low,
-        high_watermark_records=high,
-        overflow_capacity_records=queue_records,
+    return worker_shuffle_settings(
+        group,
+        worker_id,
+        policy=opts.pop("shuffle"),
         batch_records=batch_records,
-        credit_window_records=max(batch_records, high),
-        ack_timeout_ms=ack_timeout_ms,
-        host=host,
-        curve=CurveKeys.generate() if curve else None,
+        queue_records=queue_records,
+        host=opts.pop("shuffle_host"),
+        low_watermark_records=opts.pop("shuffle_low_watermark_records"),
+        high_watermark_records=opts.pop("shuffle_high_watermark_records"),
+        ack_timeout_ms=opts.pop("shuffle_ack_timeout_ms"),
+        heartbeat_interval_ms=opts.pop("shuffle_heartbeat_interval_ms"),
+        heartbeat_timeout_ms=opts.pop("shuffle_heartbeat_timeout_ms"),
+        curve=opts.pop("shuffle_curve"),
     )
 
 
@@ -278,6 +277,15 @@ def shuffle_settings(
     help="Read the pool size from this file (the local executor's --pool-size-file).",
 )
 @option(
+    "--column-builder",
+    env="INGEST_BUILDER",
+    type=click.Choice(_COLUMN_BUILDERS),
+    default="c",
+    show_default=True,
+    help="How consumed messages become columns: `c`, the C extension where it is built "
+    "(else the accessors); `python`, always the accessors.",
+)
+@option(
     "--metrics-host",
     env="WORKER_METRICS_HOST",
     default="127.0.0.1",
@@ -315,6 +323,7 @@ def worker(
     sample_interval_s: float,
     pool_size: int | None,
     pool_size_file: Path | None,
+    column_builder: ColumnBuilder,
     metrics_host: str,
     metrics_port: int | None,
     **opts: Any,
@@ -328,15 +337,11 @@ def worker(
     With --shuffle, records of this worker that overflow its queue are trained by idle
     peers of the same --group, and acknowledged back before they are committed.
     """
-    from streamtrain.ingest.app import WorkerRun, load_app, run_worker
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
+    from streamtrain.worker import WorkerRun, load_app, run_worker
 
     worker_id = worker_id or default_worker_id()
     queue_records = max(queue_records, batch_records)
-    heartbeat_ms = (
-        opts.pop("shuffle_heartbeat_interval_ms"),
-        opts.pop("shuffle_heartbeat_timeout_ms"),
-    )
     shuffle = shuffle_settings(group, worker_id, batch_records, queue_records, opts)
     settings = IngestSettings(
         group=group,
@@ -351,6 +356,7 @@ def worker(
         auto_offset_reset=auto_offset_reset,
         session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=heartbeat_interval_ms,
+        column_builder=column_builder,
     )
     run = WorkerRun(
         max_records=max_records,
@@ -365,16 +371,6 @@ def worker(
     app = load_app(entry, app_dir)
     stop = threading.Event()
     with kafka_connection(opts) as kafka, _graceful_stop(stop):
-        membership = None
-        if shuffle is not None:
-            from streamtrain.shuffle.kafka_membership import KafkaMembership
-
-            membership = KafkaMembership(
-                kafka,
-                shuffle.job,
-                heartbeat_interval_ms=heartbeat_ms[0],
-                heartbeat_timeout_ms=heartbeat_ms[1],
-            )
         summary = run_worker(
             kafka,
             settings,
@@ -383,7 +379,6 @@ def worker(
             stop=stop,
             on_metrics_url=lambda url: click.echo(f"worker metrics at {url}", err=True),
             shuffle=shuffle,
-            membership=membership,
         )
     click.echo(json.dumps(summary.to_json()))
     if stop.is_set():

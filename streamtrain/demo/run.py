@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, TopicPartition
 
-from streamtrain.commands.worker import SHUFFLE_POLICIES
 from streamtrain.config import KafkaSettings
 from streamtrain.demo.dashboard import Dashboard
 from streamtrain.demo.observe import StatsTail, Timeline, TopicFeeds, TrainedIds
@@ -60,6 +59,7 @@ from streamtrain.kafka import create_topic
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier
 from streamtrain.scale.executors.local import LocalProcessPool
+from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.units import DAY_S
 
 __all__ = ["DemoSettings", "run_demo"]
@@ -113,7 +113,7 @@ class DemoSettings:
             )
         if self.slo_lag_s is not None and self.slo_lag_s <= 0:
             raise ConfigError("the SLO lag must be positive")
-        if self.shuffle not in SHUFFLE_POLICIES:
+        if self.shuffle not in {p.value for p in ShufflePolicy}:
             raise ConfigError(
                 f"the shuffle policy must be none, basic or advanced: {self.shuffle!r}"
             )

@@ -7,7 +7,7 @@ Owned here:
 * :class:`DemoWorkerConfig`: what a demo worker needs to know, read from the environment
   the demo gives its pool (``STREAMTRAIN_DEMO_*``), so the worker stays an ordinary
   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app``.
-* :class:`DemoTrainer`, the :class:`~streamtrain.ingest.app.TrainingApp`: one Adam step
+* :class:`DemoTrainer`, the :class:`~streamtrain.worker.app.TrainingApp`: one Adam step
   of :class:`~streamtrain.ingest.mmoe.MMoE` per batch, then
 
   - **a speed limit** (``capacity_records_per_s``): the step waits until the batch's

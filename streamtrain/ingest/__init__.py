@@ -1,21 +1,25 @@
 """ingest: the worker-side consumer library (at-least-once, batched, torch and tf.data).
 
 A worker reads its share of a topic with :class:`IngestConsumer`: a background thread
-consumes in batches into a bounded local queue of columnar :class:`RecordColumns`
-chunks; a :class:`BatchReader` decodes them (:mod:`~streamtrain.ingest.decoders`) into
-:class:`Batch` objects, sending bad records to ``<topic>.dlq``; ``batch.ack()`` after
-the training step tells the :class:`OffsetTracker`, and only the contiguous acknowledged
-prefix of each partition is ever committed. Adapters: ``as_torch_dataset()``
-(:mod:`~streamtrain.ingest.torch_data`) and ``as_tf_dataset()`` /
-``tf_feed()`` (:mod:`~streamtrain.ingest.tf_data`). Metrics are published as
-``ThroughputSample`` protobufs and to Prometheus (:mod:`~streamtrain.ingest.reporting`).
-:func:`run_worker` is the loop of ``streamtrain worker``.
+consumes in batches into a bounded local queue of columnar
+:class:`~streamtrain.records.RecordColumns` chunks; a :class:`BatchReader` decodes them
+(:mod:`~streamtrain.ingest.decoders`) into :class:`Batch` objects, sending bad records
+to ``<topic>.dlq``; ``batch.ack()`` after the training step tells the
+:class:`OffsetTracker`, and only the contiguous acknowledged prefix of each partition is
+ever committed. Adapters: ``as_torch_dataset()`` (:mod:`~streamtrain.ingest.torch_data`)
+and ``as_tf_dataset()`` / ``tf_feed()`` (:mod:`~streamtrain.ingest.tf_data`). Metrics
+are published as ``ThroughputSample`` protobufs and to Prometheus
+(:mod:`~streamtrain.ingest.reporting`).
+Loops that stop after a while without records share one
+:class:`~streamtrain.ingest.idle.IdleClock`.
+
+ingest imports nothing of the shuffle layer; the worker that runs a consumer (with or
+without the shuffle) is assembled in :mod:`streamtrain.worker`.
 
 torch and TensorFlow are imported only by the modules that need them
 (``torch_data``, ``mmoe``, ``tf_data``), never by ``import streamtrain.ingest``.
 """
 
-from streamtrain.ingest.app import TrainingApp, WorkerRun, WorkerSummary, load_app, run_worker
 from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.decoders import (
     BatchFunctionDecoder,
@@ -29,10 +33,10 @@ from streamtrain.ingest.decoders import (
     StructDecoder,
 )
 from streamtrain.ingest.dlq import DeadLetterQueue
+from streamtrain.ingest.idle import IdleClock
 from streamtrain.ingest.localqueue import LocalQueue
 from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics
 from streamtrain.ingest.reader import Batch, BatchReader, RecordSource
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.tracker import OffsetTracker, PartitionProgress
 
@@ -45,6 +49,7 @@ __all__ = [
     "Decoder",
     "Field",
     "FunctionDecoder",
+    "IdleClock",
     "IngestConsumer",
     "IngestSettings",
     "JsonDecoder",
@@ -54,13 +59,7 @@ __all__ = [
     "PartitionProgress",
     "ProtobufDecoder",
     "RawDecoder",
-    "RecordColumns",
     "RecordSource",
     "StructDecoder",
-    "TrainingApp",
     "WorkerMetrics",
-    "WorkerRun",
-    "WorkerSummary",
-    "load_app",
-    "run_worker",
 ]

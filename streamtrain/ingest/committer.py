@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as ClientError
 
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
 
 __all__ = ["Committer"]
 
@@ -38,14 +38,14 @@ class Committer:
         self.metrics = metrics
         self.group = group
         self.on_confirmed = on_confirmed
-        self.last_committed: dict[tuple[str, int], int] = {}
+        self.last_committed: dict[PartitionKey, int] = {}
 
     def commit(
         self,
         consumer: Consumer,
         *,
         asynchronous: bool,
-        only: set[tuple[str, int]] | None = None,
+        only: set[PartitionKey] | None = None,
     ) -> None:
         """Commit what advanced (of ``only``'s partitions, if given)."""
         positions = self.tracker.committable()

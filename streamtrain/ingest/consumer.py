@@ -4,9 +4,10 @@ Owned here: :class:`IngestConsumer`. It is responsible for:
 
 * joining consumer group ``settings.group`` on ``settings.topics`` (or reading explicit
   partitions), with auto commit and auto offset store off;
-* a background fetch thread that calls ``consume()`` in batches, turns messages into
-  columns (:mod:`streamtrain.ingest.messages`), tells the :class:`OffsetTracker` which
-  ranges are in flight, and fills the bounded :class:`LocalQueue`; when the queue is
+* a background fetch thread that calls ``consume()`` in batches, cuts them at the batch
+  size (:mod:`streamtrain.ingest.batching`), turns messages into columns
+  (:mod:`streamtrain.ingest.messages`), tells the :class:`OffsetTracker` which ranges
+  are in flight, and fills the bounded :class:`LocalQueue`; when the queue is
   full it pauses the assigned partitions (and keeps calling ``consume()``, so rebalance
   callbacks and the poll interval are served) and resumes at half;
 * commits of the tracker's contiguous acknowledged prefix: every
@@ -19,7 +20,8 @@ Owned here: :class:`IngestConsumer`. It is responsible for:
   ``reconnect_backoff_max_ms``); the consumer logs one clear line when Kafka goes away
   and one when it is back, and failed commits are simply retried at the next interval;
 * handing out decoded :class:`Batch` objects (through :class:`BatchReader`), as an
-  iterator, a torch ``IterableDataset`` or a ``tf.data.Dataset``.
+  iterator (ending on an :class:`~streamtrain.ingest.idle.IdleClock`), a torch
+  ``IterableDataset`` or a ``tf.data.Dataset``.
 
 No I/O happens in ``__init__``; :meth:`start` (or ``with``) connects.
 """
@@ -38,18 +40,20 @@ from confluent_kafka import KafkaError as ClientError
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import KafkaError, StreamtrainError
+from streamtrain.ingest.batching import MessageBatcher
 from streamtrain.ingest.committer import Committer
 from streamtrain.ingest.decoders import Decoder, RawDecoder
 from streamtrain.ingest.dlq import DeadLetterQueue
 from streamtrain.ingest.health import KafkaHealth
+from streamtrain.ingest.idle import IdleClock
 from streamtrain.ingest.localqueue import LocalQueue, RecordQueue
 from streamtrain.ingest.messages import to_columns
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.ownership import Ownership, describe
+from streamtrain.ingest.ownership import Ownership, by_topic, describe
 from streamtrain.ingest.reader import Batch, BatchReader
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.ingest.settings import IngestSettings
-from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
+from streamtrain.records import RecordColumns
 
 if TYPE_CHECKING:
     from streamtrain.ingest.tf_data import TfFeed
@@ -59,7 +63,7 @@ __all__ = ["IngestConsumer"]
 
 log = logging.getLogger(__name__)
 
-Partitions = list[tuple[str, int]]
+Partitions = list[PartitionKey]
 
 
 class IngestConsumer:
@@ -75,7 +79,7 @@ class IngestConsumer:
 
     ``queue`` replaces the default :class:`LocalQueue` and ``acknowledge`` the default
     acknowledgement of trained records to ``tracker`` (the shuffle layer's seam: see
-    :mod:`streamtrain.shuffle.ingest_queue`, which passes all three);
+    :mod:`streamtrain.worker.shuffle_queue`, which passes all three);
     ``on_assigned`` / ``on_revoked`` are called from the fetch thread with the
     ``(topic, partition)`` pairs, after the tracker and queue were updated.
     """
@@ -132,8 +136,10 @@ class IngestConsumer:
             self.tracker, self.metrics, settings.group, self._health.back_online
         )
         self._single_topic = settings.topics[0] if len(settings.topics) == 1 else None
-        self._carry: list[Any] = []  # consumed messages not yet a full batch (fetch thread)
-        self._carry_since = 0.0
+        # consumed messages not yet a full batch (fetch thread)
+        self._batcher: MessageBatcher[Any] = MessageBatcher(
+            settings.batch_records, settings.batch_linger_s
+        )
         self.assigned_event = threading.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -262,16 +268,14 @@ class IngestConsumer:
         acknowledge the batch being worked on.
         """
         count = 0
-        idle_since = time.monotonic()
+        idle = IdleClock(idle_timeout_s)
         while max_batches is None or count < max_batches:
             batch = self.next_batch(max_records, poll_s)
             if batch is None:
-                if not self.assigned_event.is_set():
-                    idle_since = time.monotonic()  # idle time counts from the first assignment
-                elif idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+                if idle.expired(assigned=self.assigned_event.is_set()):
                     return
                 continue
-            idle_since = time.monotonic()
+            idle.busy()
             count += 1
             yield batch
             if self.settings.auto_ack and count == max_batches:
@@ -317,11 +321,11 @@ class IngestConsumer:
     # -- state for callers and metrics ------------------------------------------------------
 
     @property
-    def last_committed(self) -> dict[tuple[str, int], int]:
+    def last_committed(self) -> dict[PartitionKey, int]:
         """The last position committed per partition, kept after the partition is revoked."""
         return self._committer.last_committed
 
-    def assignment(self) -> set[tuple[str, int]]:
+    def assignment(self) -> set[PartitionKey]:
         return self.tracker.assigned()
 
     @property
@@ -369,34 +373,14 @@ class IngestConsumer:
             self.queue.close()
 
     def _batch_up(self, messages: list[Any]) -> None:
-        """Hand out training-batch-sized chunks; carry a remainder until more arrive.
-
-        Cutting chunks at the batch size here, from the message list, means the trainer
-        gets exactly one queued chunk per batch: no payload bytes are copied to split or
-        join chunks. A remainder waits for the next ``consume()`` at most
-        ``batch_linger_s``, and not at all when ``consume()`` came back empty.
-        """
-        now = time.monotonic()
-        if messages:
-            if not self._carry:
-                self._carry_since = now
-            self._carry.extend(messages)
-        carry = self._carry
-        if not carry:
-            return
-        size = self.settings.batch_records
-        full = len(carry) - len(carry) % size
-        for start in range(0, full, size):
-            self._ingest(carry[start : start + size])
-        if full:
-            del carry[:full]
-            self._carry_since = now
-        if carry and (not messages or now - self._carry_since >= self.settings.batch_linger_s):
-            self._ingest(carry)
-            carry.clear()
+        """Hand out training-batch-sized chunks; carry a remainder until more arrive."""
+        for batch in self._batcher.add(messages, time.monotonic()):
+            self._ingest(batch)
 
     def _ingest(self, messages: Sequence[Any]) -> None:
-        chunks, errors = to_columns(messages, self._single_topic)
+        chunks, errors = to_columns(
+            messages, self._single_topic, builder=self.settings.column_builder
+        )
         for error in errors:
             self._on_message_error(error)
         if chunks:
@@ -426,7 +410,7 @@ class IngestConsumer:
     # -- rebalances -------------------------------------------------------------------------
 
     def _track(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        committed: dict[tuple[str, int], int] = {}
+        committed: dict[PartitionKey, int] = {}
         try:
             for tp in consumer.committed(partitions, timeout=10):
                 if tp.error is None:
@@ -469,15 +453,9 @@ class IngestConsumer:
             log.debug("resuming revoked partitions: %s", exc)
 
     def _forget(self, keys: Partitions, how: str) -> None:
-        by_topic: dict[str, set[int]] = {}
-        for topic, partition in keys:
-            by_topic.setdefault(topic, set()).add(partition)
-        dropped = sum(self.queue.drop(topic, parts) for topic, parts in by_topic.items())
-        if self._carry:
-            gone = set(keys)
-            kept = [m for m in self._carry if (m.topic(), m.partition()) not in gone]
-            dropped += len(self._carry) - len(kept)
-            self._carry[:] = kept
+        dropped = sum(self.queue.drop(topic, parts) for topic, parts in by_topic(keys).items())
+        gone = set(keys)
+        dropped += self._batcher.drop(lambda m: (m.topic(), m.partition()) in gone)
         in_flight = {key: p.in_flight_records for key, p in self.tracker.progress().items()}
         for topic, partition in keys:
             self.tracker.revoke(topic, partition)

@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError, Message
 from numpy.typing import DTypeLike, NDArray
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 
 __all__ = [
     "BatchFunctionDecoder",

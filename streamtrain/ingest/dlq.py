@@ -26,8 +26,8 @@ from confluent_kafka import KafkaException, Message, Producer
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import KafkaError
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.kafka import create_topic
+from streamtrain.records import RecordColumns
 
 __all__ = ["DeadLetterQueue", "dlq_headers"]
 

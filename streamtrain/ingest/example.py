@@ -32,7 +32,7 @@ SPARSE_GROUPS: tuple[tuple[int, int], ...] = ((2, 16), (18, 4), (2, 16), (12, 4)
 SPARSE_FIELDS = sum(fields for fields, _ in SPARSE_GROUPS)  # 37
 DENSE_FEATURES = 8
 
-#: One training sample, 200 bytes little-endian: a unique id, two labels (click,
+#: One training record, 200 bytes little-endian: a unique id, two labels (click,
 #: conversion), 37 hashed categorical feature ids, 8 dense features, padding.
 CTR_RECORD = np.dtype(
     [

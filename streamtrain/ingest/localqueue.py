@@ -14,34 +14,20 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterable
 from typing import Protocol
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns, drop_partitions
 
-__all__ = ["LocalQueue", "RecordQueue", "drop_partitions"]
-
-
-def drop_partitions(
-    chunks: Iterable[RecordColumns], topic: str, partitions: set[int]
-) -> tuple[collections.deque[RecordColumns], int]:
-    """``chunks`` without the records of ``topic``'s ``partitions``, and how many went."""
-    kept: collections.deque[RecordColumns] = collections.deque()
-    dropped = 0
-    for chunk in chunks:
-        rest = chunk.without(topic, partitions)
-        dropped += len(chunk) - len(rest)
-        if len(rest):
-            kept.append(rest)
-    return kept, dropped
+__all__ = ["LocalQueue", "RecordQueue"]
 
 
 class RecordQueue(Protocol):
     """What the consumer's fetch thread fills and the batch reader drains.
 
-    :class:`LocalQueue` is the default; the shuffle layer may pass its own (for
-    example one that overflows to peers) to :class:`~streamtrain.ingest.IngestConsumer`.
+    :class:`LocalQueue` is the default; the worker's shuffle seam passes its own, one
+    that overflows to peers (:class:`~streamtrain.worker.shuffle_queue.ShuffleQueue`),
+    to :class:`~streamtrain.ingest.IngestConsumer`.
     """
 
     capacity_records: int

@@ -1,45 +1,50 @@
 """From the ``list[Message]`` that confluent-kafka's ``consume()`` returns to columns, fast.
 
 Owned here: :func:`to_columns`, which splits error events from records and builds one
-:class:`~streamtrain.ingest.records.RecordColumns` per topic, and :data:`BUILDER`, which
-says how. It is the per-record hot path of ingest. Two ways:
+:class:`~streamtrain.records.RecordColumns` per topic, and :func:`active_builder`, which
+says how. It is the per-record hot path of ingest. Two builders
+(:data:`~streamtrain.ingest.settings.ColumnBuilder`):
 
-* ``"c"``: the optional C extension :mod:`streamtrain.ingest._columns` (built by
+* ``"c"``: the optional C extension :mod:`streamtrain._columns` (built by
   ``pip install`` when a C compiler is there) reads partition, offset, timestamp, value
   and error straight from each ``Message`` object and copies the payloads into one
   buffer: about 20 ns a record instead of 250. It needs the byte offsets of those
   fields inside confluent-kafka's ``Message`` struct, which :func:`message_layout`
-  finds at import time by building probe Messages with distinctive values and
-  locating each value in the object's memory (two probes must agree). Every batch is
-  then spot-checked against the accessors (its first and last record); a mismatch
-  switches the C path off for good, with a warning. Used for single-topic consumers,
-  the common case, when the batch holds only plain records.
+  finds on first use (once per process) by building probe Messages with distinctive
+  values and locating each value in the object's memory (two probes must agree). Every
+  batch is then spot-checked against the accessors (its first and last record); a
+  mismatch switches the C path off for good, with a warning. Used for single-topic
+  consumers, the common case, when the batch holds only plain records; where the
+  extension is not built or the layout is not found, ``"c"`` runs the accessor path.
 * ``"python"``: each ``Message`` accessor through ``map`` over the unbound method
   (C-level iteration, no Python frame per record) straight into ``np.fromiter``, the
   payloads joined once. Always correct; the fallback for everything else.
 
-A null value (tombstone) becomes an empty payload. ``STREAMTRAIN_INGEST_BUILDER=python``
-forces the accessor path (the benchmark measures both).
+A null value (tombstone) becomes an empty payload. The builder is a parameter
+(``IngestSettings.column_builder``; the worker command's ``--column-builder``, from
+``STREAMTRAIN_INGEST_BUILDER``): nothing here reads the environment, and importing this
+module builds no probe.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
-import os
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
 from operator import itemgetter
+from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
 from confluent_kafka import KafkaError as ClientError
 from confluent_kafka import Message
 
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.ingest.settings import ColumnBuilder
+from streamtrain.records import RecordColumns, payload_bounds
 
-__all__ = ["BUILDER", "accessor_path", "message_layout", "to_columns"]
+__all__ = ["active_builder", "message_layout", "to_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +105,9 @@ def message_layout() -> Layout | None:
     return cast(Layout, found[0]) if found[0] == found[1] else None
 
 
-def _c_builder() -> tuple[Any, Layout] | None:
-    if os.environ.get("STREAMTRAIN_INGEST_BUILDER", "c") == "python":
-        return None
+def _find_c_builder() -> tuple[ModuleType, Layout] | None:
     try:
-        from streamtrain.ingest import _columns
+        from streamtrain import _columns
     except ImportError:
         return None
     try:
@@ -115,20 +118,43 @@ def _c_builder() -> tuple[Any, Layout] | None:
     return None if layout is None else (_columns, layout)
 
 
-_C = _c_builder()
-BUILDER = "c" if _C is not None else "python"
-"""Which column builder this process uses: ``"c"`` or ``"python"``."""
+_C: tuple[ModuleType, Layout] | None = None
+"""The C extension and the Message layout, once found (``None``: not usable)."""
+_c_probed = False
+_c_lock = threading.Lock()
+
+
+def _c_builder() -> tuple[ModuleType, Layout] | None:
+    """The C builder of this process, probed on the first call (thread-safe)."""
+    global _C, _c_probed
+    if not _c_probed:
+        with _c_lock:
+            if not _c_probed:
+                _C = _find_c_builder()
+                _c_probed = True
+    return _C
+
+
+def active_builder(preferred: ColumnBuilder = "c") -> ColumnBuilder:
+    """The builder :func:`to_columns` runs for ``preferred``: ``"c"`` only where the C
+    extension is built and the Message layout was found (and has not been switched off)."""
+    if preferred == "python":
+        return "python"
+    return "c" if _c_builder() is not None else "python"
 
 
 def to_columns(
-    messages: Sequence[Message], single_topic: str | None = None
+    messages: Sequence[Message],
+    single_topic: str | None = None,
+    *,
+    builder: ColumnBuilder = "c",
 ) -> tuple[list[RecordColumns], list[ClientError]]:
     """Records grouped by topic (in arrival order within each), and the error events.
 
     ``single_topic`` skips reading each message's topic when the consumer reads only
-    that topic.
+    that topic; only then can the ``"c"`` builder run.
     """
-    if single_topic is not None and _C is not None and messages:
+    if single_topic is not None and builder == "c" and messages and _c_builder() is not None:
         built = _build_c(single_topic, messages)
         if built is not None:
             return [built], []
@@ -154,9 +180,7 @@ def _build(topic: str, messages: Sequence[Message]) -> RecordColumns:
     except TypeError:  # a null value: a tombstone carries no payload
         values = [b"" if v is None else v for v in values]
         payloads = b"".join(values)
-    bounds = np.empty(n + 1, dtype=np.int64)
-    bounds[0] = 0
-    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=n), out=bounds[1:])
+    bounds = payload_bounds(np.fromiter(map(len, values), dtype=np.int64, count=n))
     return RecordColumns(
         topic,
         np.fromiter(map(Message.partition, messages), dtype=np.int32, count=n),
@@ -167,24 +191,13 @@ def _build(topic: str, messages: Sequence[Message]) -> RecordColumns:
     )
 
 
-@contextlib.contextmanager
-def accessor_path() -> Iterator[None]:
-    """Use the accessor path inside the block (the benchmark measures both builders)."""
-    global _C, BUILDER
-    saved = _C, BUILDER
-    _C, BUILDER = None, "python"
-    try:
-        yield
-    finally:
-        _C, BUILDER = saved
-
-
 def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
     """The C builder's columns, or ``None`` (not plain records, or the C path is off)."""
-    global _C, BUILDER
-    if _C is None or not isinstance(messages, list) or not messages:
+    global _C
+    found = _C
+    if found is None or not isinstance(messages, list) or not messages:
         return None
-    module, layout = _C
+    module, layout = found
     n = len(messages)
     partitions = np.empty(n, dtype=np.int32)
     offsets = np.empty(n, dtype=np.int64)
@@ -208,7 +221,7 @@ def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
                 "using the accessor path from now on",
                 confluent_version(),
             )
-            _C, BUILDER = None, "python"
+            _C = None
             return None
     return RecordColumns(topic, partitions, offsets, timestamps, payloads, bounds)
 

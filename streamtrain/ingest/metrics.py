@@ -1,7 +1,7 @@
 """A worker's counters and the pure functions that turn two snapshots into rates and samples.
 
 Owned here: :class:`WorkerMetrics` (thread-safe monotonic totals: records consumed,
-samples trained, dead letters, commits), :class:`MetricsSnapshot` (one consistent
+records trained, dead letters, commits), :class:`MetricsSnapshot` (one consistent
 reading, with per-partition progress and the local queue length), and the pure
 :func:`rates` and :func:`throughput_sample` (the ``ThroughputSample`` protobuf the
 control plane fits its throughput model on). Rates come from differencing totals over
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from streamtrain.ingest.tracker import PartitionProgress
+from streamtrain.ingest.tracker import PartitionKey, PartitionProgress
 from streamtrain.proto import control_plane_pb2 as pb
 
 __all__ = ["MetricsSnapshot", "WorkerMetrics", "rates", "throughput_sample"]
@@ -28,7 +28,7 @@ class MetricsSnapshot:
 
     at_s: float
     records_consumed: int = 0
-    samples_trained: int = 0
+    records_trained: int = 0
     dead_letters: int = 0
     commits: int = 0
     commit_failures: int = 0
@@ -36,7 +36,7 @@ class MetricsSnapshot:
     stale_acks: int = 0
     queue_records: int = 0
     in_flight_records: int = 0
-    partitions: Mapping[tuple[str, int], PartitionProgress] = field(default_factory=dict)
+    partitions: Mapping[PartitionKey, PartitionProgress] = field(default_factory=dict)
 
 
 class WorkerMetrics:
@@ -48,14 +48,14 @@ class WorkerMetrics:
 
     def __init__(
         self,
-        progress: Callable[[], Mapping[tuple[str, int], PartitionProgress]] | None = None,
+        progress: Callable[[], Mapping[PartitionKey, PartitionProgress]] | None = None,
         gauges: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._progress = progress
         self._gauges = gauges
         self.records_consumed = 0
-        self.samples_trained = 0
+        self.records_trained = 0
         self.dead_letters = 0
         self.commits = 0
         self.commit_failures = 0
@@ -63,7 +63,7 @@ class WorkerMetrics:
 
     def bind(
         self,
-        progress: Callable[[], Mapping[tuple[str, int], PartitionProgress]],
+        progress: Callable[[], Mapping[PartitionKey, PartitionProgress]],
         gauges: Callable[[], Mapping[str, int]],
     ) -> None:
         """Attach the live sources of per-partition progress and gauges."""
@@ -83,7 +83,7 @@ class WorkerMetrics:
         with self._lock:
             self.busy_s += busy_s
             self.records_consumed += consumed
-            self.samples_trained += trained
+            self.records_trained += trained
             self.dead_letters += dead_letters
             self.commits += commits
             self.commit_failures += commit_failures
@@ -95,7 +95,7 @@ class WorkerMetrics:
             return MetricsSnapshot(
                 at_s=time.monotonic(),
                 records_consumed=self.records_consumed,
-                samples_trained=self.samples_trained,
+                records_trained=self.records_trained,
                 dead_letters=self.dead_letters,
                 commits=self.commits,
                 commit_failures=self.commit_failures,
@@ -108,12 +108,12 @@ class WorkerMetrics:
 
 
 def rates(previous: MetricsSnapshot, current: MetricsSnapshot) -> tuple[float, float]:
-    """``(records/s consumed, samples/s trained)`` over the window between two snapshots."""
+    """``(records/s consumed, records/s trained)`` over the window between two snapshots."""
     window_s = current.at_s - previous.at_s
     if window_s <= 0:
         return 0.0, 0.0
     consumed = max(current.records_consumed - previous.records_consumed, 0) / window_s
-    trained = max(current.samples_trained - previous.samples_trained, 0) / window_s
+    trained = max(current.records_trained - previous.records_trained, 0) / window_s
     return consumed, trained
 
 

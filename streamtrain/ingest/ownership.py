@@ -1,7 +1,8 @@
 """Which partitions this worker owns right now, and keeping records of others out.
 
-Owned here: :class:`Ownership`, rebuilt by the consumer on every assignment change, and
-:func:`describe` (partitions for log lines). A chunk whose offset ranges all belong to
+Owned here: :class:`Ownership`, rebuilt by the consumer on every assignment change,
+:func:`by_topic` (partitions grouped by topic) and :func:`describe` (partitions for log
+lines). A chunk whose offset ranges all belong to
 owned partitions passes untouched (a set lookup per range); otherwise its records are
 filtered with one vectorized table lookup. Records of a partition that is not (or no
 longer) owned must never be handed out: nobody would commit them.
@@ -14,9 +15,18 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import NDArray
 
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.ingest.tracker import PartitionKey
+from streamtrain.records import RecordColumns
 
-__all__ = ["Ownership", "describe"]
+__all__ = ["Ownership", "by_topic", "describe"]
+
+
+def by_topic(keys: Iterable[PartitionKey]) -> dict[str, set[int]]:
+    """``(topic, partition)`` pairs as each topic's set of partitions."""
+    grouped: dict[str, set[int]] = {}
+    for topic, partition in keys:
+        grouped.setdefault(topic, set()).add(partition)
+    return grouped
 
 
 class Ownership:
@@ -26,17 +36,15 @@ class Ownership:
         self._sets: dict[str, frozenset[int]] = {}
         self._tables: dict[str, NDArray[np.bool_]] = {}
 
-    def update(self, owned: Iterable[tuple[str, int]]) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in owned:
-            by_topic.setdefault(topic, []).append(partition)
+    def update(self, owned: Iterable[PartitionKey]) -> None:
+        grouped = by_topic(owned)
         tables = {}
-        for topic, partitions in by_topic.items():
+        for topic, partitions in grouped.items():
             table = np.zeros(max(partitions) + 1, dtype=bool)
-            table[partitions] = True
+            table[sorted(partitions)] = True
             tables[topic] = table
         self._tables = tables
-        self._sets = {topic: frozenset(parts) for topic, parts in by_topic.items()}
+        self._sets = {topic: frozenset(parts) for topic, parts in grouped.items()}
 
     def covers(self, topic: str, ranges: Iterable[tuple[int, int, int]]) -> bool:
         mine = self._sets.get(topic, frozenset())
@@ -54,11 +62,9 @@ class Ownership:
         return chunk.take(np.flatnonzero(mine))
 
 
-def describe(keys: Iterable[tuple[str, int]]) -> str:
+def describe(keys: Iterable[PartitionKey]) -> str:
     """``clicks [0, 1, 5]; views [2]`` for log lines."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in keys:
-        by_topic.setdefault(topic, []).append(partition)
-    if not by_topic:
+    grouped = by_topic(keys)
+    if not grouped:
         return "no partitions"
-    return "; ".join(f"{t} {sorted(p)}" for t, p in sorted(by_topic.items()))
+    return "; ".join(f"{t} {sorted(p)}" for t, p in sorted(grouped.items()))

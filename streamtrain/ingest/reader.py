@@ -25,8 +25,9 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, SchemaError
 from streamtrain.ingest.decoders import Decoder
+from streamtrain.ingest.idle import IdleClock
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 
 __all__ = ["Batch", "BatchReader", "DeadLetterSink", "RecordSource"]
 
@@ -223,14 +224,14 @@ def poll_batches(
     """The framework adapters' loop: ``before_each()`` (the ack hook), then the next
     batch; ends after ``max_batches`` or once no batch came for ``idle_timeout_s``."""
     count = 0
-    idle_since = time.monotonic()
+    idle = IdleClock(idle_timeout_s)
     while max_batches is None or count < max_batches:
         before_each()
         batch = source.next_batch(batch_records, poll_s, ack_previous=False)
         if batch is None:
-            if idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+            if idle.expired():
                 return
             continue
-        idle_since = time.monotonic()
+        idle.busy()
         count += 1
         yield batch

@@ -4,7 +4,7 @@ Owned here:
 
 * :class:`ThroughputReporter`, a thread that every ``interval_s`` turns two metric
   snapshots into a ``ThroughputSample`` protobuf (key: the worker id) on the throughput
-  topic the control plane fits its (workers, samples/s) model on, and a last one on
+  topic the control plane fits its (workers, records/s) model on, and a last one on
   stop. The pool size comes from a callable (the executor may tell it: a fixed count,
   or :class:`PoolSizeFile`, the file the local pool keeps; otherwise
   :class:`GroupSize`, the group's member count from ``DescribeGroups``, 0 when unknown).
@@ -12,7 +12,7 @@ Owned here:
   snapshot, and :func:`serve_metrics` (HTTP on 127.0.0.1 by default).
 
 Series: ``streamtrain_worker_records_consumed_total``,
-``streamtrain_worker_samples_trained_total``, ``streamtrain_worker_dead_letters_total``,
+``streamtrain_worker_records_trained_total``, ``streamtrain_worker_dead_letters_total``,
 ``streamtrain_worker_commits_total``, ``streamtrain_worker_commit_failures_total``,
 ``streamtrain_worker_stale_acks_total``, ``streamtrain_worker_local_queue_records``,
 ``streamtrain_worker_in_flight_records``, and per ``{topic,partition}``
@@ -201,9 +201,9 @@ class WorkerCollector(Collector):
         counters = (
             ("records_consumed", "Records read from Kafka.", snap.records_consumed),
             (
-                "samples_trained",
+                "records_trained",
                 "Records whose training step was acknowledged.",
-                snap.samples_trained,
+                snap.records_trained,
             ),
             ("dead_letters", "Records sent to the dead-letter topic.", snap.dead_letters),
             ("commits", "Successful offset commits.", snap.commits),

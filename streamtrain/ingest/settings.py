@@ -17,12 +17,18 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
 
-__all__ = ["FETCH_TUNING", "IngestSettings", "default_worker_id"]
+__all__ = [
+    "COLUMN_BUILDERS",
+    "FETCH_TUNING",
+    "ColumnBuilder",
+    "IngestSettings",
+    "default_worker_id",
+]
 
 #: librdkafka fetch properties streamtrain consumers use (and the raw baseline of the
 #: benchmark too, so that the comparison measures Python-side work only).
@@ -30,6 +36,12 @@ FETCH_TUNING: Mapping[str, Any] = {
     "fetch.queue.backoff.ms": 10,
     "queued.min.messages": 200_000,
 }
+
+ColumnBuilder = Literal["c", "python"]
+"""How ingest turns consumed messages into columns (:mod:`streamtrain.ingest.messages`):
+``"c"``, the C extension where it is built and works, else the accessors; ``"python"``,
+always the accessors."""
+COLUMN_BUILDERS: tuple[ColumnBuilder, ...] = ("c", "python")
 
 _OFFSET_RESETS = frozenset({"earliest", "latest", "error"})
 
@@ -53,7 +65,8 @@ class IngestSettings:
     default training batch. ``max_record_bytes`` larger records go to the dead-letter
     topic ``<topic><dlq_suffix>`` (``dlq_suffix=None``: no dead-letter topic, and an
     undecodable record is an error). ``auto_ack``: a batch is acknowledged when the
-    next one is requested, unless acknowledged before.
+    next one is requested, unless acknowledged before. ``column_builder`` picks how
+    consumed messages become columns (:data:`ColumnBuilder`).
     """
 
     group: str
@@ -76,6 +89,7 @@ class IngestSettings:
     reconnect_backoff_max_ms: int = 2_000
     close_timeout_s: float = 30.0
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
+    column_builder: ColumnBuilder = "c"
 
     def __post_init__(self) -> None:
         if not self.group.strip():
@@ -111,6 +125,10 @@ class IngestSettings:
             raise ConfigError(
                 f"heartbeat interval ({self.heartbeat_interval_ms} ms) must be below the "
                 f"session timeout ({self.session_timeout_ms} ms)"
+            )
+        if self.column_builder not in COLUMN_BUILDERS:
+            raise ConfigError(
+                f"column_builder {self.column_builder!r} is not one of {', '.join(COLUMN_BUILDERS)}"
             )
         if self.dlq_suffix is not None and not self.dlq_suffix:
             raise ConfigError("dlq_suffix must not be empty (use None to disable)")

@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["OffsetTracker", "PartitionProgress"]
+__all__ = ["OffsetTracker", "PartitionKey", "PartitionProgress"]
 
-TopicPartition = tuple[str, int]
+PartitionKey = tuple[str, int]
+"""``(topic, partition)``: how ingest names a partition (not confluent-kafka's
+``TopicPartition``, which also carries an offset)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,7 @@ class OffsetTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._partitions: dict[PartitionKey, _Partition] = {}
         self._stale_acks = 0
         self._ignored_handouts = 0
 
@@ -157,9 +159,9 @@ class OffsetTracker:
                 self._stale_acks += 1
             return removed
 
-    def committable(self) -> dict[tuple[str, int], int]:
+    def committable(self) -> dict[PartitionKey, int]:
         """Per partition, the next offset to commit, where it advanced since the last commit."""
-        result: dict[tuple[str, int], int] = {}
+        result: dict[PartitionKey, int] = {}
         with self._lock:
             for key, state in self._partitions.items():
                 position = state.next_position()
@@ -167,7 +169,7 @@ class OffsetTracker:
                     result[key] = position
         return result
 
-    def mark_committed(self, positions: Mapping[tuple[str, int], int]) -> None:
+    def mark_committed(self, positions: Mapping[PartitionKey, int]) -> None:
         """Record that ``positions`` were committed (a position never moves backwards)."""
         with self._lock:
             for key, position in positions.items():
@@ -194,7 +196,7 @@ class OffsetTracker:
         with self._lock:
             return self._ignored_handouts
 
-    def assigned(self) -> set[tuple[str, int]]:
+    def assigned(self) -> set[PartitionKey]:
         with self._lock:
             return set(self._partitions)
 
@@ -202,7 +204,7 @@ class OffsetTracker:
         with self._lock:
             return sum(state.in_flight for state in self._partitions.values())
 
-    def progress(self) -> dict[tuple[str, int], PartitionProgress]:
+    def progress(self) -> dict[PartitionKey, PartitionProgress]:
         with self._lock:
             return {
                 key: PartitionProgress(state.committed, state.high, state.in_flight)

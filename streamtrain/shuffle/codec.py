@@ -1,8 +1,10 @@
 """The shuffle layer's ZeroMQ frames: record batches, ACKs, credit grants, state events.
 
 Owned here: the two-frame layout ``[kind, protobuf]`` every shuffle message uses, the
-kinds, and the one-to-one mapping between :class:`~streamtrain.ingest.records.RecordColumns`
-and the ``RecordBatch`` protobuf. Everything that comes off a socket goes through
+kinds, the one-to-one mapping between :class:`~streamtrain.records.RecordColumns`
+and the ``RecordBatch`` protobuf, and the encoders of the control messages
+(:func:`encode_ack`, :func:`encode_grant`, :func:`encode_state`; wall-clock stamps are
+the caller's). Everything that comes off a socket goes through
 :func:`decode_batch` or :func:`decode_control`, which raise
 :class:`~streamtrain.errors.SchemaError` for anything unusable; callers drop and count.
 
@@ -21,13 +23,13 @@ import numpy as np
 
 from streamtrain import wire
 from streamtrain.errors import SchemaError
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.proto.data_plane_pb2 import (
     BatchAck,
     CreditGrant,
     RecordBatch,
     WorkerStateEvent,
 )
+from streamtrain.records import RecordColumns, payload_bounds
 
 __all__ = [
     "KIND_ACK",
@@ -37,7 +39,10 @@ __all__ = [
     "DecodedBatch",
     "decode_batch",
     "decode_control",
+    "encode_ack",
     "encode_batch",
+    "encode_grant",
+    "encode_state",
 ]
 
 KIND_BATCH: Final = b"B"
@@ -114,9 +119,7 @@ def decode_batch(data: bytes | memoryview) -> DecodedBatch:
         )
     if n == 0 or not message.topic or not message.batch_id or not message.origin_worker:
         raise SchemaError("RecordBatch without records, topic, batch id or origin worker")
-    lengths = np.array(message.payload_lengths, dtype=np.int64)
-    bounds = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=bounds[1:])
+    bounds = payload_bounds(np.array(message.payload_lengths, dtype=np.int64))
     payloads = message.payloads
     if int(bounds[-1]) != len(payloads):
         raise SchemaError(
@@ -153,3 +156,49 @@ def decode_control(
     if message_type is None:
         raise SchemaError(f"unknown shuffle frame kind {bytes(kind)[:8]!r}")
     return wire.decode(message_type, bytes(data))
+
+
+def encode_ack(
+    *, job: str, batch_id: str, receiver: str, status: BatchAck.Status, reason: str, at_ms: int
+) -> bytes:
+    """A ``BatchAck`` frame: ``receiver`` answers ``batch_id`` (ACKED, or REJECTED why)."""
+    return wire.encode(
+        BatchAck(
+            job=job,
+            batch_id=batch_id,
+            receiver_worker=receiver,
+            status=status,
+            reason=reason,
+            acked_at_ms=at_ms,
+        )
+    )
+
+
+def encode_grant(*, job: str, receiver: str, sender: str, records: int) -> bytes:
+    """A ``CreditGrant`` frame: ``receiver`` lets ``sender`` send ``records`` more."""
+    return wire.encode(
+        CreditGrant(job=job, receiver_worker=receiver, sender_worker=sender, credit_records=records)
+    )
+
+
+def encode_state(
+    *,
+    job: str,
+    worker_id: str,
+    state: WorkerStateEvent.State,
+    sequence: int,
+    queue_records: int,
+    at_ms: int,
+) -> bytes:
+    """A ``WorkerStateEvent`` frame: ``worker_id``'s state, its ``sequence`` number and
+    local queue length."""
+    return wire.encode(
+        WorkerStateEvent(
+            job=job,
+            worker_id=worker_id,
+            state=state,
+            sequence=sequence,
+            queue_length=queue_records,
+            emitted_at_ms=at_ms,
+        )
+    )

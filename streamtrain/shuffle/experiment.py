@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.kafka import create_topic
-from streamtrain.shuffle.settings import ShufflePolicy
+from streamtrain.shuffle.policy import ShufflePolicy
 
 __all__ = ["ExperimentConfig", "PolicyResult", "run_policy"]
 

@@ -10,38 +10,45 @@ The ForwardingUnit is responsible for:
   events; with CURVE, the ZAP handler and the handshake monitors;
 * draining the ShuffleUnit's overflow: a receiver drawn uniformly from the available
   list, at most the credit it granted, one protobuf batch at a time;
-* the brpc-style stream semantics: a forwarded batch is acknowledged to the offset
-  tracker only when the receiver's ACK arrives; a rejection or an ACK timeout puts it
-  back in front of the overflow (re-routed, or trained locally once there is room) and
-  sets that receiver aside for a while; a peer that leaves gets its batches re-routed
-  at once;
+* the brpc-style stream semantics (bookkept by
+  :class:`~streamtrain.shuffle.inflight.InFlightBatches`): a forwarded batch is
+  acknowledged to the offset tracker only when the receiver's ACK arrives; a rejection
+  or an ACK timeout puts it back in front of the overflow (re-routed, or trained
+  locally once there is room) and sets that receiver aside for a while; a peer that
+  leaves gets its batches re-routed at once;
 * dropping and counting every frame that does not parse, comes from a worker that is
   not a member, or names another worker than the one that sent it. A well-formed batch
   from a worker not (yet) a member is answered REJECTED ("unknown peer"), so a sender
   that learned of this worker first retries at once rather than after its ACK timeout.
+  Every frame is counted in :class:`~streamtrain.shuffle.stats.ForwardingCounters`.
 
-It never blocks the trainer: the trainer and the consumer only touch the ShuffleUnit,
-which wakes this thread through a pipe.
+The decisions live in pure collaborators (``receivers``: whom to send to and how much;
+``inflight``: what awaits an answer; ``frames``: which incoming frames count; ``unit``:
+what to send and what to accept); this module is their socket thread. It never blocks
+the trainer: the trainer and the consumer only touch the ShuffleUnit, which wakes this
+thread through its :class:`~streamtrain.shuffle.mailbox.Mailbox`.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import logging
-import os
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import zmq
 
-from streamtrain import wire
-from streamtrain.errors import ConfigError, SchemaError, StreamtrainError
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, WorkerStateEvent
+from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
+from streamtrain.shuffle.frames import (
+    Drop,
+    check_batch,
+    check_control,
+    check_event,
+    refusable_batch_id,
+)
+from streamtrain.shuffle.inflight import InFlightBatches
+from streamtrain.shuffle.mailbox import Mailbox
 from streamtrain.shuffle.membership import Membership, PeerInfo, new_incarnation
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
 from streamtrain.shuffle.settings import ShuffleSettings
@@ -55,13 +62,6 @@ _LOG = logging.getLogger(__name__)
 _MEMBERSHIP_SYNC_S = 0.1
 _REJECT_BACKOFF_S = 0.05
 _MAX_FRAMES_PER_ROUND = 256
-
-
-@dataclass(slots=True)
-class _InFlight:
-    receiver: str
-    columns: RecordColumns
-    sent_at: float
 
 
 class ForwardingUnit:
@@ -82,18 +82,14 @@ class ForwardingUnit:
         self._receivers = ReceiverList(self._settings.credit_window_records, seed=seed)
         self._ledger = CreditLedger(self._settings.credit_window_records)
         self._counters = Counters()
-        self._inbox: collections.deque[tuple[str, Any]] = collections.deque()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._wake_pending = False
+        self._count = self._counters.totals  # written by the unit's thread only
+        self._mailbox = Mailbox()  # what the unit's callers tell this unit's thread
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._me: PeerInfo | None = None
-        self._pending: dict[str, _InFlight] = {}
-        self._batch_ids = 0
+        self._in_flight = InFlightBatches(self._incarnation, self._settings.ack_timeout_s)
         self._members: dict[str, PeerInfo] = {}
         self._members_by_key: dict[bytes, str] = {}
 
@@ -117,7 +113,7 @@ class ForwardingUnit:
                 f"forwarding unit of {self._settings.worker_id} did not bind within "
                 f"{timeout_s:g} s: {self._failure}"
             ) from self._failure
-        self._unit.set_listener(self)
+        self._unit.set_listener(self._mailbox)
         try:
             self._membership.start(self._me)
         except BaseException:
@@ -132,14 +128,11 @@ class ForwardingUnit:
             self._membership.close()
         finally:
             self._stop.set()
-            self._wake()
+            self._mailbox.wake()
             if self._thread is not None:
                 self._thread.join(timeout_s)
                 self._thread = None
-            for fd in (self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._wake_r = self._wake_w = -1
+            self._mailbox.close()
 
     def __enter__(self) -> ForwardingUnit:
         self.start()
@@ -158,27 +151,7 @@ class ForwardingUnit:
         return sorted(self._members)
 
     def stats(self) -> ForwardingStats:
-        return self._counters.snapshot(len(self._pending))
-
-    # ShuffleListener (called by the unit from other threads, with its lock held) -------
-
-    def state_changed(self, receiving: bool, queue_records: int, sequence: int) -> None:
-        self._inbox.append(("state", (receiving, queue_records, sequence)))
-        self._wake()
-
-    def remote_batch_trained(self, origin_worker: str, batch_id: str, records: int) -> None:
-        self._inbox.append(("trained", (origin_worker, batch_id, records)))
-        self._wake()
-
-    def overflow_ready(self) -> None:
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._wake_pending or self._wake_w < 0:
-            return
-        self._wake_pending = True
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"\x01")
+        return self._counters.snapshot(len(self._in_flight))
 
     # the thread ------------------------------------------------------------------------
 
@@ -207,7 +180,7 @@ class ForwardingUnit:
         poller = zmq.Poller()
         poller.register(sockets.router, zmq.POLLIN)
         poller.register(sockets.sub, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._mailbox.fd, zmq.POLLIN)
         for extra in sockets.extra_readers():
             poller.register(extra, zmq.POLLIN)
         self._publish(sockets, WorkerStateEvent.JOINED)
@@ -223,15 +196,13 @@ class ForwardingUnit:
             self._expire(now)
             self._forward(sockets)
             timeout_s = min(next_sync, next_broadcast) - time.monotonic()
-            if self._pending:
-                first = next(iter(self._pending.values()))
-                timeout_s = min(timeout_s, first.sent_at + self._settings.ack_timeout_s - now)
+            deadline = self._in_flight.next_deadline()
+            if deadline is not None:
+                timeout_s = min(timeout_s, deadline - now)
             ready = dict(poller.poll(max(int(timeout_s * 1000), 0) + 1))
-            if self._wake_r in ready:
-                self._wake_pending = False
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._wake_r, 4096)
-            self._drain_inbox(sockets)
+            if self._mailbox.fd in ready:
+                self._mailbox.woken()
+            self._answer_mailbox(sockets)
             if sockets.router in ready:
                 self._read_router(sockets)
             if sockets.sub in ready:
@@ -239,7 +210,7 @@ class ForwardingUnit:
             for worker, socket in list(sockets.dealers.items()):
                 if socket in ready:
                     self._read_dealer(worker, socket)
-            sockets.handle_security(ready, self._counters.values)
+            sockets.handle_security(ready, self._count)
         self._publish(sockets, WorkerStateEvent.LEFT)
 
     # membership ------------------------------------------------------------------------
@@ -275,10 +246,9 @@ class ForwardingUnit:
         return {p.curve_public_key: w for w, p in members.items() if p.curve_public_key}
 
     def _reroute_from(self, worker_id: str) -> None:
-        for batch_id in [b for b, f in self._pending.items() if f.receiver == worker_id]:
-            flight = self._pending.pop(batch_id)
+        for flight in self._in_flight.sent_to(worker_id):
             self._unit.return_overflow(flight.columns)
-            self._counters.values["batches_rerouted_on_leave"] += 1
+            self._count.batches_rerouted_on_leave += 1
 
     # sending ---------------------------------------------------------------------------
 
@@ -295,8 +265,7 @@ class ForwardingUnit:
             columns = self._unit.pop_overflow(budget)
             if columns is None:
                 return
-            self._batch_ids += 1
-            batch_id = f"{self._incarnation:x}-{self._batch_ids}"
+            batch_id = self._in_flight.next_id()
             frame = codec.encode_batch(
                 columns,
                 job=settings.job,
@@ -313,61 +282,51 @@ class ForwardingUnit:
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
                 continue
             self._receivers.spend(receiver, len(columns))
-            self._pending[batch_id] = _InFlight(receiver, columns, now)
-            values = self._counters.values
-            values["batches_sent"] += 1
-            values["records_sent"] += len(columns)
-            values["bytes_sent"] += len(frame)
+            self._in_flight.sent(batch_id, receiver, columns, now)
+            self._count.batches_sent += 1
+            self._count.records_sent += len(columns)
+            self._count.bytes_sent += len(frame)
 
     def _expire(self, now: float) -> None:
-        timeout_s = self._settings.ack_timeout_s
-        while self._pending:
-            batch_id, flight = next(iter(self._pending.items()))
-            if now - flight.sent_at < timeout_s:
-                return
-            del self._pending[batch_id]
+        for flight in self._in_flight.expired(now):
             # The receiver may never have admitted the batch (it dropped a frame from a
             # peer it did not know yet): without the refund its credit would be gone for
             # good. If it did admit it, its ledger rejects whatever goes beyond its window.
             self._receivers.refund(flight.receiver, len(flight.columns))
-            self._receivers.suppress(flight.receiver, now + 2 * timeout_s)
+            self._receivers.suppress(flight.receiver, now + 2 * self._settings.ack_timeout_s)
             self._unit.return_overflow(flight.columns)
-            self._counters.values["batches_timed_out"] += 1
+            self._count.batches_timed_out += 1
 
     def _publish(self, sockets: PeerSockets, state: WorkerStateEvent.State) -> None:
         receiving, queue_records, sequence = self._unit.receiver_state()
         if state in (WorkerStateEvent.RECEIVING, WorkerStateEvent.NOT_RECEIVING):
             state = WorkerStateEvent.RECEIVING if receiving else WorkerStateEvent.NOT_RECEIVING
-        event = WorkerStateEvent(
+        event = codec.encode_state(
             job=self._settings.job,
             worker_id=self._settings.worker_id,
             state=state,
             sequence=sequence,
-            queue_length=queue_records,
-            emitted_at_ms=time.time_ns() // 1_000_000,
+            queue_records=queue_records,
+            at_ms=time.time_ns() // 1_000_000,
         )
         try:
-            sockets.pub.send_multipart([codec.KIND_STATE, wire.encode(event)], flags=zmq.NOBLOCK)
-            self._counters.values["events_sent"] += 1
+            sockets.pub.send_multipart([codec.KIND_STATE, event], flags=zmq.NOBLOCK)
+            self._count.events_sent += 1
         except zmq.Again:
             pass
 
     def _publish_state(self, sockets: PeerSockets) -> None:
         self._publish(sockets, WorkerStateEvent.RECEIVING)
 
-    def _drain_inbox(self, sockets: PeerSockets) -> None:
-        published = False
-        while self._inbox:
-            kind, payload = self._inbox.popleft()
-            if kind == "state" and not published:
-                self._publish_state(sockets)  # the current state covers every queued one
-                published = True
-            elif kind == "trained":
-                origin, batch_id, records = payload
-                self._answer(sockets, origin, batch_id, BatchAck.ACKED, "")
-                grant = self._ledger.trained(origin, records)
-                if grant:
-                    self._grant(sockets, origin, grant)
+    def _answer_mailbox(self, sockets: PeerSockets) -> None:
+        state_changed, trained = self._mailbox.take()
+        if state_changed:
+            self._publish_state(sockets)  # the current state covers every change
+        for origin, batch_id, records in trained:
+            self._answer(sockets, origin, batch_id, BatchAck.ACKED, "")
+            grant = self._ledger.trained(origin, records)
+            if grant:
+                self._grant(sockets, origin, grant)
 
     def _answer(
         self,
@@ -377,150 +336,133 @@ class ForwardingUnit:
         status: BatchAck.Status,
         reason: str,
     ) -> None:
-        ack = BatchAck(
+        ack = codec.encode_ack(
             job=self._settings.job,
             batch_id=batch_id,
-            receiver_worker=self._settings.worker_id,
+            receiver=self._settings.worker_id,
             status=status,
             reason=reason,
-            acked_at_ms=time.time_ns() // 1_000_000,
+            at_ms=time.time_ns() // 1_000_000,
         )
-        self._to_peer(sockets, origin, codec.KIND_ACK, wire.encode(ack))
+        self._to_peer(sockets, origin, codec.KIND_ACK, ack)
 
     def _grant(self, sockets: PeerSockets, sender: str, records: int) -> None:
-        grant = CreditGrant(
+        grant = codec.encode_grant(
             job=self._settings.job,
-            receiver_worker=self._settings.worker_id,
-            sender_worker=sender,
-            credit_records=records,
+            receiver=self._settings.worker_id,
+            sender=sender,
+            records=records,
         )
-        self._to_peer(sockets, sender, codec.KIND_CREDIT, wire.encode(grant))
+        self._to_peer(sockets, sender, codec.KIND_CREDIT, grant)
 
     def _to_peer(self, sockets: PeerSockets, worker: str, kind: bytes, payload: bytes) -> None:
         try:
             sockets.router.send_multipart([worker.encode(), kind, payload], flags=zmq.NOBLOCK)
         except zmq.Again:
             # the sender's pipe is full or gone: it times the batch out and re-routes it
-            self._counters.values["control_send_failures"] += 1
+            self._count.control_send_failures += 1
 
     # receiving -------------------------------------------------------------------------
 
+    def _dropped(self, drop: Drop) -> None:
+        if drop is Drop.MALFORMED:
+            self._count.malformed_frames_dropped += 1
+        else:
+            self._count.unknown_peer_frames_dropped += 1
+
     def _read_router(self, sockets: PeerSockets) -> None:
-        values = self._counters.values
+        curve = self._settings.curve is not None
         for _ in range(_MAX_FRAMES_PER_ROUND):
             try:
                 frames = sockets.router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             if len(frames) != 3 or frames[1].bytes != codec.KIND_BATCH:
-                values["malformed_frames_dropped"] += 1
+                self._dropped(Drop.MALFORMED)
                 continue
             sender = frames[0].bytes.decode("utf-8", errors="replace")
-            if sender not in self._members:
-                values["unknown_peer_frames_dropped"] += 1
-                self._refuse_unknown(sockets, sender, frames[2].buffer)
-                continue
-            if self._settings.curve is not None and frames[1].get("User-Id") != sender:
-                values["unknown_peer_frames_dropped"] += 1
-                continue
-            try:
-                batch = codec.decode_batch(frames[2].buffer)
-            except SchemaError:
-                values["malformed_frames_dropped"] += 1
-                continue
-            if batch.origin_worker != sender or batch.job != self._settings.job:
-                values["unknown_peer_frames_dropped"] += 1
+            payload = frames[2].buffer
+            batch = check_batch(
+                sender,
+                payload,
+                members=self._members,
+                job=self._settings.job,
+                curve=curve,
+                user_id=frames[1].get("User-Id") if curve else None,
+            )
+            if isinstance(batch, Drop):
+                self._dropped(batch)
+                refused = (
+                    refusable_batch_id(sender, payload, job=self._settings.job)
+                    if batch is Drop.NOT_A_MEMBER
+                    else None
+                )
+                if refused is not None:
+                    self._answer(sockets, sender, refused, BatchAck.REJECTED, "unknown peer")
                 continue
             records = len(batch.columns)
             if not self._ledger.admit(sender, records):
-                values["credit_violations"] += 1
+                self._count.credit_violations += 1
                 self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "no credit")
             elif self._unit.deliver_remote(sender, batch.batch_id, batch.columns):
-                values["batches_received"] += 1
-                values["records_received"] += records
-                values["bytes_received"] += len(frames[2].buffer)
+                self._count.batches_received += 1
+                self._count.records_received += records
+                self._count.bytes_received += len(payload)
             else:
                 self._ledger.release(sender, records)  # the sender refunds a rejected batch
-                values["batches_refused"] += 1
+                self._count.batches_refused += 1
                 self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "not receiving")
 
-    def _refuse_unknown(self, sockets: PeerSockets, sender: str, payload: memoryview) -> None:
-        """A batch from a peer not (yet) in our membership: say REJECTED, so the sender
-        refunds and retries shortly instead of waiting out its ACK timeout (it may have
-        learned of us before we learned of it). Nothing of the batch is kept."""
-        try:
-            batch = codec.decode_batch(payload)
-        except SchemaError:
-            return
-        if batch.origin_worker == sender and batch.job == self._settings.job:
-            self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "unknown peer")
-
     def _read_dealer(self, receiver: str, socket: zmq.Socket[bytes]) -> None:
-        values = self._counters.values
         for _ in range(_MAX_FRAMES_PER_ROUND):
             try:
-                frames = socket.recv_multipart(flags=zmq.NOBLOCK)
+                message = check_control(socket.recv_multipart(flags=zmq.NOBLOCK), receiver)
             except zmq.Again:
                 return
-            if len(frames) != 2:
-                values["malformed_frames_dropped"] += 1
-                continue
-            try:
-                message = codec.decode_control(frames[0], frames[1])
-            except SchemaError:
-                values["malformed_frames_dropped"] += 1
-                continue
-            if isinstance(message, BatchAck):
+            if isinstance(message, Drop):
+                self._dropped(message)
+            elif isinstance(message, BatchAck):
                 self._on_ack(receiver, message)
-            elif isinstance(message, CreditGrant) and message.receiver_worker == receiver:
-                self._receivers.on_credit(receiver, int(message.credit_records))
             else:
-                values["malformed_frames_dropped"] += 1
+                self._receivers.on_credit(receiver, int(message.credit_records))
 
     def _on_ack(self, receiver: str, ack: BatchAck) -> None:
-        values = self._counters.values
-        flight = self._pending.get(ack.batch_id)
-        if flight is None or flight.receiver != receiver or ack.receiver_worker != receiver:
-            values["late_acks"] += 1
+        flight = (
+            self._in_flight.answered(ack.batch_id, receiver)
+            if ack.receiver_worker == receiver
+            else None
+        )
+        if flight is None:
+            self._count.late_acks += 1
             if ack.status == BatchAck.ACKED:
                 self._receivers.unsuppress(receiver)  # it is alive after all
             return
-        del self._pending[ack.batch_id]
         if ack.status == BatchAck.ACKED:
             self._unit.ack_forwarded(flight.columns)
-            values["batches_acked"] += 1
-            values["records_acked"] += len(flight.columns)
+            self._count.batches_acked += 1
+            self._count.records_acked += len(flight.columns)
             self._counters.add_rtt((time.monotonic() - flight.sent_at) * 1000.0)
         else:
-            values["batches_rejected"] += 1
+            self._count.batches_rejected += 1
             self._receivers.refund(receiver, len(flight.columns))
             self._receivers.suppress(receiver, time.monotonic() + _REJECT_BACKOFF_S)
             self._unit.return_overflow(flight.columns)
 
     def _read_events(self, sockets: PeerSockets) -> None:
-        values = self._counters.values
         for _ in range(_MAX_FRAMES_PER_ROUND):
             try:
                 frames = sockets.sub.recv_multipart(flags=zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if len(frames) != 2 or frames[0] != codec.KIND_STATE:
-                values["malformed_frames_dropped"] += 1
+            event = check_event(frames, members=self._members, job=self._settings.job)
+            if isinstance(event, Drop):
+                self._dropped(event)
                 continue
-            try:
-                event = codec.decode_control(frames[0], frames[1])
-            except SchemaError:
-                values["malformed_frames_dropped"] += 1
-                continue
-            assert isinstance(event, WorkerStateEvent)  # noqa: S101 - KIND_STATE decodes to it
-            if event.job != self._settings.job or event.worker_id not in self._members:
-                values["unknown_peer_frames_dropped"] += 1
-                continue
-            values["events_received"] += 1
+            self._count.events_received += 1
             if event.state == WorkerStateEvent.LEFT:
                 self._receivers.on_left(event.worker_id)
                 self._reroute_from(event.worker_id)
             elif event.state in (WorkerStateEvent.RECEIVING, WorkerStateEvent.NOT_RECEIVING):
                 receiving = event.state == WorkerStateEvent.RECEIVING
                 if not self._receivers.on_state(event.worker_id, receiving, event.sequence):
-                    values["stale_events"] += 1
+                    self._count.stale_events += 1

@@ -39,13 +39,12 @@ from typing import Any, cast
 import numpy as np
 
 from streamtrain.config import KafkaSettings
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.shuffle.acks import contiguous_runs
+from streamtrain.records import RecordColumns, contiguous_runs
 from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import MemberDirectory, Membership, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
-from streamtrain.shuffle.testing import RecordingAcknowledger
+from streamtrain.testing import RecordingAcknowledger
 
 __all__ = ["main", "settings_from_spec"]
 

@@ -26,6 +26,7 @@ from streamtrain.errors import ConfigError, KafkaError, SchemaError
 from streamtrain.kafka import create_topic
 from streamtrain.proto.data_plane_pb2 import Member
 from streamtrain.shuffle.membership import PeerInfo
+from streamtrain.shuffle.settings import check_heartbeat
 
 __all__ = ["KafkaMembership", "MembershipStats", "members_topic"]
 
@@ -65,11 +66,7 @@ class KafkaMembership:
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
-        if heartbeat_interval_ms <= 0 or heartbeat_timeout_ms <= heartbeat_interval_ms:
-            raise ConfigError(
-                "membership needs 0 < heartbeat interval < heartbeat timeout, got "
-                f"{heartbeat_interval_ms} ms and {heartbeat_timeout_ms} ms"
-            )
+        check_heartbeat(heartbeat_interval_ms, heartbeat_timeout_ms)
         self._kafka = kafka
         self._job = job
         self._topic = members_topic(job)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.shuffle.acks import Acknowledger
+from streamtrain.records import Acknowledger, RecordColumns
 from streamtrain.shuffle.forwarding import ForwardingStats, ForwardingUnit
 from streamtrain.shuffle.membership import Membership, PeerInfo
 from streamtrain.shuffle.settings import ShuffleSettings

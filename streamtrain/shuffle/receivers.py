@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamtrain.shuffle.membership import PeerInfo
-from streamtrain.shuffle.settings import ShufflePolicy
+from streamtrain.shuffle.policy import ShufflePolicy
 
 __all__ = ["CreditLedger", "MembershipDiff", "ReceiverList"]
 

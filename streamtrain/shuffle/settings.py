@@ -1,36 +1,31 @@
 """Frozen settings of the shuffle layer: policy, watermarks, batching, credit, CURVE keys.
 
-Owned here: :class:`ShufflePolicy` (KALE Table 2's three strategies),
-:class:`CurveKeys` (a worker's ZeroMQ CURVE key pair, Z85) and
-:class:`ShuffleSettings` (everything one worker's ShuffleUnit and ForwardingUnit need,
-validated once so the running code never checks again).
+Owned here: :class:`CurveKeys` (a worker's ZeroMQ CURVE key pair, Z85),
+:class:`ShuffleSettings` (everything one worker's ShuffleUnit, ForwardingUnit and Kafka
+membership need, validated once so the running code never checks again) and
+:func:`check_heartbeat` (the membership heartbeat's one rule). The policy itself is
+:class:`~streamtrain.shuffle.policy.ShufflePolicy`.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 import zmq
 
 from streamtrain.errors import ConfigError
+from streamtrain.shuffle.policy import ShufflePolicy
 
-__all__ = ["CurveKeys", "ShufflePolicy", "ShuffleSettings"]
+__all__ = ["CurveKeys", "ShuffleSettings", "check_heartbeat"]
 
 
-class ShufflePolicy(enum.StrEnum):
-    """How a worker shares its records with peers (KALE §4.3).
-
-    ``none``: every record is trained by the worker that read it.
-    ``basic``: each worker forwards an even share of what it reads to every peer,
-    regardless of the peers' need.
-    ``advanced``: the threshold policy: a worker forwards only what overflows its full
-    local queue, and only to peers that announced they are receiving.
-    """
-
-    NONE = "none"
-    BASIC = "basic"
-    ADVANCED = "advanced"
+def check_heartbeat(interval_ms: int, timeout_ms: int) -> None:
+    """Membership needs ``0 < interval < timeout``; raise :class:`ConfigError` otherwise."""
+    if interval_ms <= 0 or timeout_ms <= interval_ms:
+        raise ConfigError(
+            "membership needs 0 < heartbeat interval < heartbeat timeout, got "
+            f"{interval_ms} ms and {timeout_ms} ms"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +56,9 @@ class ShuffleSettings:
     buffer of at most ``overflow_capacity_records``, which the ForwardingUnit drains in
     batches of at most ``batch_records``. A receiver lets each sender have at most
     ``credit_window_records`` un-acknowledged records; a forwarded batch not
-    acknowledged within ``ack_timeout_ms`` is re-routed or trained locally.
+    acknowledged within ``ack_timeout_ms`` is re-routed or trained locally. With Kafka
+    membership a worker renews its ``<job>.members`` record every
+    ``heartbeat_interval_ms`` and counts a peer gone after ``heartbeat_timeout_ms``.
     """
 
     job: str
@@ -75,6 +72,8 @@ class ShuffleSettings:
     credit_window_records: int = 8_000
     ack_timeout_ms: int = 10_000
     state_rebroadcast_ms: int = 1_000
+    heartbeat_interval_ms: int = 1_000
+    heartbeat_timeout_ms: int = 5_000
     host: str = "127.0.0.1"
     data_port: int = 0
     event_port: int = 0
@@ -109,6 +108,7 @@ class ShuffleSettings:
                 f"batch_records {self.batch_records} exceeds credit_window_records "
                 f"{self.credit_window_records}: no batch could ever be sent"
             )
+        check_heartbeat(self.heartbeat_interval_ms, self.heartbeat_timeout_ms)
         for name, port in (("data_port", self.data_port), ("event_port", self.event_port)):
             if not 0 <= port < 65536:
                 raise ConfigError(f"{name} {port} is outside 0-65535 (0 picks a free port)")

@@ -9,7 +9,6 @@ are not thread-safe, so nothing here is touched from another thread.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,6 +19,7 @@ from streamtrain.shuffle import codec
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.security import ZapHandler, make_curve_client, make_curve_server
 from streamtrain.shuffle.settings import ShuffleSettings
+from streamtrain.shuffle.stats import ForwardingCounters
 
 __all__ = ["PeerSockets"]
 
@@ -69,10 +69,11 @@ class PeerSockets:
     def extra_readers(self) -> list[zmq.Socket[bytes]]:
         return ([self.zap.socket] if self.zap is not None else []) + self.monitors
 
-    def handle_security(self, ready: Mapping[Any, int], values: collections.Counter[str]) -> None:
+    def handle_security(self, ready: Mapping[Any, int], counters: ForwardingCounters) -> None:
+        """Serve the ZAP handler and count failed handshakes, if their sockets are ready."""
         if self.zap is not None and self.zap.socket in ready:
             self.zap.handle()
-            values["zap_refused"] = self.zap.refused
+            counters.zap_refused = self.zap.refused
         for monitor in self.monitors:
             if monitor in ready:
                 while True:
@@ -80,7 +81,7 @@ class PeerSockets:
                         monitor.recv_multipart(flags=zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    values["handshakes_failed"] += 1
+                    counters.handshakes_failed += 1
 
     def connect(self, info: PeerInfo, poller: zmq.Poller) -> None:
         dealer = self.context.socket(zmq.DEALER)

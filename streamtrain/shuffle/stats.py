@@ -2,19 +2,21 @@
 
 Owned here: :class:`ForwardingStats` (monotonic totals of batches, records and bytes sent
 and received, every kind of dropped frame, refusals, timeouts, and the ACK round-trip
-percentiles) and :class:`Counters`, the mutable side the unit's thread writes.
+percentiles), :class:`ForwardingCounters` (the same totals as mutable typed fields: a
+misspelt counter is a type error, not a new key) and :class:`Counters`, the mutable
+side the unit's thread writes (the totals and the round-trip times).
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["COUNTER_NAMES", "Counters", "ForwardingStats"]
+__all__ = ["COUNTER_NAMES", "Counters", "ForwardingCounters", "ForwardingStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,21 +50,46 @@ class ForwardingStats:
     ack_rtt_p99_ms: float = 0.0
 
 
-COUNTER_NAMES = tuple(
-    name
-    for name in ForwardingStats.__dataclass_fields__
-    if name not in ("in_flight_batches", "ack_rtt_p50_ms", "ack_rtt_p99_ms")
-)
+@dataclass(slots=True)
+class ForwardingCounters:
+    """The monotonic totals of :class:`ForwardingStats`, field for field, as the unit's
+    thread updates them (``counters.batches_sent += 1``)."""
+
+    batches_sent: int = 0
+    records_sent: int = 0
+    bytes_sent: int = 0
+    batches_acked: int = 0
+    records_acked: int = 0
+    batches_rejected: int = 0
+    batches_timed_out: int = 0
+    batches_rerouted_on_leave: int = 0
+    late_acks: int = 0
+    batches_received: int = 0
+    records_received: int = 0
+    bytes_received: int = 0
+    batches_refused: int = 0
+    credit_violations: int = 0
+    malformed_frames_dropped: int = 0
+    unknown_peer_frames_dropped: int = 0
+    handshakes_failed: int = 0
+    zap_refused: int = 0
+    events_sent: int = 0
+    events_received: int = 0
+    stale_events: int = 0
+    control_send_failures: int = 0
+
+
+COUNTER_NAMES = tuple(f.name for f in fields(ForwardingCounters))
+"""The counters, in :class:`ForwardingStats` order (its other fields are measured at
+snapshot time)."""
 
 
 class Counters:
-    """Written by the unit's thread only; every key exists from the start, so another
-    thread can copy ``values`` while it is being updated (no resize)."""
+    """Written by the unit's thread only. Another thread's :meth:`snapshot` reads each
+    total as one attribute (never torn); totals only grow."""
 
     def __init__(self) -> None:
-        self.values: collections.Counter[str] = collections.Counter(
-            {name: 0 for name in COUNTER_NAMES}
-        )
+        self.totals = ForwardingCounters()
         self._rtt_lock = threading.Lock()
         self._rtt_ms: collections.deque[float] = collections.deque(maxlen=20_000)
 
@@ -75,11 +102,12 @@ class Counters:
             return np.array(self._rtt_ms, dtype=np.float64)
 
     def snapshot(self, in_flight_batches: int) -> ForwardingStats:
-        values = dict(self.values)
+        totals = self.totals
+        values = {name: getattr(totals, name) for name in COUNTER_NAMES}
         rtt = self.rtt()
         p50, p99 = np.percentile(rtt, [50, 99]).tolist() if rtt.size else (0.0, 0.0)
         return ForwardingStats(
-            **{name: values[name] for name in COUNTER_NAMES},
+            **values,
             in_flight_batches=in_flight_batches,
             ack_rtt_p50_ms=float(p50),
             ack_rtt_p99_ms=float(p99),

@@ -30,13 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.localqueue import drop_partitions
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.shuffle.acks import Acknowledger, contiguous_runs
-from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
+from streamtrain.records import Acknowledger, RecordColumns, contiguous_runs, drop_partitions
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.watermarks import basic_local_share, next_receiving
 
 __all__ = ["ShuffleListener", "ShuffleUnit", "ShuffledBatch", "UnitStats"]
@@ -180,7 +177,9 @@ class ShuffleUnit:
                     self._local_in += len(shared) - (0 if unshared is None else len(unshared))
                     # What the full overflow could not take is trained here: the local
                     # queue is fed either way, so a put that times out never starves it.
-                    remaining = _concat(local, unshared)
+                    remaining = (
+                        local if unshared is None else RecordColumns.concat([local, unshared])
+                    )
             while remaining is not None:
                 before = len(remaining)
                 remaining = self._place_locked(remaining)
@@ -445,22 +444,3 @@ class ShuffleUnit:
         self._transitions += 1
         if self._listener is not None:
             self._listener.state_changed(receiving, self._queue_records, self._sequence)
-
-
-def _concat(first: RecordColumns, second: RecordColumns | None) -> RecordColumns:
-    if second is None or not len(second):
-        return first
-    if not len(first):
-        return second
-    bounds = np.concatenate(
-        (first.payload_bounds, second.payload_bounds[1:] + len(first.payloads))
-    ).astype(np.int64)
-    return RecordColumns(
-        first.topic,
-        np.concatenate((first.partitions, second.partitions)),
-        np.concatenate((first.offsets, second.offsets)),
-        np.concatenate((first.timestamps_ms, second.timestamps_ms)),
-        first.payloads + second.payloads,
-        bounds,
-        first.forwarded,
-    )

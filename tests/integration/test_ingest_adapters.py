@@ -73,8 +73,8 @@ def test_torch_dataset_trains_mmoe_and_commits_what_was_trained(ctr_topic):
             losses.append(float(loss.detach()))
             trained_ids += tensors["id"].tolist()
             # The step just taken is not acknowledged until the next batch is asked for.
-            assert consumer.metrics.snapshot().samples_trained == len(trained_ids) - BATCH
-        assert consumer.metrics.snapshot().samples_trained == len(trained_ids)
+            assert consumer.metrics.snapshot().records_trained == len(trained_ids) - BATCH
+        assert consumer.metrics.snapshot().records_trained == len(trained_ids)
     assert len(trained_ids) == 6 * BATCH == len(set(trained_ids))
     assert all(np.isfinite(losses))
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
@@ -111,10 +111,10 @@ def test_keras_fit_on_a_tf_dataset_acks_one_batch_per_step(ctr_topic):
             verbose=0,
         )
         deadline = time.monotonic() + 10
-        while consumer.metrics.snapshot().samples_trained < 4 * BATCH:
+        while consumer.metrics.snapshot().records_trained < 4 * BATCH:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        trained = consumer.metrics.snapshot().samples_trained
+        trained = consumer.metrics.snapshot().records_trained
     assert trained == 4 * BATCH  # one batch acknowledged per step, prefetched ones not
     assert np.isfinite(history.history["loss"]).all()
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))

@@ -20,13 +20,12 @@ from streamtrain.ingest import (
     ProtobufDecoder,
     RawDecoder,
     WorkerMetrics,
-    WorkerRun,
-    run_worker,
 )
 from streamtrain.ingest.reporting import serve_metrics
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import decode
+from streamtrain.worker import WorkerRun, run_worker
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 DEADLINE_S = 60
@@ -277,7 +276,7 @@ def test_worker_publishes_throughput_samples(broker):
         max_records=400, throughput_topic=samples_topic, sample_interval_s=0.1, pool_size=3
     )
     summary = run_worker(settings, ingest, App(), run)
-    assert summary.samples_trained == 400
+    assert summary.records_trained == 400
     assert summary.steps == 8
     assert summary.committed == {(topic, 0): 200, (topic, 1): 200}
 
@@ -316,4 +315,4 @@ def test_prometheus_endpoint_on_loopback():
         server.shutdown()
         server.server_close()
         thread.join(5)
-    assert 'streamtrain_worker_samples_trained_total{worker="w-9"} 10.0' in text
+    assert 'streamtrain_worker_records_trained_total{worker="w-9"} 10.0' in text

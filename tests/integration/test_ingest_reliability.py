@@ -176,7 +176,7 @@ def test_sigkill_mid_stream_loses_no_record_and_duplicates_only_the_unacknowledg
     assert second.returncode == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     trained_b = trained_lines(log_b)
-    assert summary["samples_trained"] == len(trained_b)
+    assert summary["records_trained"] == len(trained_b)
 
     ids_a = {i for i, _, _ in trained_a}
     ids_b = {i for i, _, _ in trained_b}

@@ -13,14 +13,14 @@ import zmq
 
 from streamtrain import wire
 from streamtrain.errors import KafkaError
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.ingest.tracker import OffsetTracker
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.membership import MemberDirectory, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
-from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
-from streamtrain.shuffle.testing import RecordingAcknowledger
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.shuffle.settings import ShuffleSettings
+from streamtrain.testing import RecordingAcknowledger, records
 from tests.integration.waiting import wait_for
 
 SMALL: dict[str, Any] = {
@@ -33,16 +33,6 @@ SMALL: dict[str, Any] = {
     "ack_timeout_ms": 3_000,
     "state_rebroadcast_ms": 200,
 }
-
-
-def _records(first, n, partition=0):
-    return RecordColumns.from_values(
-        "t",
-        [partition] * n,
-        list(range(first, first + n)),
-        [0] * n,
-        [f"r{partition}-{i}".encode() for i in range(first, first + n)],
-    )
 
 
 class Trainer:
@@ -101,7 +91,7 @@ def test_overflow_is_forwarded_acked_and_committed_at_the_origin(directory):
     total = 2_000
     with origin, receiver, Trainer(receiver) as trained:
         wait_for(lambda: origin.stats().forwarding.events_received > 0, what="receiver state")
-        assert origin.put(_records(0, total), timeout_s=10) is None
+        assert origin.put(records(0, total), timeout_s=10) is None
         # the origin's own trainer is idle: only forwarding can drain its overflow
         wait_for(lambda: origin_acks.acked_records("t", 0) == total - 100, what="forwarded acks")
         stats = origin.stats()
@@ -125,7 +115,7 @@ def test_a_busy_receiver_rejects_and_the_batch_goes_elsewhere(directory):
     with origin, busy, idle, Trainer(idle) as idle_trainer, Trainer(busy) as busy_trainer:
         wait_for(lambda: origin.stats().forwarding.events_received >= 2, what="states")
         busy_trainer.paused.set()
-        assert origin.put(_records(0, 1_100), timeout_s=10) is None
+        assert origin.put(records(0, 1_100), timeout_s=10) is None
         wait_for(lambda: origin_acks.acked_records("t", 0) == 1_000, what="all forwarded")
         busy_trainer.paused.clear()
         stats = origin.stats().forwarding
@@ -151,7 +141,7 @@ def test_policy_none_forwards_nothing_and_basic_spreads_evenly(directory):
     ):
         wait_for(lambda: nodes["a"].stats().forwarding.events_received >= 2, what="states")
         wait_for(lambda: nodes["a"].forwarding.known_peers() == ["b", "c"], what="peers")
-        assert nodes["a"].put(_records(0, 3_000), timeout_s=10) is None
+        assert nodes["a"].put(records(0, 3_000), timeout_s=10) is None
         wait_for(lambda: acks["a"].acked_records("t", 0) == 3_000, what="all acked")
     counts = sorted(len(t.seen) for t in (ta, tb, tc))
     assert sum(counts) == 3_000
@@ -162,7 +152,7 @@ def test_policy_none_forwards_nothing_and_basic_spreads_evenly(directory):
     other = _node(directory2, "o")
     with quiet, other, Trainer(other) as to:
         wait_for(lambda: quiet.stats().forwarding.events_received > 0, what="states")
-        assert quiet.put(_records(0, 300), timeout_s=0.3) is not None  # pushes back instead
+        assert quiet.put(records(0, 300), timeout_s=0.3) is not None  # pushes back instead
         time.sleep(0.3)
         assert quiet.stats().forwarding.batches_sent == 0
     assert to.seen == []
@@ -198,7 +188,7 @@ def impostor(directory):
 
 def _good(worker="known", batch_id="x", n=3):
     return codec.encode_batch(
-        _records(0, n), job="job-f", batch_id=batch_id, origin_worker=worker, sent_at_ms=0
+        records(0, n), job="job-f", batch_id=batch_id, origin_worker=worker, sent_at_ms=0
     )
 
 
@@ -330,7 +320,7 @@ def test_the_origin_tracker_commits_only_past_records_acked_locally_or_remotely(
         remote.paused.set()
         wait_for(lambda: origin.stats().forwarding.events_received > 0, what="receiver state")
         tracker.handed_out("t", 0, 0, 299)
-        assert origin.put(_records(0, 300), timeout_s=10) is None
+        assert origin.put(records(0, 300), timeout_s=10) is None
         wait_for(lambda: receiver.stats().forwarding.records_received == 200, what="forwarded")
         local = origin.take(100, timeout_s=5)
         assert local is not None and local.columns.offsets.tolist() == list(range(100))

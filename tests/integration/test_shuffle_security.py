@@ -6,12 +6,11 @@ from typing import Any
 
 import zmq
 
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.membership import MemberDirectory, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
-from streamtrain.shuffle.testing import RecordingAcknowledger
+from streamtrain.testing import RecordingAcknowledger, records
 from tests.integration.waiting import wait_for
 
 SMALL: dict[str, Any] = {
@@ -23,12 +22,6 @@ SMALL: dict[str, Any] = {
     "ack_timeout_ms": 3_000,
     "state_rebroadcast_ms": 200,
 }
-
-
-def _records(first, n):
-    return RecordColumns.from_values(
-        "t", [0] * n, list(range(first, first + n)), [0] * n, [b"payload"] * n
-    )
 
 
 def _node(directory, worker, acks=None):
@@ -66,7 +59,7 @@ def test_members_forward_over_curve():
     with origin, receiver:
         assert origin.me.curve_public_key is not None
         wait_for(lambda: origin.stats().forwarding.events_received > 0, what="receiver state")
-        assert origin.put(_records(0, 600), timeout_s=10) is None
+        assert origin.put(records(0, 600), timeout_s=10) is None
         _drain(receiver, seen, lambda: origin_acks.acked_records("t", 0) == 500)
     assert origin_acks.covered("t", 0) == [(100, 599)]
     assert sorted(seen) == list(range(100, 600))
@@ -84,7 +77,7 @@ def test_unauthenticated_peers_are_refused_and_counted():
     with zmq.Context() as context, receiver:
         endpoint, server_key = receiver.me.data_endpoint, receiver.me.curve_public_key
         frame = codec.encode_batch(
-            _records(0, 5), job="job-s", batch_id="b", origin_worker="member", sent_at_ms=0
+            records(0, 5), job="job-s", batch_id="b", origin_worker="member", sent_at_ms=0
         )
         stranger = _dealer(context, b"member", endpoint, CurveKeys.generate(), server_key)
         plain = _dealer(context, b"member", endpoint)  # no CURVE at all

@@ -75,7 +75,7 @@ def test_hot_workers_overflow_is_trained_by_an_idle_peer_and_committed(broker, t
     hot_partition_at_cold = [i for i, p, _ in trained_cold if p == 0]
     assert len(hot_partition_at_cold) >= forwarded  # the peer trained the hot partition
     assert hot_summary["records_consumed"] == HOT  # ...though only the hot worker read it
-    assert cold_summary["samples_trained"] == len(trained_cold)
+    assert cold_summary["records_trained"] == len(trained_cold)
 
     ids = {i for i, _, _ in trained_hot} | {i for i, _, _ in trained_cold}
     assert ids == set(range(total))  # every record trained at least once

@@ -8,9 +8,9 @@ from torch.utils.data import DataLoader
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Field, RawDecoder
 from streamtrain.ingest.reader import Batch
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.ingest.tf_data import TfFeed
 from streamtrain.ingest.torch_data import KafkaIterableDataset, to_tensors
+from streamtrain.records import RecordColumns
 
 
 class FakeSource:

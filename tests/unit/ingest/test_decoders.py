@@ -15,8 +15,8 @@ from streamtrain.ingest.decoders import (
     RawDecoder,
     StructDecoder,
 )
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.records import RecordColumns
 
 
 def records(values):

@@ -6,8 +6,8 @@ from confluent_kafka import KafkaError as ClientError
 
 from streamtrain.errors import KafkaError
 from streamtrain.ingest.health import KafkaHealth
-from streamtrain.ingest.ownership import Ownership, describe
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.ingest.ownership import Ownership, by_topic, describe
+from streamtrain.records import RecordColumns
 
 
 def test_an_outage_is_one_warning_down_and_one_back(caplog):
@@ -47,3 +47,4 @@ def test_ownership_filters_records_of_partitions_not_owned():
     assert len(ownership.only_owned(RecordColumns.from_values("u", [0], [0], [0], [b""]))) == 0
     assert describe([("t", 2), ("t", 0), ("u", 1)]) == "t [0, 2]; u [1]"
     assert describe([]) == "no partitions"
+    assert by_topic([("t", 2), ("t", 0), ("u", 1), ("t", 2)]) == {"t": {0, 2}, "u": {1}}

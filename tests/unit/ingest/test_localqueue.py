@@ -7,7 +7,7 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.localqueue import LocalQueue
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 
 
 def chunk(partitions, offsets, topic="t", forwarded=False):

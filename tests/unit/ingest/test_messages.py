@@ -2,6 +2,8 @@
 the accessor path, and the C builder against it."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -66,15 +68,15 @@ def _python_columns(messages):
 
 def test_the_set_up_builds_the_c_builder_and_finds_the_message_layout():
     # `make setup` compiles it (setup.py); CI must not silently run the slow path.
-    if builder.BUILDER != "c" and os.environ.get("CI") != "true":
+    if builder.active_builder() != "c" and os.environ.get("CI") != "true":
         pytest.skip("the C column builder is not built here (no C compiler?)")
-    assert builder.BUILDER == "c"
+    assert builder.active_builder() == "c"
     layout = builder.message_layout()
     assert layout is not None and len(set(layout)) == 5
     assert all(0 < at < Message.__basicsize__ for at in layout)
 
 
-@pytest.mark.skipif(builder.BUILDER != "c", reason="the C column builder is not built")
+@pytest.mark.skipif(builder.active_builder() != "c", reason="the C column builder is not built")
 def test_c_builder_gives_the_accessor_paths_columns():
     rng = np.random.default_rng(3)
     messages = [
@@ -88,35 +90,53 @@ def test_c_builder_gives_the_accessor_paths_columns():
     ]
     (fast,), errors = to_columns(messages, "t")
     slow = _python_columns(messages)
-    assert errors == [] and builder.BUILDER == "c"
+    assert errors == [] and builder.active_builder() == "c"
     for field in ("partitions", "offsets", "timestamps_ms", "payload_bounds"):
         assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
     assert fast.payloads == slow.payloads
     assert fast.partitions.dtype == np.int32 and fast.offsets.dtype == np.int64
 
 
-@pytest.mark.skipif(builder.BUILDER != "c", reason="the C column builder is not built")
+@pytest.mark.skipif(builder.active_builder() != "c", reason="the C column builder is not built")
 def test_c_builder_leaves_batches_with_errors_to_the_accessor_path():
     error = KafkaError(KafkaError._PARTITION_EOF, "eof")
     messages = [message(offset=0), message(offset=1, error=error), message(offset=2)]
     (records,), errors = to_columns(messages, "t")
     assert records.offsets.tolist() == [0, 2] and len(errors) == 1
-    assert builder.BUILDER == "c"  # an error event is not a disagreement
+    assert builder.active_builder() == "c"  # an error event is not a disagreement
 
 
 def test_a_wrong_layout_is_caught_by_the_spot_check_and_switches_to_the_accessors(
     monkeypatch, caplog
 ):
-    if builder._C is None:
+    found = builder._c_builder()
+    if found is None:
         pytest.skip("the C column builder is not built")
-    module, layout = builder._C
+    module, layout = found
     value_at, error_at, partition_at, offset_at, timestamp_at = layout
     swapped = (value_at, error_at, partition_at, timestamp_at, offset_at)
     monkeypatch.setattr(builder, "_C", (module, swapped))
-    monkeypatch.setattr(builder, "BUILDER", "c")
     messages = [message(offset=10 + i, ts=5000 + i) for i in range(4)]
     (records,), _ = to_columns(messages, "t")
     assert records.offsets.tolist() == [10, 11, 12, 13]  # right anyway: the accessor path
     assert records.timestamps_ms.tolist() == [5000, 5001, 5002, 5003]
-    assert builder.BUILDER == "python" and builder._C is None
+    assert builder.active_builder() == "python" and builder._C is None
     assert "disagrees" in caplog.text
+
+
+def test_the_python_builder_is_chosen_by_parameter_not_environment(monkeypatch):
+    monkeypatch.setenv("STREAMTRAIN_INGEST_BUILDER", "python")  # read only by the CLI
+    assert builder.active_builder("python") == "python"
+    messages = [message(offset=i, value=bytes([i])) for i in range(3)]
+    (records,), _ = to_columns(messages, "t", builder="python")
+    assert records.offsets.tolist() == [0, 1, 2]
+    assert list(records.values()) == [b"\x00", b"\x01", b"\x02"]
+
+
+def test_importing_the_module_builds_no_probe():
+    code = (
+        "import streamtrain.ingest.messages as m; "
+        "assert m._C is None and not m._c_probed; "
+        "m.active_builder(); assert m._c_probed"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

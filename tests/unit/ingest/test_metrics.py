@@ -10,8 +10,8 @@ from streamtrain.wire import decode, encode
 
 
 def test_rates_difference_totals_over_the_window():
-    a = MetricsSnapshot(at_s=10.0, records_consumed=100, samples_trained=50)
-    b = MetricsSnapshot(at_s=12.0, records_consumed=1100, samples_trained=850)
+    a = MetricsSnapshot(at_s=10.0, records_consumed=100, records_trained=50)
+    b = MetricsSnapshot(at_s=12.0, records_consumed=1100, records_trained=850)
     assert rates(a, b) == (500.0, 400.0)
     assert rates(b, b) == (0.0, 0.0)
 
@@ -22,7 +22,7 @@ def test_throughput_sample_carries_rates_pool_and_positions():
         ("t", 0): PartitionProgress(committed=None, consumed=None, in_flight_records=0),
     }
     a = MetricsSnapshot(at_s=0.0)
-    b = MetricsSnapshot(at_s=5.0, records_consumed=1000, samples_trained=500, partitions=partitions)
+    b = MetricsSnapshot(at_s=5.0, records_consumed=1000, records_trained=500, partitions=partitions)
     sample = throughput_sample(a, b, job="job", worker_id="w1", workers=3, observed_at_ms=1234)
     assert sample.records_per_s_consumed == 200.0
     assert sample.samples_per_s_trained == 100.0
@@ -37,7 +37,7 @@ def test_throughput_sample_carries_rates_pool_and_positions():
 
 def test_throughput_sample_says_how_busy_the_trainer_was():
     a = MetricsSnapshot(at_s=0.0, busy_s=1.0)
-    b = MetricsSnapshot(at_s=10.0, samples_trained=500, busy_s=3.5)
+    b = MetricsSnapshot(at_s=10.0, records_trained=500, busy_s=3.5)
     sample = throughput_sample(a, b, job="j", worker_id="w", workers=1, observed_at_ms=1)
     assert sample.busy_fraction == 0.25
     metrics = WorkerMetrics()
@@ -54,7 +54,7 @@ def test_worker_metrics_snapshot_reads_live_sources():
     metrics.bind(tracker.progress, lambda: {"queue_records": 7, "in_flight_records": 7})
     metrics.add(consumed=7, trained=2, dead_letters=1, commits=1)
     snap = metrics.snapshot()
-    assert (snap.records_consumed, snap.samples_trained, snap.dead_letters) == (7, 2, 1)
+    assert (snap.records_consumed, snap.records_trained, snap.dead_letters) == (7, 2, 1)
     assert snap.queue_records == 7
     assert snap.partitions[("t", 0)].consumed == 10
 
@@ -69,7 +69,7 @@ def test_prometheus_series():
     registry.register(WorkerCollector(metrics, "w1"))
     text = generate_latest(registry).decode()
     assert 'streamtrain_worker_records_consumed_total{worker="w1"} 6.0' in text
-    assert 'streamtrain_worker_samples_trained_total{worker="w1"} 4.0' in text
+    assert 'streamtrain_worker_records_trained_total{worker="w1"} 4.0' in text
     assert 'streamtrain_worker_stale_acks_total{worker="w1"} 1.0' in text
     assert 'streamtrain_worker_local_queue_records{worker="w1"} 6.0' in text
     assert 'streamtrain_worker_partition_position{partition="2",topic="t",worker="w1"} 10.0' in text

@@ -13,7 +13,7 @@ from streamtrain.ingest.example import (
 )
 from streamtrain.ingest.mmoe import MMoE, MmoeCtrApp
 from streamtrain.ingest.reader import Batch
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 
 
 def test_record_is_200_bytes_with_37_sparse_fields():

@@ -10,7 +10,7 @@ from streamtrain.ingest.decoders import Field, JsonDecoder, RawDecoder
 from streamtrain.ingest.localqueue import LocalQueue
 from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reader import BatchReader
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns
 
 
 class RecordingDeadLetters:
@@ -60,7 +60,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_is_a_batch():
     assert acked == [3, 1]  # dead letters are acked on delivery, the batch not yet
     batch.ack()
     assert sorted(acked) == [0, 1, 2, 3]
-    assert metrics.snapshot().samples_trained == 2
+    assert metrics.snapshot().records_trained == 2
 
 
 def test_auto_ack_acks_the_previous_batch_on_the_next_request():

@@ -46,6 +46,7 @@ def test_dlq_topic_and_explicit_assignment():
         ({"auto_offset_reset": "middle"}, "auto_offset_reset"),
         ({"session_timeout_ms": 1000, "heartbeat_interval_ms": 1000}, "heartbeat"),
         ({"dlq_suffix": ""}, "dlq_suffix"),
+        ({"column_builder": "rust"}, "column_builder"),
     ],
 )
 def test_bad_settings_are_clear(kwargs, needle):

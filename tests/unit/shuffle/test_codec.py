@@ -5,8 +5,8 @@ import pytest
 
 from streamtrain import wire
 from streamtrain.errors import SchemaError
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, RecordBatch, WorkerStateEvent
+from streamtrain.records import RecordColumns
 from streamtrain.shuffle import codec
 
 
@@ -128,3 +128,45 @@ def test_control_frames():
         codec.decode_control(b"?", b"")
     with pytest.raises(SchemaError):
         codec.decode_control(codec.KIND_ACK, b"\xff\xff")
+
+
+def test_control_encoders_round_trip():
+    ack = codec.decode_control(
+        codec.KIND_ACK,
+        codec.encode_ack(
+            job="j", batch_id="b", receiver="r", status=BatchAck.REJECTED, reason="no", at_ms=7
+        ),
+    )
+    assert isinstance(ack, BatchAck)
+    assert (ack.job, ack.batch_id, ack.receiver_worker, ack.reason, ack.acked_at_ms) == (
+        "j",
+        "b",
+        "r",
+        "no",
+        7,
+    )
+    assert ack.status == BatchAck.REJECTED
+    grant = codec.decode_control(
+        codec.KIND_CREDIT, codec.encode_grant(job="j", receiver="r", sender="s", records=9)
+    )
+    assert isinstance(grant, CreditGrant)
+    assert (grant.receiver_worker, grant.sender_worker, grant.credit_records) == ("r", "s", 9)
+    event = codec.decode_control(
+        codec.KIND_STATE,
+        codec.encode_state(
+            job="j",
+            worker_id="w",
+            state=WorkerStateEvent.RECEIVING,
+            sequence=4,
+            queue_records=12,
+            at_ms=8,
+        ),
+    )
+    assert isinstance(event, WorkerStateEvent)
+    assert (event.worker_id, event.sequence, event.queue_length, event.emitted_at_ms) == (
+        "w",
+        4,
+        12,
+        8,
+    )
+    assert event.state == WorkerStateEvent.RECEIVING

@@ -1,31 +1,14 @@
-"""Pure shuffle logic: offset runs, watermark hysteresis, basic split, settings, ranges."""
+"""Pure shuffle logic: watermark hysteresis, basic split, settings and policies."""
 
-import numpy as np
+import subprocess
+import sys
+
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.shuffle.acks import contiguous_runs
-from streamtrain.shuffle.settings import CurveKeys, ShufflePolicy, ShuffleSettings
-from streamtrain.shuffle.testing import RecordingAcknowledger, merge_ranges
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
 from streamtrain.shuffle.watermarks import basic_local_share, next_receiving
-
-
-def _runs(partitions, offsets):
-    return contiguous_runs(
-        np.asarray(partitions, dtype=np.int32), np.asarray(offsets, dtype=np.int64)
-    )
-
-
-def test_runs_group_by_partition_and_split_on_gaps():
-    assert _runs([0, 0, 0, 1, 1, 0], [5, 6, 7, 3, 4, 9]) == [(0, 5, 7), (0, 9, 9), (1, 3, 4)]
-
-
-def test_runs_any_order_and_duplicates():
-    assert _runs([2, 2, 2, 2], [11, 10, 10, 12]) == [(2, 10, 12)]
-
-
-def test_runs_empty():
-    assert _runs([], []) == []
 
 
 def test_hysteresis_refuses_above_high_and_recovers_only_below_low():
@@ -71,17 +54,22 @@ def test_curve_keys():
         CurveKeys(b"short", b"short")
 
 
-def test_merge_ranges():
-    assert merge_ranges([(5, 6), (0, 2), (3, 4), (8, 9)]) == [(0, 6), (8, 9)]
+def test_heartbeat_pair_is_checked_with_the_settings():
+    settings = ShuffleSettings(
+        job="j", worker_id="w", heartbeat_interval_ms=200, heartbeat_timeout_ms=900
+    )
+    assert (settings.heartbeat_interval_ms, settings.heartbeat_timeout_ms) == (200, 900)
+    with pytest.raises(ConfigError, match="heartbeat interval < heartbeat timeout"):
+        ShuffleSettings(job="j", worker_id="w", heartbeat_interval_ms=5_000)
+    with pytest.raises(ConfigError, match="heartbeat"):
+        ShuffleSettings(job="j", worker_id="w", heartbeat_interval_ms=0)
 
 
-def test_recording_acknowledger_position_stops_at_first_gap():
-    acks = RecordingAcknowledger()
-    acks.ack("t", 0, 0, 9)
-    acks.ack("t", 0, 20, 29)
-    assert acks.position("t", 0) == 10
-    acks.ack("t", 0, 10, 19)
-    assert acks.position("t", 0) == 30
-    assert acks.covered("t", 0) == [(0, 29)]
-    assert acks.acked_records("t", 0) == 30
-    assert acks.position("t", 1) == 0
+def test_policy_module_loads_no_zeromq():
+    code = (
+        "import sys; import streamtrain.shuffle.policy as p; "
+        "assert 'zmq' not in sys.modules, 'zmq imported'; "
+        "import streamtrain.shuffle as s; assert s.ShufflePolicy is p.ShufflePolicy; "
+        "assert 'zmq' not in sys.modules; s.ShuffleNode; assert 'zmq' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -3,8 +3,8 @@
 import collections
 
 from streamtrain.shuffle.membership import PeerInfo
+from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
-from streamtrain.shuffle.settings import ShufflePolicy
 
 ADV, BASIC, NONE = ShufflePolicy.ADVANCED, ShufflePolicy.BASIC, ShufflePolicy.NONE
 

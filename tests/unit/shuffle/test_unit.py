@@ -5,10 +5,10 @@ import threading
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.shuffle.settings import ShufflePolicy, ShuffleSettings
-from streamtrain.shuffle.testing import RecordingAcknowledger
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.unit import ShuffleUnit
+from streamtrain.testing import RecordingAcknowledger, records
 
 
 class Listener:
@@ -27,17 +27,6 @@ class Listener:
 
     def overflow_ready(self):
         self.overflow_signals += 1
-
-
-def _records(first, n, partition=0, forwarded=False):
-    return RecordColumns.from_values(
-        "t",
-        [partition] * n,
-        list(range(first, first + n)),
-        [0] * n,
-        [b"v"] * n,
-        forwarded=forwarded,
-    )
 
 
 def small_settings(policy=ShufflePolicy.ADVANCED, **kw):
@@ -70,7 +59,7 @@ def _unit(policy=ShufflePolicy.ADVANCED, **kw):
 
 def test_advanced_overflows_past_capacity_and_refills_on_take():
     unit, acks, listener = _unit()
-    assert unit.put(_records(0, 80)) is None
+    assert unit.put(records(0, 80)) is None
     stats = unit.stats()
     assert (stats.queue_records, stats.overflow_records) == (50, 30)
     assert listener.overflow_signals >= 1
@@ -86,7 +75,7 @@ def test_advanced_overflows_past_capacity_and_refills_on_take():
 
 def test_full_overflow_pushes_back_without_losing_records():
     unit, _, _ = _unit()
-    rest = unit.put(_records(0, 200), timeout_s=0.05)
+    rest = unit.put(records(0, 200), timeout_s=0.05)
     assert rest is not None
     assert rest.offsets.tolist() == list(range(150, 200))
     stats = unit.stats()
@@ -97,7 +86,7 @@ def test_full_overflow_pushes_back_without_losing_records():
 def test_blocked_put_resumes_when_the_trainer_makes_room():
     unit, _, _ = _unit()
     result = []
-    thread = threading.Thread(target=lambda: result.append(unit.put(_records(0, 170), timeout_s=5)))
+    thread = threading.Thread(target=lambda: result.append(unit.put(records(0, 170), timeout_s=5)))
     thread.start()
     batch = unit.take(30, timeout_s=5)
     thread.join(timeout=5)
@@ -109,19 +98,19 @@ def test_blocked_put_resumes_when_the_trainer_makes_room():
 def test_receiver_state_transitions_are_reported_with_increasing_sequence():
     unit, _, listener = _unit()
     assert unit.receiver_state() == (True, 0, 0)
-    unit.put(_records(0, 45))  # passes the high watermark (40)
+    unit.put(records(0, 45))  # passes the high watermark (40)
     assert listener.states == [(False, 45, 1)]
-    assert not unit.deliver_remote("peer", "b1", _records(0, 5, forwarded=True))
+    assert not unit.deliver_remote("peer", "b1", records(0, 5, forwarded=True))
     unit.take(20)  # 25 left: still refusing (hysteresis)
     assert len(listener.states) == 1
     unit.take(16)  # 9 left: below the low watermark
     assert listener.states[-1] == (True, 9, 2)
-    assert unit.deliver_remote("peer", "b1", _records(0, 5, forwarded=True))
+    assert unit.deliver_remote("peer", "b1", records(0, 5, forwarded=True))
 
 
 def test_remote_batch_acknowledged_once_every_piece_is_trained():
     unit, acks, listener = _unit()
-    assert unit.deliver_remote("peer", "b7", _records(500, 30, partition=3, forwarded=True))
+    assert unit.deliver_remote("peer", "b7", records(500, 30, partition=3, forwarded=True))
     first = unit.take(12)
     second = unit.take(100)
     assert first is not None and second is not None
@@ -137,9 +126,9 @@ def test_remote_batch_acknowledged_once_every_piece_is_trained():
 def test_forwarded_records_are_never_forwarded_again():
     unit, _, _ = _unit()
     for i in range(3):  # 90 forwarded records: the queue is far past capacity
-        assert unit.deliver_remote("peer", f"b{i}", _records(i * 30, 30, forwarded=True)) or i > 0
+        assert unit.deliver_remote("peer", f"b{i}", records(i * 30, 30, forwarded=True)) or i > 0
     assert unit.pop_overflow(1000) is None
-    unit.put(_records(1000, 10))  # local records overflow, forwarded ones stay queued
+    unit.put(records(1000, 10))  # local records overflow, forwarded ones stay queued
     popped = unit.pop_overflow(1000)
     assert popped is not None
     assert not popped.forwarded
@@ -148,7 +137,7 @@ def test_forwarded_records_are_never_forwarded_again():
 
 def test_origin_commits_only_after_the_receivers_ack():
     unit, acks, _ = _unit()
-    unit.put(_records(0, 70))
+    unit.put(records(0, 70))
     forwarded = unit.pop_overflow(20)
     assert forwarded is not None
     local = unit.take(50)
@@ -163,7 +152,7 @@ def test_origin_commits_only_after_the_receivers_ack():
 
 def test_returned_batches_go_first():
     unit, _, _ = _unit(queue_capacity_records=40)
-    unit.put(_records(0, 100))
+    unit.put(records(0, 100))
     first = unit.pop_overflow(20)
     assert first is not None
     unit.return_overflow(first)
@@ -174,7 +163,7 @@ def test_returned_batches_go_first():
 
 def test_returned_batch_is_trained_locally_when_there_is_room():
     unit, _, _ = _unit()
-    unit.put(_records(0, 60))
+    unit.put(records(0, 60))
     flight = unit.pop_overflow(10)
     assert flight is not None
     while unit.take(50, timeout_s=0) is not None:
@@ -187,24 +176,24 @@ def test_returned_batch_is_trained_locally_when_there_is_room():
 def test_policy_none_never_shares():
     unit, _, listener = _unit(ShufflePolicy.NONE)
     assert unit.receiver_state()[0] is False
-    rest = unit.put(_records(0, 80), timeout_s=0.05)
+    rest = unit.put(records(0, 80), timeout_s=0.05)
     assert rest is not None and len(rest) == 30
     assert unit.pop_overflow(100) is None
-    assert not unit.deliver_remote("peer", "b", _records(0, 1, forwarded=True))
+    assert not unit.deliver_remote("peer", "b", records(0, 1, forwarded=True))
     assert listener.states == []
 
 
 def test_policy_basic_shares_evenly_regardless_of_need():
     unit, _, _ = _unit(ShufflePolicy.BASIC)
-    unit.put(_records(0, 40))  # no peers: everything local
+    unit.put(records(0, 40))  # no peers: everything local
     assert unit.stats().overflow_records == 0
     unit.take(100)
     unit.set_peer_count(3)
-    unit.put(_records(100, 40))
+    unit.put(records(100, 40))
     stats = unit.stats()
     assert (stats.queue_records, stats.overflow_records) == (10, 30)
-    assert unit.deliver_remote("peer", "b", _records(0, 45, forwarded=True))
-    assert unit.deliver_remote("peer", "c", _records(0, 1, forwarded=True))  # even above high
+    assert unit.deliver_remote("peer", "b", records(0, 45, forwarded=True))
+    assert unit.deliver_remote("peer", "c", records(0, 1, forwarded=True))  # even above high
     while unit.take(100, timeout_s=0) is not None:
         pass
     assert unit.stats().overflow_records == 30  # basic keeps sharing while peers exist
@@ -218,15 +207,15 @@ def test_take_and_put_edges():
     with pytest.raises(ConfigError):
         unit.take(0)
     with pytest.raises(ConfigError, match="deliver_remote"):
-        unit.put(_records(0, 1, forwarded=True))
-    assert unit.put(_records(0, 0)) is None
+        unit.put(records(0, 1, forwarded=True))
+    assert unit.put(records(0, 0)) is None
 
 
 def test_drop_removes_own_queued_and_overflow_records_of_revoked_partitions():
     unit, _, _ = _unit()
-    assert unit.deliver_remote("peer", "b", _records(0, 5, partition=1, forwarded=True))
-    assert unit.put(_records(0, 40, partition=1)) is None
-    assert unit.put(_records(0, 40, partition=2)) is None  # 5 + 40 + 5 queued, 35 overflow
+    assert unit.deliver_remote("peer", "b", records(0, 5, partition=1, forwarded=True))
+    assert unit.put(records(0, 40, partition=1)) is None
+    assert unit.put(records(0, 40, partition=2)) is None  # 5 + 40 + 5 queued, 35 overflow
     handed = unit.take(10)  # the trainer holds the 5 forwarded records
     assert handed is not None and handed.origin_worker == "peer"
     second = unit.take(10)  # and 10 of its own partition 1: they stay its
@@ -241,12 +230,12 @@ def test_drop_removes_own_queued_and_overflow_records_of_revoked_partitions():
 @pytest.mark.parametrize("policy", [ShufflePolicy.ADVANCED, ShufflePolicy.BASIC])
 def test_stop_receiving_refuses_peers_for_good_and_says_so(policy):
     unit, _, listener = _unit(policy)
-    assert unit.deliver_remote("peer", "b1", _records(0, 5, forwarded=True))
+    assert unit.deliver_remote("peer", "b1", records(0, 5, forwarded=True))
     unit.stop_receiving()
     assert listener.states[-1][0] is False
-    assert not unit.deliver_remote("peer", "b2", _records(5, 5, forwarded=True))
+    assert not unit.deliver_remote("peer", "b2", records(5, 5, forwarded=True))
     batch = unit.take(10)  # below the low watermark: it would accept again, but not now
     assert batch is not None and unit.ack(batch)
     assert unit.receiver_state()[0] is False
-    assert not unit.deliver_remote("peer", "b3", _records(10, 5, forwarded=True))
+    assert not unit.deliver_remote("peer", "b3", records(10, 5, forwarded=True))
     assert listener.trained == [("peer", "b1", 5)]  # what it had is still trained and acked

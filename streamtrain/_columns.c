@@ -1,11 +1,12 @@
 /*
- * streamtrain.ingest._columns: fill record columns from confluent-kafka Messages in C,
+ * streamtrain._columns: fill record columns from confluent-kafka Messages in C,
  * and find a chunk's offset runs.
  *
- * The per-record hot path of ingest (see messages.py). Calling five accessor methods per
+ * The per-record hot path of ingest (see streamtrain/ingest/messages.py; the offset runs
+ * are streamtrain/records.py's). Calling five accessor methods per
  * Message from Python costs about a quarter of a microsecond a record; this reads the
  * same fields straight from each Message object instead, at byte offsets that
- * messages.py discovers at import time from probe Messages it builds itself and checks
+ * messages.py discovers on first use from probe Messages it builds itself and checks
  * on every batch. Nothing here knows confluent-kafka's struct: the offsets come in as
  * arguments, and messages.py falls back to the accessors whenever they are unknown.
  *

@@ -5,13 +5,13 @@ import time
 
 import numpy as np
 
-from streamtrain.ingest.records import RecordColumns
-from streamtrain.shuffle.ingest_queue import ShuffleQueue
+from streamtrain.records import RecordColumns
 from streamtrain.shuffle.membership import MemberDirectory, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
-from streamtrain.shuffle.settings import ShufflePolicy
-from streamtrain.shuffle.testing import RecordingAcknowledger
-from tests.unit.shuffle.test_unit import Listener, _records, small_settings
+from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.testing import RecordingAcknowledger, records
+from streamtrain.worker.shuffle_queue import ShuffleQueue
+from tests.unit.shuffle.test_unit import Listener, small_settings
 
 
 def _queue(policy=ShufflePolicy.ADVANCED, **kw):
@@ -25,7 +25,7 @@ def _queue(policy=ShufflePolicy.ADVANCED, **kw):
 
 def test_put_never_blocks_and_reports_full_until_the_node_takes_the_rest():
     queue, _, _ = _queue()
-    queue.put(_records(0, 130))  # 50 queued + 50 overflow; 30 wait here
+    queue.put(records(0, 130))  # 50 queued + 50 overflow; 30 wait here
     assert queue.records == 130
     assert queue.full
     assert queue.capacity_records == 100
@@ -40,7 +40,7 @@ def test_put_never_blocks_and_reports_full_until_the_node_takes_the_rest():
 
 def test_whole_chunk_acknowledgement_reaches_the_tracker():
     queue, acks, _ = _queue()
-    queue.put(_records(100, 20, partition=2))
+    queue.put(records(100, 20, partition=2))
     chunk = queue.get(20, timeout_s=0.1)
     assert chunk is not None
     assert acks.partitions() == []
@@ -51,7 +51,7 @@ def test_whole_chunk_acknowledgement_reaches_the_tracker():
 
 def test_partial_acknowledgements_complete_a_chunk_only_when_all_parts_are_in():
     queue, acks, _ = _queue()
-    queue.put(_records(0, 10))
+    queue.put(records(0, 10))
     chunk = queue.get(10, timeout_s=0.1)
     assert chunk is not None
     dead_lettered = chunk.take(np.array([3, 7]))
@@ -64,7 +64,7 @@ def test_partial_acknowledgements_complete_a_chunk_only_when_all_parts_are_in():
 
 def test_forwarded_batch_is_acknowledged_to_its_origin_once_every_part_is():
     queue, acks, listener = _queue()
-    assert queue.node.unit.deliver_remote("peer", "b1", _records(500, 12, 5, forwarded=True))
+    assert queue.node.unit.deliver_remote("peer", "b1", records(500, 12, 5, forwarded=True))
     chunk = queue.get(20, timeout_s=0.1)
     assert chunk is not None and chunk.forwarded
     queue.acknowledge(chunk.take(slice(0, 5)))
@@ -78,8 +78,8 @@ def test_forwarded_batch_is_acknowledged_to_its_origin_once_every_part_is():
 
 def test_same_offsets_from_two_chunks_are_told_apart_by_origin():
     queue, acks, listener = _queue()
-    queue.put(_records(0, 5))
-    assert queue.node.unit.deliver_remote("peer", "b2", _records(0, 5, forwarded=True))
+    queue.put(records(0, 5))
+    assert queue.node.unit.deliver_remote("peer", "b2", records(0, 5, forwarded=True))
     mine = queue.get(5, timeout_s=0.1)
     theirs = queue.get(5, timeout_s=0.1)
     assert mine is not None and theirs is not None
@@ -93,10 +93,10 @@ def test_same_offsets_from_two_chunks_are_told_apart_by_origin():
 
 def test_drop_removes_own_records_of_revoked_partitions_but_not_forwarded_ones():
     queue, _, _ = _queue()
-    assert queue.node.unit.deliver_remote("peer", "b3", _records(0, 7, 1, forwarded=True))
-    queue.put(_records(0, 40, partition=1))
-    queue.put(_records(0, 40, partition=2))  # 3 queued, 37 in the overflow
-    queue.put(_records(40, 30, partition=1))  # 13 overflow, 17 pending
+    assert queue.node.unit.deliver_remote("peer", "b3", records(0, 7, 1, forwarded=True))
+    queue.put(records(0, 40, partition=1))
+    queue.put(records(0, 40, partition=2))  # 3 queued, 37 in the overflow
+    queue.put(records(40, 30, partition=1))  # 13 overflow, 17 pending
     assert queue.full
     assert queue.drop("t", {1}) == 70
     assert queue.drop("other", {2}) == 0
@@ -118,7 +118,7 @@ def test_get_returns_none_after_close_without_waiting_the_timeout():
 
 def test_settled_counts_records_in_flight_to_a_peer():
     queue, _, _ = _queue()
-    queue.put(_records(0, 60))  # 10 go to the overflow
+    queue.put(records(0, 60))  # 10 go to the overflow
     sent = queue.node.unit.pop_overflow(10)
     assert sent is not None
     while (chunk := queue.get(100, timeout_s=0.01)) is not None:
@@ -138,9 +138,9 @@ def test_rejected_records_a_chunk_never_held_go_straight_to_the_tracker():
 def test_basic_policy_keeps_feeding_the_trainer_when_the_overflow_is_full():
     queue, _, _ = _queue(ShufflePolicy.BASIC, overflow_capacity_records=20)
     queue.node.unit.set_peer_count(1)  # half of what is read is a peer's share
-    queue.put(_records(0, 40))  # 20 shared (overflow full), 20 local
-    queue.put(_records(40, 40))  # the overflow is full: its share is trained here
-    queue.put(_records(80, 40))
+    queue.put(records(0, 40))  # 20 shared (overflow full), 20 local
+    queue.put(records(40, 40))  # the overflow is full: its share is trained here
+    queue.put(records(80, 40))
     assert queue.node.unit.stats().overflow_records == 20
     got = 0
     while (chunk := queue.get(100, timeout_s=0.01)) is not None:

@@ -1,5 +1,8 @@
 """`streamtrain worker` surface: every flag has its env var; bad input fails before Kafka."""
 
+import subprocess
+import sys
+
 import click
 from click.testing import CliRunner
 
@@ -54,6 +57,8 @@ def test_shuffle_settings_follow_the_queue_and_batch_sizes():
             "shuffle_low_watermark_records": None,
             "shuffle_high_watermark_records": None,
             "shuffle_ack_timeout_ms": 3_000,
+            "shuffle_heartbeat_interval_ms": 500,
+            "shuffle_heartbeat_timeout_ms": 2_000,
             "shuffle_curve": False,
             "bootstrap": "x:1",
         } | overrides
@@ -65,6 +70,7 @@ def test_shuffle_settings_follow_the_queue_and_batch_sizes():
     assert (settings.low_watermark_records, settings.high_watermark_records) == (80, 320)
     assert (settings.queue_capacity_records, settings.credit_window_records) == (400, 320)
     assert settings.ack_timeout_ms == 3_000 and settings.curve is None
+    assert (settings.heartbeat_interval_ms, settings.heartbeat_timeout_ms) == (500, 2_000)
     assert given == {"bootstrap": "x:1"}  # the shuffle options are consumed, the rest left
     assert shuffle_settings("job", "w1", 50, 400, opts(shuffle="none")) is None
     curved = shuffle_settings("job", "w1", 50, 400, opts(shuffle_curve=True))
@@ -86,3 +92,35 @@ def test_bad_shuffle_watermarks_fail_before_any_broker_starts():
     # the queue holds at least one batch (512 by default)
     assert "high watermark 999 exceeds the queue capacity 512 records" in result.output
     assert "embedded" not in result.output
+
+
+def test_bad_heartbeat_pair_fails_before_any_broker_starts():
+    result = CliRunner().invoke(
+        worker,
+        [
+            *("--topic", "t", "--group", "g", "--shuffle", "advanced"),
+            *("--shuffle-heartbeat-interval-ms", "5000", "--shuffle-heartbeat-timeout-ms", "5000"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "heartbeat interval < heartbeat timeout" in result.output
+    assert "embedded" not in result.output
+
+
+def test_the_column_builder_choices_are_ingests():
+    from streamtrain.ingest.settings import COLUMN_BUILDERS
+
+    (param,) = [p for p in worker.params if p.name == "column_builder"]
+    assert isinstance(param.type, click.Choice)
+    assert tuple(param.type.choices) == COLUMN_BUILDERS
+    assert param.envvar == "STREAMTRAIN_INGEST_BUILDER"
+
+
+def test_the_command_line_loads_neither_ingest_nor_zeromq():
+    code = (
+        "import sys, streamtrain.cli; "
+        "loaded = [m for m in ('zmq', 'confluent_kafka', 'streamtrain.ingest', "
+        "'streamtrain.worker') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -1,12 +1,12 @@
-"""Entry points for `streamtrain worker`, and the worker run's limits."""
+"""Entry points for `streamtrain worker`, and the worker run's limits and summary."""
 
 import textwrap
 
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.app import TrainingApp, WorkerRun, WorkerSummary, load_app
 from streamtrain.ingest.decoders import RawDecoder
+from streamtrain.worker import TrainingApp, WorkerRun, WorkerSummary, load_app
 
 
 def test_builtin_app_is_the_mmoe_example():
@@ -40,9 +40,9 @@ def test_entry_point_from_app_dir(tmp_path):
     [
         ("no_colon", "module:function"),
         ("streamtrain_no_such_module_xyz:make", "cannot import"),
-        ("streamtrain.ingest.app:no_such_attr", "no attribute"),
-        ("streamtrain.ingest.app:__all__", "not callable"),
-        ("streamtrain.ingest.app:WorkerRun", "lacks a `decoder`"),
+        ("streamtrain.worker.run:no_such_attr", "no attribute"),
+        ("streamtrain.worker.run:__all__", "not callable"),
+        ("streamtrain.worker.run:WorkerRun", "lacks a `decoder`"),
     ],
 )
 def test_bad_entry_points_are_clear(spec, needle):
@@ -62,7 +62,8 @@ def test_bad_run_limits(kwargs):
 def test_summary_json():
     summary = WorkerSummary("w", 2, 10, 8, 1, 2.0, {("t", 1): 5, ("t", 0): 3})
     payload = summary.to_json()
-    assert payload["samples_per_s"] == 4.0
+    assert (payload["records_trained"], payload["records_per_s"]) == (8, 4.0)
+    assert "samples_trained" not in payload and "samples_per_s" not in payload
     assert payload["committed"] == [
         {"topic": "t", "partition": 0, "offset": 3},
         {"topic": "t", "partition": 1, "offset": 5},

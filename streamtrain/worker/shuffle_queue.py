@@ -1,6 +1,8 @@
 """The seam between ingest and shuffle: a ShuffleNode as the ingest consumer's record queue.
 
-Owned here: :class:`ShuffleQueue` and :func:`shuffled_consumer`.
+Owned here: :class:`ShuffleQueue` and :func:`shuffled_consumer`. It belongs to the worker's
+assembly: ingest knows nothing of the shuffle and the shuffle nothing of ingest (both
+know :mod:`streamtrain.records`); this module joins the two.
 
 :class:`~streamtrain.ingest.IngestConsumer` fills a :class:`RecordQueue` from its fetch
 thread and drains it through a :class:`~streamtrain.ingest.reader.BatchReader`, which
@@ -38,12 +40,10 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import StreamtrainError
 from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.decoders import Decoder
-from streamtrain.ingest.localqueue import drop_partitions
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.records import RecordColumns
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.tracker import OffsetTracker
-from streamtrain.shuffle.acks import Acknowledger, contiguous_runs
+from streamtrain.records import Acknowledger, RecordColumns, contiguous_runs, drop_partitions
 from streamtrain.shuffle.membership import Membership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import ShuffleSettings

@@ -1,10 +1,12 @@
-"""RecordColumns additions used by ingest: offset ranges, concat, payload lengths."""
+"""The shared record types: RecordColumns (offset ranges, concat, payload lengths), offset
+runs in record order and merged, dropping revoked partitions."""
 
 import numpy as np
 import pytest
 
+from streamtrain import records as records_module
 from streamtrain.errors import ConfigError
-from streamtrain.ingest.records import RecordColumns
+from streamtrain.records import RecordColumns, contiguous_runs, drop_partitions, runs_of
 
 
 def chunk(partitions, offsets, values=None, topic="t", forwarded=False):
@@ -74,10 +76,9 @@ def test_payload_bytes_and_lengths():
 
 
 def test_offset_runs_from_the_c_extension_match_numpys():
-    from streamtrain.ingest import records
-
+    records = records_module
     try:
-        from streamtrain.ingest._columns import offset_runs
+        from streamtrain._columns import offset_runs
     except ImportError:
         pytest.skip("the C extension is not built")
     rng = np.random.default_rng(11)
@@ -93,7 +94,7 @@ def test_offset_runs_from_the_c_extension_match_numpys():
         fast = offset_runs(partitions, offsets, records._MAX_UNSORTED_RUNS)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(records, "_c_offset_runs", None)
-            slow = chunk._offset_ranges()
+            slow = records.offset_runs(chunk.partitions, chunk.offsets)
         if fast is None:  # too many runs in record order: numpy sorts by partition instead
             breaks = (partitions[1:] != partitions[:-1]) | (np.diff(offsets) != 1)
             assert int(breaks.sum()) + 1 > records._MAX_UNSORTED_RUNS
@@ -104,3 +105,52 @@ def test_offset_runs_from_the_c_extension_match_numpys():
     assert offset_runs(np.zeros(0, np.int32), big[:0], 64) == []
     with pytest.raises(ValueError, match="int32 partitions"):
         offset_runs(np.zeros(3, np.int64), big[:3], 64)
+
+
+def _runs(partitions, offsets):
+    return contiguous_runs(
+        np.asarray(partitions, dtype=np.int32), np.asarray(offsets, dtype=np.int64)
+    )
+
+
+def test_runs_group_by_partition_and_split_on_gaps():
+    assert _runs([0, 0, 0, 1, 1, 0], [5, 6, 7, 3, 4, 9]) == [(0, 5, 7), (0, 9, 9), (1, 3, 4)]
+
+
+def test_runs_any_order_and_duplicates():
+    assert _runs([2, 2, 2, 2], [11, 10, 10, 12]) == [(2, 10, 12)]
+
+
+def test_runs_empty():
+    assert _runs([], []) == []
+
+
+def test_runs_of_cut_records_in_the_order_given():
+    parts = np.asarray([0, 0, 1, 1, 0, 0, 0], dtype=np.int32)
+    offs = np.asarray([5, 6, 9, 10, 7, 7, 6], dtype=np.int64)
+    assert runs_of(parts, offs) == [(0, 5, 6), (1, 9, 10), (0, 7, 7), (0, 7, 7), (0, 6, 6)]
+    assert runs_of(parts[:0], offs[:0]) == []
+
+
+def test_record_order_and_merged_runs_cover_the_same_records():
+    rng = np.random.default_rng(4)
+    parts = rng.integers(0, 4, 500).astype(np.int32)
+    offs = rng.integers(0, 80, 500).astype(np.int64)
+    in_order = {
+        (p, o) for p, a, b in records_module.offset_runs(parts, offs) for o in range(a, b + 1)
+    }
+    merged = {(p, o) for p, a, b in contiguous_runs(parts, offs) for o in range(a, b + 1)}
+    assert in_order == merged == set(zip(parts.tolist(), offs.tolist(), strict=True))
+
+
+def test_drop_partitions_keeps_other_records_and_counts_the_rest():
+    chunks = [chunk([0, 1, 2], [0, 0, 0]), chunk([1, 1], [1, 2]), chunk([0], [1], topic="u")]
+    kept, dropped = drop_partitions(chunks, "t", {1})
+    assert dropped == 3
+    assert [(c.topic, c.partitions.tolist()) for c in kept] == [("t", [0, 2]), ("u", [0])]
+
+
+def test_payload_bounds_from_lengths():
+    assert records_module.payload_bounds([3, 0, 2]).tolist() == [0, 3, 3, 5]
+    assert records_module.payload_bounds(np.array([], dtype=np.int64)).tolist() == [0]
+    assert records_module.payload_bounds([]).dtype == np.int64

@@ -1,4 +1,5 @@
-"""Types of the optional C extension ``_columns.c`` (see streamtrain/ingest/messages.py)."""
+"""Types of the optional C extension ``_columns.c`` (used by streamtrain/ingest/messages.py
+and streamtrain/records.py)."""
 
 from typing import Any
 

@@ -1,0 +1,67 @@
+"""Cutting what ``consume()`` returns into training-batch-sized message lists.
+
+Owned here: :class:`MessageBatcher`, the fetch thread's carry. Cutting chunks at the
+batch size from the message list, before they become columns, means the trainer gets
+exactly one queued chunk per batch: no payload bytes are copied to split or join
+chunks later. A remainder waits for the next ``consume()`` at most ``linger_s``, and not
+at all when ``consume()`` came back empty. Pure: the caller passes the time, and the
+messages can be anything (the consumer's are confluent-kafka ``Message`` objects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from streamtrain.errors import ConfigError
+
+__all__ = ["MessageBatcher"]
+
+M = TypeVar("M")
+
+
+class MessageBatcher(Generic[M]):
+    """Messages carried until a whole batch (``batch_records``) or ``linger_s`` passed."""
+
+    def __init__(self, batch_records: int, linger_s: float) -> None:
+        if batch_records < 1:
+            raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
+        self.batch_records = batch_records
+        self.linger_s = linger_s
+        self._carry: list[M] = []
+        self._carry_since = 0.0
+
+    def __len__(self) -> int:
+        """Messages carried (not handed out yet)."""
+        return len(self._carry)
+
+    def add(self, messages: Sequence[M], now: float) -> list[list[M]]:
+        """Take one ``consume()`` result (maybe empty); return the lists to hand out now,
+        in order: every whole batch, then the remainder if it lingered long enough or
+        nothing new came."""
+        carry = self._carry
+        if messages:
+            if not carry:
+                self._carry_since = now
+            carry.extend(messages)
+        if not carry:
+            return []
+        size = self.batch_records
+        full = len(carry) - len(carry) % size
+        out = [carry[start : start + size] for start in range(0, full, size)]
+        if full:
+            del carry[:full]
+            self._carry_since = now
+        if carry and (not messages or now - self._carry_since >= self.linger_s):
+            out.append(list(carry))
+            carry.clear()
+        return out
+
+    def drop(self, doomed: Callable[[M], bool]) -> int:
+        """Forget the carried messages ``doomed`` says so of (revoked partitions); how many."""
+        if not self._carry:
+            return 0
+        kept = [m for m in self._carry if not doomed(m)]
+        dropped = len(self._carry) - len(kept)
+        self._carry[:] = kept
+        return dropped

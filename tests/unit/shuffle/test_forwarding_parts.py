@@ -1,0 +1,182 @@
+"""The ForwardingUnit's pure collaborators: in-flight bookkeeping, frame checks, the
+mailbox, and the typed counters (no sockets, no threads)."""
+
+import dataclasses
+import select
+
+from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, WorkerStateEvent
+from streamtrain.shuffle import codec
+from streamtrain.shuffle.frames import (
+    Drop,
+    check_batch,
+    check_control,
+    check_event,
+    refusable_batch_id,
+)
+from streamtrain.shuffle.inflight import InFlightBatches
+from streamtrain.shuffle.mailbox import Mailbox
+from streamtrain.shuffle.stats import COUNTER_NAMES, Counters, ForwardingCounters, ForwardingStats
+from streamtrain.testing import records
+
+# -- in flight ----------------------------------------------------------------------------
+
+
+def test_batch_ids_are_unique_per_incarnation():
+    flights = InFlightBatches(incarnation=255, ack_timeout_s=1.0)
+    assert [flights.next_id(), flights.next_id()] == ["ff-1", "ff-2"]
+
+
+def test_only_the_receiver_a_batch_went_to_answers_it():
+    flights = InFlightBatches(1, ack_timeout_s=1.0)
+    flights.sent("a", "r1", records(0, 3), now=0.0)
+    assert flights.answered("a", "r2") is None  # a stray answer leaves it in flight
+    assert len(flights) == 1
+    flight = flights.answered("a", "r1")
+    assert flight is not None and (flight.batch_id, flight.receiver) == ("a", "r1")
+    assert len(flight.columns) == 3
+    assert flights.answered("a", "r1") is None  # late: already settled
+    assert len(flights) == 0
+
+
+def test_batches_expire_oldest_first_after_the_ack_timeout():
+    flights = InFlightBatches(1, ack_timeout_s=2.0)
+    assert flights.next_deadline() is None
+    flights.sent("a", "r1", records(0, 1), now=0.0)
+    flights.sent("b", "r2", records(1, 1), now=1.0)
+    flights.sent("c", "r1", records(2, 1), now=1.5)
+    assert flights.next_deadline() == 2.0
+    assert flights.expired(now=1.9) == []
+    assert [f.batch_id for f in flights.expired(now=3.2)] == ["a", "b"]
+    assert flights.next_deadline() == 3.5
+    assert len(flights) == 1
+
+
+def test_a_receiver_that_leaves_takes_back_its_batches_in_send_order():
+    flights = InFlightBatches(1, ack_timeout_s=9.0)
+    for batch_id, receiver in (("a", "r1"), ("b", "r2"), ("c", "r1")):
+        flights.sent(batch_id, receiver, records(0, 1), now=0.0)
+    assert [f.batch_id for f in flights.sent_to("r1")] == ["a", "c"]
+    assert flights.sent_to("r1") == []
+    assert len(flights) == 1
+
+
+# -- frames -------------------------------------------------------------------------------
+
+
+def _batch(origin="w1", job="j", batch_id="b-1"):
+    return codec.encode_batch(
+        records(0, 4), job=job, batch_id=batch_id, origin_worker=origin, sent_at_ms=0
+    )
+
+
+def test_a_members_own_batch_of_this_job_passes():
+    batch = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False)
+    assert not isinstance(batch, Drop)
+    assert (batch.batch_id, len(batch.columns), batch.columns.forwarded) == ("b-1", 4, True)
+    curved = check_batch("w1", _batch(), members={"w1"}, job="j", curve=True, user_id="w1")
+    assert not isinstance(curved, Drop)
+
+
+def test_batches_are_dropped_for_a_reason():
+    members = {"w1", "w2"}
+
+    def check(sender, payload, **kw):
+        return check_batch(sender, payload, members=members, job="j", **({"curve": False} | kw))
+
+    assert check("w9", _batch("w9")) is Drop.NOT_A_MEMBER
+    assert check("w1", _batch(), curve=True, user_id="w2") is Drop.IMPOSTOR
+    assert check("w1", _batch(), curve=True, user_id=None) is Drop.IMPOSTOR
+    assert check("w1", b"\xff\xff") is Drop.MALFORMED
+    assert check("w1", _batch(origin="w2")) is Drop.IMPOSTOR
+    assert check("w1", _batch(job="other")) is Drop.IMPOSTOR
+
+
+def test_only_a_non_members_own_well_formed_batch_is_answered():
+    assert refusable_batch_id("w9", _batch("w9", batch_id="x"), job="j") == "x"
+    assert refusable_batch_id("w9", _batch("w8"), job="j") is None
+    assert refusable_batch_id("w9", _batch("w9", job="other"), job="j") is None
+    assert refusable_batch_id("w9", b"junk", job="j") is None
+
+
+def test_control_frames_from_a_receiver():
+    ack = codec.encode_ack(
+        job="j", batch_id="b", receiver="r", status=BatchAck.ACKED, reason="", at_ms=0
+    )
+    assert isinstance(check_control([codec.KIND_ACK, ack], "r"), BatchAck)
+    grant = codec.encode_grant(job="j", receiver="r", sender="me", records=5)
+    assert isinstance(check_control([codec.KIND_CREDIT, grant], "r"), CreditGrant)
+    assert check_control([codec.KIND_CREDIT, grant], "other") is Drop.MALFORMED
+    assert check_control([codec.KIND_ACK], "r") is Drop.MALFORMED
+    assert check_control([codec.KIND_ACK, b"\xff\xff"], "r") is Drop.MALFORMED
+    state = codec.encode_state(
+        job="j", worker_id="r", state=WorkerStateEvent.LEFT, sequence=1, queue_records=0, at_ms=0
+    )
+    assert check_control([codec.KIND_STATE, state], "r") is Drop.MALFORMED
+
+
+def test_state_events_of_members_of_this_job():
+    def event(worker="w1", job="j"):
+        return codec.encode_state(
+            job=job,
+            worker_id=worker,
+            state=WorkerStateEvent.RECEIVING,
+            sequence=3,
+            queue_records=0,
+            at_ms=0,
+        )
+
+    got = check_event([codec.KIND_STATE, event()], members={"w1"}, job="j")
+    assert isinstance(got, WorkerStateEvent) and got.sequence == 3
+    assert check_event([codec.KIND_STATE, event("w9")], members={"w1"}, job="j") is (
+        Drop.NOT_A_MEMBER
+    )
+    assert check_event([codec.KIND_STATE, event(job="x")], members={"w1"}, job="j") is (
+        Drop.NOT_A_MEMBER
+    )
+    assert check_event([codec.KIND_ACK, event()], members={"w1"}, job="j") is Drop.MALFORMED
+    assert check_event([codec.KIND_STATE, b"\xff"], members={"w1"}, job="j") is Drop.MALFORMED
+
+
+# -- mailbox ------------------------------------------------------------------------------
+
+
+def _readable(fd):
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def test_the_mailbox_wakes_once_and_hands_over_in_order():
+    mailbox = Mailbox()
+    try:
+        assert not _readable(mailbox.fd)
+        mailbox.remote_batch_trained("w1", "b1", 10)
+        mailbox.state_changed(True, 3, 1)
+        mailbox.remote_batch_trained("w2", "b2", 20)
+        mailbox.overflow_ready()
+        assert _readable(mailbox.fd)
+        assert mailbox.take() == (True, [("w1", "b1", 10), ("w2", "b2", 20)])
+        assert mailbox.take() == (False, [])
+        mailbox.woken()
+        assert not _readable(mailbox.fd)
+        mailbox.overflow_ready()
+        assert _readable(mailbox.fd)
+    finally:
+        mailbox.close()
+    mailbox.close()  # idempotent
+    mailbox.wake()  # after close: nothing to wake, no error
+
+
+# -- counters -----------------------------------------------------------------------------
+
+
+def test_counters_mirror_the_stats_snapshot():
+    extra = ("in_flight_batches", "ack_rtt_p50_ms", "ack_rtt_p99_ms")
+    stats_fields = [f.name for f in dataclasses.fields(ForwardingStats)]
+    assert [*COUNTER_NAMES, *extra] == stats_fields
+    assert tuple(f.name for f in dataclasses.fields(ForwardingCounters)) == COUNTER_NAMES
+    counters = Counters()
+    counters.totals.batches_sent += 2
+    counters.totals.unknown_peer_frames_dropped += 1
+    counters.add_rtt(4.0)
+    snapshot = counters.snapshot(in_flight_batches=1)
+    assert (snapshot.batches_sent, snapshot.unknown_peer_frames_dropped) == (2, 1)
+    assert (snapshot.in_flight_batches, snapshot.ack_rtt_p50_ms) == (1, 4.0)
