@@ -57,7 +57,8 @@ from streamtrain.lag.offsets import OffsetsReader
 from streamtrain.lag.prometheus import LagCollector
 from streamtrain.lag.report import group_lag_json, to_proto
 from streamtrain.proto import control_plane_pb2 as pb
-from streamtrain.scale.planner import LagReading, Planner, PlannerSettings
+from streamtrain.scale.planner import LagReading, Planner
+from streamtrain.scale.planner_settings import PlannerSettings
 from streamtrain.wire import decode, encode
 
 __all__ = ["LagAppSettings", "LagService", "create_app"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from streamtrain.errors import ConfigError
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 
 __all__ = ["Hpa", "HpaPolicySettings", "scale_up_limit"]
 
@@ -64,7 +65,7 @@ class Hpa:
     name = "hpa"
 
     def __init__(self, context: PolicyContext, **settings: object) -> None:
-        self.settings = HpaPolicySettings(**settings)  # type: ignore[arg-type]
+        self.settings = settings_from(HpaPolicySettings, settings, policy=self.name)
         s = self.settings
         self.hpa = HpaSettings(
             target=s.target,
