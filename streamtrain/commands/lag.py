@@ -356,8 +356,9 @@ def lag_run(
 
     from streamtrain.broker import port_is_free
     from streamtrain.kafka import create_topic
-    from streamtrain.lag.app import LagAppSettings, create_app
+    from streamtrain.lag.app import create_app
     from streamtrain.lag.monitor import MonitorSettings
+    from streamtrain.lag.service import LagAppSettings
     from streamtrain.lag.slo import SloSettings
 
     monitor = MonitorSettings(
