@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -38,7 +37,7 @@ from streamtrain.lag.history_keys import (
     encode_message_key,
     encode_table_key,
 )
-from streamtrain.lag.monitor import GroupPoint, HwmPoint
+from streamtrain.lag.monitor import GroupPoint, HwmPoint, history_step
 
 __all__ = ["HistoryTables", "arrival_message", "hwm_message", "lag_message"]
 
@@ -48,20 +47,16 @@ Table = MutableMapping[str, str]
 GroupHistory = dict[str, dict[int, dict[str, Any]]]
 
 
-def _step(at_s: float, step_s: float) -> int:
-    return math.floor(at_s / step_s)
-
-
 def hwm_message(point: HwmPoint, step_s: float) -> tuple[str, str]:
     """``(key, value)`` of a topic's HWM snapshot on the history topic."""
-    key = HwmKey(point.topic, _step(point.at_s, step_s))
+    key = HwmKey(point.topic, history_step(point.at_s, step_s))
     value = {"topic": point.topic, "at_s": point.at_s, "hwms": list(point.hwms)}
     return encode_message_key(key), json.dumps(value)
 
 
 def lag_message(point: GroupPoint, step_s: float) -> tuple[str, str]:
     """``(key, value)`` of a group's step summary on the history topic."""
-    key = LagKey(point.group, _step(point.at_s, step_s))
+    key = LagKey(point.group, history_step(point.at_s, step_s))
     value = {
         "group": point.group,
         "at_s": point.at_s,
@@ -124,7 +119,7 @@ class HistoryTables:
             point = _json_object(key, value)
             if point is not None:
                 self.group_history.setdefault(key.group, {})[key.step] = point
-        oldest = int((now_s - self.max_age_s) // self.step_s)
+        oldest = history_step(now_s - self.max_age_s, self.step_s)
         kind = type(key)
         for stale in [k for k in table if _step_of(kind, k, default=oldest) < oldest]:
             del table[stale]

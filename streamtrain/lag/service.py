@@ -35,6 +35,7 @@ __all__ = ["ALERT_OUTBOX_LIMIT", "LagAppSettings", "LagService"]
 log = logging.getLogger(__name__)
 
 ALERT_OUTBOX_LIMIT = 10_000  # alerts kept for re-sending while the broker is away
+_LOG_LEVEL = {pb.Alert.CRITICAL: logging.ERROR, pb.Alert.WARNING: logging.WARNING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +96,7 @@ class LagService:
     def alerts_to_send(self, tick: Tick) -> list[pb.Alert]:
         """The tick's alerts (logged) after any still in the outbox, which is emptied."""
         for alert in tick.alerts:
-            level = {pb.Alert.CRITICAL: logging.ERROR, pb.Alert.WARNING: logging.WARNING}
-            log.log(level.get(alert.severity, logging.INFO), "alert: %s", alert.message)
+            log.log(_LOG_LEVEL.get(alert.severity, logging.INFO), "alert: %s", alert.message)
         pending = [*self.outbox, *tick.alerts]
         self.outbox.clear()
         return pending

@@ -14,7 +14,7 @@ Owned here (pure):
     expects). Accepted: the field's own type; an int for a float field; an integral
     float for an int field; 0 or 1 for a bool field; a string parsed as the field's
     type (``"3"`` for an int, ``"0.5"`` for a float, ``"true"``/``"false"`` for a bool);
-    ``None`` for an optional field;
+    ``None`` for an optional field; one of a ``Literal`` field's values;
   - a field whose type is itself a settings dataclass (the fallback trigger of the
     ``streamtrain`` policy) takes its own fields as ``<field>_<subfield>`` keys
     (``trigger_lag_exit_s``), applied on top of the field's default (or of a whole
@@ -29,7 +29,16 @@ import dataclasses
 import math
 import types
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from streamtrain.errors import ConfigError
 
@@ -111,6 +120,13 @@ def _coerce(value: object, hint: object, *, policy: str, key: str) -> object:
             except ConfigError as exc:
                 problems.append(exc)
         raise problems[-1]
+    if get_origin(hint) is Literal:
+        if value in get_args(hint):
+            return value
+        choices = ", ".join(repr(c) for c in get_args(hint))
+        raise ConfigError(
+            f"bad settings for policy {policy!r}: {key} must be one of {choices}, got {value!r}"
+        )
     converted = _convert(value, hint)
     if converted is _WRONG:
         expected = getattr(hint, "__name__", str(hint))

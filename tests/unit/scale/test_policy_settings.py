@@ -128,3 +128,10 @@ def test_parse_policy_settings_types_cli_text_without_knowing_the_policy():
         ("d", "x"),
     )
     assert dict(parse_policy_settings({"c": " FALSE ", "e": "1e3"})) == {"c": False, "e": 1000.0}
+
+
+def test_a_literal_field_takes_one_of_its_values():
+    got = settings_from(HpaPolicySettings, {"metric": "lag", "target": "60"}, policy="hpa")
+    assert (got.metric, got.target) == ("lag", 60.0)
+    with pytest.raises(ConfigError, match=r"metric must be one of 'utilization', 'lag', got 'cpu'"):
+        settings_from(HpaPolicySettings, {"metric": "cpu"}, policy="hpa")
