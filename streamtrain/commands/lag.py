@@ -18,7 +18,7 @@ from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.samples import SampleSettings
 
 if TYPE_CHECKING:
-    from streamtrain.scale.planner import PlannerSettings
+    from streamtrain.scale.planner_settings import PlannerSettings
 
 __all__ = ["lag"]
 
@@ -356,8 +356,9 @@ def lag_run(
 
     from streamtrain.broker import port_is_free
     from streamtrain.kafka import create_topic
-    from streamtrain.lag.app import LagAppSettings, create_app
+    from streamtrain.lag.app import create_app
     from streamtrain.lag.monitor import MonitorSettings
+    from streamtrain.lag.service import LagAppSettings
     from streamtrain.lag.slo import SloSettings
 
     monitor = MonitorSettings(
@@ -465,7 +466,8 @@ def _key_values(flag: str, items: tuple[str, ...]) -> dict[str, str]:
 def _planner_settings(
     *, group: str | None, policy_settings: dict[str, str], **kwargs: Any
 ) -> PlannerSettings:
-    from streamtrain.scale.planner import PlannerSettings, check_policy, parse_policy_settings
+    from streamtrain.scale.planner_settings import PlannerSettings, check_policy
+    from streamtrain.scale.policy_settings import parse_policy_settings
 
     if group is None:
         raise ConfigError("--plan-job needs --plan-group (or exactly one --group)")

@@ -22,8 +22,9 @@ that offset: read after the tick that found it missing, cached per offset, used 
 the next tick on (until then that partition's lag seconds is unknown, never guessed).
 
 History for restarts: every ``history_step_s`` the tick hands out the topics' HWMs
-(:attr:`Tick.hwm_points`) and each group's summary (:attr:`Tick.group_points`); the app
-keeps them in changelogged tables and gives them back to :meth:`LagMonitor.restore`.
+(:attr:`Tick.hwm_points`) and each group's summary (:attr:`Tick.group_points`), at most
+once per step (:func:`history_step`); the app keeps them in changelogged tables and
+gives them back to :meth:`LagMonitor.restore`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ from streamtrain.lag.status import Status, StatusChange, StatusSettings, StatusT
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import SCHEMA_VERSION
 
-__all__ = ["GroupPoint", "HwmPoint", "LagMonitor", "MonitorSettings", "Tick", "one_shot_lag"]
+__all__ = [
+    "GroupPoint",
+    "HwmPoint",
+    "LagMonitor",
+    "MonitorSettings",
+    "Tick",
+    "history_step",
+    "one_shot_lag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +85,11 @@ class MonitorSettings:
     timestamp_timeout_s: float = 5.0
     status: StatusSettings = field(default_factory=StatusSettings)
     slo: SloSettings = field(default_factory=SloSettings)
+
+
+def history_step(at_s: float, step_s: float) -> int:
+    """The index of the ``step_s`` history step that ``at_s`` falls in."""
+    return math.floor(at_s / step_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +261,7 @@ class LagMonitor:
     def _history_points(
         self, snapshot: OffsetsSnapshot, results: Mapping[str, GroupLag], now_s: float
     ) -> tuple[tuple[HwmPoint, ...], tuple[GroupPoint, ...]]:
-        step = math.floor(now_s / self.settings.history_step_s)
+        step = history_step(now_s, self.settings.history_step_s)
         if step <= self._last_persisted_step:
             return (), ()
         self._last_persisted_step = step

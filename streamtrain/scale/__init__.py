@@ -3,10 +3,13 @@
 Modules: ``models`` (NNLS throughput models), ``physics`` (KALE Eq. 4 for synthetic
 data), ``plan`` (Eq. 10 and Algorithm 1), ``fallback`` (HPA-style threshold path),
 ``gate`` (downtime-aware gate), ``trigger`` (when the fallback takes over), ``policy``
-and ``policies`` (the policies shared with the simulator), ``samples`` (throughput
-samples to observations, with a prior), ``planner`` (the live planner behind the lag
-app's ``--plan-job``), ``executors`` (local process pool, Kubernetes, webhook, command,
-and the idempotent ``CommandApplier``) and ``consumer`` (``streamtrain scale apply``).
+and ``policies`` (the policies shared with the simulator), ``policy_settings`` (the one
+parser of a policy's settings), ``samples`` (throughput samples to observations, with a
+prior), ``arrivals`` (the per-step arrival history), ``keep_up`` (the CANNOT_KEEP_UP
+alert), ``timescale`` (a compressed model clock), ``planner_settings`` and ``planner``
+(the live planner behind the lag app's ``--plan-job``), ``executors`` (local process
+pool, Kubernetes, webhook, command, and the idempotent ``CommandApplier``) and
+``consumer`` (``streamtrain scale apply``).
 """
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,8 +51,8 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 Reason = Literal["proactive", "fallback", "manual"]
-REASONS: tuple[str, ...] = ("proactive", "fallback", "manual")
-_PROTO_REASON = {
+REASONS: tuple[Reason, ...] = get_args(Reason)
+_PROTO_REASON: dict[Reason, cp.ScaleCommand.Reason] = {
     "proactive": cp.ScaleCommand.PROACTIVE,
     "fallback": cp.ScaleCommand.FALLBACK,
     "manual": cp.ScaleCommand.MANUAL,
@@ -141,9 +141,9 @@ class Decision:
             raise ConfigError("a plan needs a positive plan_step_s")
 
     @property
-    def proto_reason(self) -> int:
+    def proto_reason(self) -> cp.ScaleCommand.Reason:
         """The ``ScaleCommand.Reason`` enum value for this decision's path."""
-        return int(_PROTO_REASON[self.reason])
+        return _PROTO_REASON[self.reason]
 
 
 @runtime_checkable

@@ -45,6 +45,7 @@ import numpy as np
 from streamtrain.errors import ConfigError
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, modelarts_prior
+from streamtrain.units import MS_PER_S
 
 __all__ = [
     "MIN_BUSY_FRACTION",
@@ -164,6 +165,11 @@ def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
 MIN_BUSY_FRACTION = 0.1
 
 
+def _bucket(sample: cp.ThroughputSample, bucket_s: float) -> int:
+    """The index of the ``bucket_s`` window the sample was observed in."""
+    return math.floor(sample.observed_at_ms / MS_PER_S / bucket_s)
+
+
 def capacity_records_per_s(sample: cp.ThroughputSample) -> float | None:
     """What the worker trains per second when saturated, as far as its sample tells:
     the trained rate divided by its busy fraction when it reports one; ``None`` when it
@@ -183,8 +189,7 @@ def job_windows(
     """Job-level windows, oldest first (see the module docstring). Assumes usable samples."""
     latest: dict[tuple[int, int, str], cp.ThroughputSample] = {}
     for sample in samples:
-        bucket = math.floor(sample.observed_at_ms / 1000 / bucket_s)
-        key = (bucket, int(sample.workers), sample.worker_id)
+        key = (_bucket(sample, bucket_s), int(sample.workers), sample.worker_id)
         kept = latest.get(key)
         if kept is None or sample.observed_at_ms >= kept.observed_at_ms:
             latest[key] = sample
@@ -277,7 +282,7 @@ class SampleBook:
         """Keep ``sample``; returns the reason when it is rejected or too late."""
         problem = sample_problem(sample, self.job)
         bucket_s = self.settings.bucket_s
-        bucket_end_s = (math.floor(sample.observed_at_ms / 1000 / bucket_s) + 1) * bucket_s
+        bucket_end_s = (_bucket(sample, bucket_s) + 1) * bucket_s
         if problem is None and bucket_end_s <= now_s - self.settings.retention_s:
             self.late += 1
             return f"late sample from {sample.worker_id} ({sample.observed_at_ms} ms)"
@@ -287,7 +292,7 @@ class SampleBook:
             return problem
         self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
         self.accepted += 1
-        at_s = sample.observed_at_ms / 1000
+        at_s = sample.observed_at_ms / MS_PER_S
         if sample.workers > 0 and (self.pool_size is None or at_s >= self.pool_size[0]):
             self.pool_size = (at_s, int(sample.workers))
         return None
@@ -303,8 +308,7 @@ class SampleBook:
         cutoff_s = now_s - s.retention_s
 
         def closed(sample: cp.ThroughputSample) -> bool:
-            bucket = math.floor(sample.observed_at_ms / 1000 / s.bucket_s)
-            return (bucket + 1) * s.bucket_s <= cutoff_s
+            return (_bucket(sample, s.bucket_s) + 1) * s.bucket_s <= cutoff_s
 
         old = [v for v in self._samples.values() if closed(v)]
         if not old:

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["TriggerSettings", "TriggerState", "relative_error", "update_trigger"]
+__all__ = ["TriggerCause", "TriggerSettings", "TriggerState", "relative_error", "update_trigger"]
+
+TriggerCause = Literal["lag", "forecast_error", ""]
+"""Why the fallback is active (``""`` when it is not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,7 @@ class TriggerSettings:
 @dataclass(frozen=True, slots=True)
 class TriggerState:
     active: bool = False
-    cause: str = ""  # "lag", "forecast_error" or "" when inactive
+    cause: TriggerCause = ""
     since_s: float = -math.inf
 
 

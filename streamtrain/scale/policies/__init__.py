@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamtrain.errors import ConfigError
-from streamtrain.scale.policies.adequate import Adequate
+from streamtrain.scale.policies.adequate import Adequate, AdequateSettings
 from streamtrain.scale.policies.autopilot import Autopilot, AutopilotSettings
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policies.hpa import Hpa, HpaPolicySettings
@@ -35,6 +35,7 @@ __all__ = [
     "FORECASTING_POLICIES",
     "POLICY_NAMES",
     "Adequate",
+    "AdequateSettings",
     "Autopilot",
     "AutopilotSettings",
     "ForecastFeed",
@@ -65,7 +66,8 @@ FORECASTING_POLICIES = frozenset({"madu", "kale", "streamtrain"})
 def make_policy(name: str, context: PolicyContext | None = None, **settings: Any) -> Policy:
     """Build policy ``name`` (default context: :class:`PolicyContext` defaults, which
     has no throughput observations, so only adequate, hpa and autopilot can use it);
-    unknown names and settings are a :class:`ConfigError`."""
+    unknown names and settings are a :class:`ConfigError`
+    (:func:`~streamtrain.scale.policy_settings.settings_from`)."""
     context = context or PolicyContext()
     try:
         cls = _REGISTRY[name]
@@ -73,7 +75,4 @@ def make_policy(name: str, context: PolicyContext | None = None, **settings: Any
         raise ConfigError(
             f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}"
         ) from None
-    try:
-        return cls(context, **settings)
-    except TypeError as exc:
-        raise ConfigError(f"bad settings for policy {name!r}: {exc}") from exc
+    return cls(context, **settings)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from dataclasses import dataclass
 
-__all__ = ["Adequate"]
+from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
+
+__all__ = ["Adequate", "AdequateSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class AdequateSettings:
+    workers: int | None = None  # None: the context's maximum
 
 
 class Adequate:
@@ -12,7 +20,9 @@ class Adequate:
 
     name = "adequate"
 
-    def __init__(self, context: PolicyContext, *, workers: int | None = None) -> None:
+    def __init__(self, context: PolicyContext, **settings: object) -> None:
+        self.settings = settings_from(AdequateSettings, settings, policy=self.name)
+        workers = self.settings.workers
         self.workers = context.clamp(workers if workers is not None else context.max_workers)
         self.initial_workers = self.workers
         self.decision_interval_s = 60.0

@@ -26,6 +26,7 @@ import numpy as np
 from streamtrain.errors import ConfigError
 from streamtrain.scale.fallback import HpaSettings, stabilize_scale_down
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 
 __all__ = ["Autopilot", "AutopilotSettings", "decayed_percentile"]
 
@@ -65,7 +66,7 @@ class Autopilot:
     name = "autopilot"
 
     def __init__(self, context: PolicyContext, **settings: object) -> None:
-        self.settings = AutopilotSettings(**settings)  # type: ignore[arg-type]
+        self.settings = settings_from(AutopilotSettings, settings, policy=self.name)
         self.context = context
         self.decision_interval_s = self.settings.decision_interval_s
         self._stabilizer = HpaSettings(

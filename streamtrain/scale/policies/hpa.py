@@ -24,17 +24,22 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 
-__all__ = ["Hpa", "HpaPolicySettings", "scale_up_limit"]
+__all__ = ["HPA_METRICS", "Hpa", "HpaMetric", "HpaPolicySettings", "scale_up_limit"]
+
+HpaMetric = Literal["utilization", "lag"]
+HPA_METRICS: tuple[HpaMetric, ...] = get_args(HpaMetric)
 
 
 @dataclass(frozen=True, slots=True)
 class HpaPolicySettings:
-    metric: str = "utilization"
+    metric: HpaMetric = "utilization"
     target: float = 0.8
     tolerance: float = 0.1
     sync_period_s: float = 15.0
@@ -45,7 +50,7 @@ class HpaPolicySettings:
     metric_window_s: float = 300.0
 
     def __post_init__(self) -> None:
-        if self.metric not in ("utilization", "lag"):
+        if self.metric not in HPA_METRICS:
             raise ConfigError(f"HPA metric must be utilization or lag, got {self.metric!r}")
         if self.metric_window_s < 0:
             raise ConfigError("the metric window cannot be negative")
@@ -64,7 +69,7 @@ class Hpa:
     name = "hpa"
 
     def __init__(self, context: PolicyContext, **settings: object) -> None:
-        self.settings = HpaPolicySettings(**settings)  # type: ignore[arg-type]
+        self.settings = settings_from(HpaPolicySettings, settings, policy=self.name)
         s = self.settings
         self.hpa = HpaSettings(
             target=s.target,

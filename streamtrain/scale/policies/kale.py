@@ -54,6 +54,7 @@ from streamtrain.scale.plan import basic_plan, stabilize
 from streamtrain.scale.policies._common import fitted_model
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
 
 __all__ = ["Kale", "KaleSettings", "restart_backlog_records"]
@@ -115,7 +116,7 @@ class Kale:
     def __init__(
         self, context: PolicyContext, *, feed: ForecastFeed | None = None, **settings: object
     ) -> None:
-        self.settings = KaleSettings(**settings)  # type: ignore[arg-type]
+        self.settings = settings_from(KaleSettings, settings, policy=self.name)
         s = self.settings
         self.context = context
         self.decision_interval_s = s.decision_interval_s

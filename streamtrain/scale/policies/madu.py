@@ -25,6 +25,7 @@ import numpy as np
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 
 __all__ = ["Madu", "MaduSettings", "linear_fit"]
 
@@ -59,7 +60,7 @@ class Madu:
     def __init__(
         self, context: PolicyContext, *, feed: ForecastFeed | None = None, **settings: object
     ) -> None:
-        self.settings = MaduSettings(**settings)  # type: ignore[arg-type]
+        self.settings = settings_from(MaduSettings, settings, policy=self.name)
         self.context = context
         self.decision_interval_s = self.settings.decision_interval_s
         self.per_worker = linear_fit(context.throughput_observations)

@@ -45,7 +45,6 @@ scaling shortens the pause), replaced by the measured pause once one is reported
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -66,6 +65,7 @@ from streamtrain.scale.policies._common import capacity_table, fitted_model
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policies.hpa import scale_up_limit
 from streamtrain.scale.policy import Decision, Observation, PolicyContext, Reason
+from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
 
 __all__ = ["StreamtrainPolicy", "StreamtrainSettings", "meets_lag_goal"]
@@ -144,12 +144,7 @@ class StreamtrainPolicy:
     ) -> None:
         # ``trigger_<field>`` settings reach the fallback trigger (``--policy-setting
         # trigger_lag_exit_s=600``), on top of this policy's default thresholds.
-        trigger = {k[len("trigger_") :]: v for k, v in settings.items() if k.startswith("trigger_")}
-        plain = {k: v for k, v in settings.items() if not k.startswith("trigger_")}
-        if trigger:
-            defaults = StreamtrainSettings().trigger
-            plain["trigger"] = dataclasses.replace(defaults, **trigger)  # type: ignore[arg-type]
-        self.settings = StreamtrainSettings(**plain)  # type: ignore[arg-type]
+        self.settings = settings_from(StreamtrainSettings, settings, policy=self.name)
         self.context = context
         self.decision_interval_s = self.settings.decision_interval_s
         self.model = fitted_model(context)

@@ -5,14 +5,9 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.planner import (
-    ArrivalSteps,
-    LagReading,
-    Planner,
-    PlannerSettings,
-    check_policy,
-    parse_policy_settings,
-)
+from streamtrain.scale.planner import LagReading, Planner
+from streamtrain.scale.planner_settings import PlannerSettings, check_policy
+from streamtrain.scale.policy_settings import parse_policy_settings
 from streamtrain.scale.samples import SampleSettings
 
 T0 = 1_700_000_000.0
@@ -52,50 +47,6 @@ def planner(policy="hpa", settings=HPA_ON_LAG, **kwargs):
         "samples": SampleSettings(bucket_s=1.0),
     }
     return Planner(PlannerSettings(**(defaults | kwargs)))
-
-
-def test_arrival_steps_keep_complete_steps_and_fill_gaps():
-    steps = ArrivalSteps(step_s=10, max_steps=100)
-    steps.add(T0 + 1, 4.0)
-    steps.add(T0 + 5, 6.0)
-    steps.close(T0 + 9)
-    assert len(steps) == 0  # the step is not complete yet
-    steps.add(T0 + 31, 8.0)  # steps 10-19 and 20-29 had no reading
-    steps.close(T0 + 45)
-    assert steps.array().tolist() == [5.0, 5.0, 5.0, 8.0]
-    assert steps.history_start_s == T0
-    steps.add(T0 + 2, 100.0)  # for a step already closed: late, ignored
-    assert steps.late == 1
-    assert not steps.array().flags.writeable
-
-
-def test_arrival_steps_are_persisted_and_restored_in_order():
-    first = ArrivalSteps(step_s=10, max_steps=100)
-    for at, rate in ((T0 + 1, 4.0), (T0 + 11, 6.0), (T0 + 41, 9.0)):
-        first.add(at, rate)
-    first.close(T0 + 55)
-    stored = dict(first.steps_after(None))
-    base = int(T0 // 10)
-    assert stored == {base: 4.0, base + 1: 6.0, base + 2: 6.0, base + 3: 6.0, base + 4: 9.0}
-    assert first.steps_after(base + 3) == [(base + 4, 9.0)]
-    assert first.steps_after(base + 4) == []
-
-    # A restarted app: a reading of an old step arrived before the restore.
-    second = ArrivalSteps(step_s=10, max_steps=100)
-    second.add(T0 + 42, 50.0)
-    assert second.restore({base + 4: 9.0, base: 4.0, base + 1: 6.0}) == 3
-    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0]  # the gap repeats 6.0
-    assert second.last_step == base + 4
-    second.close(T0 + 65)  # the stale open step is gone: nothing appended out of order
-    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0]
-    assert second.restore({base + 2: 1.0, base + 6: float("nan"), base + 7: -1.0}) == 0
-    second.add(T0 + 61, 7.0)
-    second.close(T0 + 75)
-    assert second.array().tolist() == [4.0, 6.0, 6.0, 6.0, 9.0, 9.0, 7.0]
-
-    capped = ArrivalSteps(step_s=10, max_steps=3)
-    assert capped.restore({0: 1.0, 10_000_000: 2.0}) == 2  # a huge gap costs no memory
-    assert capped.array().tolist() == [1.0, 1.0, 2.0]
 
 
 def test_the_planner_reports_restored_steps():
@@ -233,9 +184,3 @@ def test_bad_settings():
     with pytest.raises(ConfigError, match="bad settings"):
         check_policy(PlannerSettings(job="demo", group="g", policy_settings=(("nope", 1),)))
     check_policy(PlannerSettings(job="demo", group="g", policy="kale"))
-    assert parse_policy_settings({"a": "1", "b": "0.5", "c": "true", "d": "x"}) == (
-        ("a", 1),
-        ("b", 0.5),
-        ("c", True),
-        ("d", "x"),
-    )

@@ -8,7 +8,8 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.planner import LagReading, Planner, PlannerSettings
+from streamtrain.scale.planner import LagReading, Planner
+from streamtrain.scale.planner_settings import PlannerSettings
 from streamtrain.scale.samples import SampleSettings
 from streamtrain.scale.timescale import SeedHistory, TimeScale, read_seed_history
 

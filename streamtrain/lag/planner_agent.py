@@ -1,0 +1,163 @@
+"""The planner inside the lag app (``streamtrain lag run --plan-job``).
+
+Owned here, the planner's side of the app (:mod:`streamtrain.scale.planner` decides;
+this feeds it and publishes what it returns):
+
+* an agent takes ``ThroughputSample`` messages from the samples topic (decoded with
+  :mod:`streamtrain.wire`; an undecodable one is logged and counted);
+* a leader-only timer (every ``tick_s``) hands the new samples and the group's newest
+  lag to the planner in a thread (a policy may fit a forecaster) and publishes its
+  ``ScaleCommand`` (key: the job) to the commands topic and its alerts
+  (``CANNOT_KEEP_UP``) to the alerts topic. A command that cannot be sent is kept
+  (at most ``COMMAND_OUTBOX_LIMIT``) and re-sent first on the next tick; an alert that
+  cannot be sent goes to the lag app's alert outbox;
+* each complete arrival step of the planner goes through the history topic into the
+  ``arrival_history`` table (:mod:`streamtrain.lag.history_tables`); after table
+  recovery the planner starts from it, so a restart does not cost the forecast its days;
+* ``/planner`` shows the planner's state (the throughput model's source among it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import Any
+
+from streamtrain.errors import SchemaError
+from streamtrain.lag.history_tables import HistoryTables, arrival_message
+from streamtrain.lag.publish import publish
+from streamtrain.lag.results import GroupLag
+from streamtrain.lag.service import LagService
+from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.scale.planner import LagReading, Planner
+from streamtrain.wire import decode, encode
+
+__all__ = ["COMMAND_OUTBOX_LIMIT", "PlannerAgent", "add_planner"]
+
+log = logging.getLogger(__name__)
+
+COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
+
+
+class PlannerAgent:
+    """The planner and what its agent, timer and page share (one per app)."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.status: dict[str, Any] = {}
+        self.new_samples: list[pb.ThroughputSample] = []
+        self.bad_samples = 0
+        self.command_outbox: collections.deque[pb.ScaleCommand] = collections.deque(
+            maxlen=COMMAND_OUTBOX_LIMIT
+        )
+        self.arrivals_restored = False
+        self.arrivals_persisted: int | None = None  # the newest arrival step written
+
+    def take(self, value: bytes) -> None:
+        """One message from the samples topic (an undecodable one is counted)."""
+        try:
+            self.new_samples.append(decode(pb.ThroughputSample, value))
+        except SchemaError as exc:
+            self.bad_samples += 1
+            log.warning("dropping an undecodable throughput sample: %s", exc)
+
+    def plan(
+        self, samples: list[pb.ThroughputSample], lag: GroupLag | None, now_s: float
+    ) -> tuple[list[pb.ScaleCommand], list[pb.Alert]]:
+        """One planner step (run in a thread): new samples, the group's lag, a decision.
+        Returns the commands (with any unsent ones first) and alerts to publish."""
+        planner = self.planner
+        for sample in samples:
+            problem = planner.add_sample(sample, now_s)
+            if problem is not None:
+                log.warning("throughput sample not used: %s", problem)
+        if lag is not None:
+            planner.observe_lag(
+                LagReading(
+                    lag.observed_at_s, lag.records_per_s, lag.max_lag_s, lag.total_lag_records
+                )
+            )
+        output = planner.tick(now_s)
+        self.status = planner.status() | {"bad_samples": self.bad_samples}
+        commands = [*self.command_outbox, *([output.command] if output.command else [])]
+        self.command_outbox.clear()
+        return commands, list(output.alerts)
+
+    def restore_arrivals(self, history: HistoryTables) -> None:
+        """Start the planner from the recovered arrival steps of its group."""
+        self.planner.restore_arrivals(history.arrival_steps(self.planner.settings.group))
+        self.arrivals_persisted = self.planner.arrivals.last_step
+        self.arrivals_restored = True
+
+    def arrivals_to_persist(self) -> list[tuple[str, str]]:
+        """History-topic messages of the complete arrival steps not yet written."""
+        new_steps = self.planner.arrivals.steps_after(self.arrivals_persisted)
+        if new_steps:
+            self.arrivals_persisted = new_steps[-1][0]
+        group = self.planner.settings.group
+        return [arrival_message(group, step, rate) for step, rate in new_steps]
+
+
+def add_planner(
+    app: Any,
+    service: LagService,
+    agent: PlannerAgent,
+    alerts: Any,
+    history_topic: Any,
+    history: HistoryTables,
+) -> None:
+    """The samples agent, the planner's leader timer and ``/planner`` (module docstring)."""
+    settings = service.settings
+    samples = app.topic(
+        settings.samples_topic, key_serializer="raw", value_serializer="raw", partitions=None
+    )
+    commands = app.topic(
+        settings.commands_topic, key_serializer="raw", value_serializer="raw", partitions=1
+    )
+    group = agent.planner.settings.group
+
+    async def take_samples(stream: Any) -> None:
+        async for value in stream:
+            agent.take(value)
+
+    async def plan() -> None:
+        if not agent.arrivals_restored:
+            if not app.tables.recovery.completed.is_set():
+                return  # the arrival history is not recovered yet
+            agent.restore_arrivals(history)
+        batch, agent.new_samples = agent.new_samples, []
+        lag = service.monitor.latest.get(group)
+        to_send, new_alerts = await asyncio.to_thread(agent.plan, batch, lag, time.time())
+        timeout = settings.request_timeout_s
+        arrivals = agent.arrivals_to_persist()
+        sent, alerted = await asyncio.gather(
+            publish(
+                [(c, commands.send(key=c.job.encode(), value=encode(c))) for c in to_send], timeout
+            ),
+            publish(
+                [(a, alerts.send(key=a.group.encode(), value=encode(a))) for a in new_alerts],
+                timeout,
+            ),
+        )
+        for command in sent.confirmed:
+            log.info("scale command %s sent to %s", command.command_id, commands.get_topic_name())
+        for command, exc in sent.failed:
+            log.error("scale command %s not sent (%s); retrying", command.command_id, exc)
+            agent.command_outbox.append(command)
+        service.outbox.extend(alerted.failed_items)
+        if arrivals:
+            stored = await publish(
+                [(k, history_topic.send(key=k, value=v)) for k, v in arrivals], timeout
+            )
+            if stored.failed:
+                log.warning("%d arrival steps not persisted (broker away?)", len(stored.failed))
+
+    async def planner_page(web: Any, request: Any) -> Any:
+        return web.json(agent.status or {"note": "the planner has not run yet"})
+
+    # Registered by call rather than by decorator: Faust's decorators are untyped.
+    app.agent(samples)(take_samples)
+    app.timer(settings.monitor.tick_s, on_leader=True)(plan)
+    app.page("/planner")(planner_page)

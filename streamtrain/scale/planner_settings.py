@@ -1,0 +1,111 @@
+"""What the live planner is configured with, and the policy it builds from it.
+
+Owned here (pure):
+
+* :class:`PlannerSettings`: the job and group planned for, the policy and its settings
+  (checked by :func:`~streamtrain.scale.policy_settings.settings_from` when the policy
+  is built), the planning step, worker bounds, expected pauses, refit and command
+  timing, and the arrival history's length and seed (the fields are explained in
+  :mod:`streamtrain.scale.planner`'s docstring).
+* :func:`build_policy`: the one place a :class:`~streamtrain.scale.policy.PolicyContext`
+  is made from the settings and a throughput estimate (the planner's refits use it).
+* :func:`check_policy`: builds the policy once on a prior, so bad policy settings fail
+  at start (``streamtrain lag run --plan-job``) rather than at the first decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtrain.errors import ConfigError
+from streamtrain.scale.policies import POLICY_NAMES, ForecastFeed, make_policy
+from streamtrain.scale.policy import Policy, PolicyContext
+from streamtrain.scale.samples import SampleBook, SampleSettings, ThroughputEstimate
+from streamtrain.scale.timescale import SeedHistory, TimeScale
+from streamtrain.units import MINUTE_S, WEEK_S
+
+__all__ = ["PlannerSettings", "build_policy", "check_policy"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannerSettings:
+    """What the planner plans for, and how (:mod:`streamtrain.scale.planner` explains)."""
+
+    job: str
+    group: str
+    policy: str = "streamtrain"
+    policy_settings: tuple[tuple[str, Any], ...] = ()
+    step_s: int = 60
+    min_workers: int = 1
+    max_workers: int = 32
+    initial_workers: int | None = None
+    action_pause_s: float = 600.0
+    min_action_pause_s: float = 0.0  # a floor under the measured pause
+    scale_up_prep_s: float = 0.0
+    refit_interval_s: float = 300.0
+    refit_tolerance: float = 0.1
+    command_timeout_s: float = 900.0
+    max_history_steps: int = WEEK_S // MINUTE_S  # a week of one-minute steps
+    recent_window_s: float = 300.0
+    samples: SampleSettings = field(default_factory=SampleSettings)
+    time_scale: TimeScale = field(default_factory=TimeScale)
+    history: SeedHistory | None = None
+
+    def __post_init__(self) -> None:
+        if self.history is not None and self.history.step_s != self.step_s:
+            raise ConfigError(
+                f"the seed history's step ({self.history.step_s} s) is not the planning "
+                f"step ({self.step_s} s)"
+            )
+        if not self.job or not self.group:
+            raise ConfigError("the planner needs a job and a consumer group")
+        if self.policy not in POLICY_NAMES:
+            raise ConfigError(
+                f"unknown policy {self.policy!r}; use one of {', '.join(POLICY_NAMES)}"
+            )
+        if self.step_s < 1:
+            raise ConfigError(f"the planning step must be at least 1 s, got {self.step_s}")
+        if not 1 <= self.min_workers <= self.max_workers:
+            raise ConfigError(
+                f"need 1 <= min workers <= max workers, got {self.min_workers}, {self.max_workers}"
+            )
+        if self.initial_workers is not None and self.initial_workers < 0:
+            raise ConfigError("the initial worker count cannot be negative")
+        spans = (self.refit_interval_s, self.command_timeout_s, self.recent_window_s)
+        if min(spans) <= 0 or self.refit_tolerance < 0 or self.max_history_steps < 1:
+            raise ConfigError("intervals, timeouts and the history length must be positive")
+
+    @property
+    def settings_dict(self) -> dict[str, Any]:
+        return dict(self.policy_settings)
+
+
+def build_policy(
+    settings: PlannerSettings,
+    estimate: ThroughputEstimate | None,
+    feed: ForecastFeed | None = None,
+) -> Policy:
+    """The configured policy on ``estimate`` (its observations; none without one), with
+    the planner's bounds, step and expected pause; proactive policies share ``feed``."""
+    s = settings
+    context = PolicyContext(
+        min_workers=s.min_workers,
+        max_workers=s.max_workers,
+        step_s=s.step_s,
+        throughput_observations=estimate.observations if estimate else (),
+        model_kind=s.samples.model_kind,
+        action_pause_s=s.action_pause_s,
+        scale_up_prep_s=s.scale_up_prep_s,
+    )
+    extra: dict[str, Any] = {"feed": feed} if feed is not None else {}
+    return make_policy(s.policy, context, **extra, **s.settings_dict)
+
+
+def check_policy(settings: PlannerSettings) -> None:
+    """Build the configured policy once on a prior, so bad policy settings fail at start
+    (a :class:`ConfigError`) rather than at the first decision."""
+    s = settings
+    prior = SampleSettings(prior_single_worker_records_per_s=1.0, model_kind=s.samples.model_kind)
+    estimate = SampleBook(s.job, prior).estimate(0.0, max_workers=s.max_workers)
+    build_policy(s, estimate)
