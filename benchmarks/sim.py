@@ -41,6 +41,7 @@ from pathlib import Path
 from streamtrain.forecast.series import make_trace
 from streamtrain.forecast.trace import Trace
 from streamtrain.sim.engine import run_policy
+from streamtrain.sim.execution import RestartMode, ShuffleMode
 from streamtrain.sim.metrics import PolicyMetrics
 from streamtrain.sim.report import format_markdown
 from streamtrain.sim.runner import SimReport, SimSettings, initial_workers, prepare, simulate
@@ -228,8 +229,8 @@ def main() -> None:
 
     same = SimSettings(
         policies=("kale", "streamtrain"),
-        shuffle="on",
-        restart="pause",
+        shuffle=ShuffleMode.ON,
+        restart=RestartMode.PAUSE,
         forecaster=args.forecaster,
         seed=args.seed,
     )

@@ -145,7 +145,7 @@ def demo(
     (http://127.0.0.1:8765/) shows traffic and forecast, workers and actions, lag per
     partition, SLO and alerts, and online AUC. Ends with a summary.
     """
-    from streamtrain.demo.run import DemoSettings, run_demo
+    from streamtrain.demo.run import DEFAULT_SPEED, DemoSettings, run_demo
     from streamtrain.demo.summary import format_summary
 
     if (
@@ -157,7 +157,7 @@ def demo(
             f"--duration {duration_s:g} and --speed {speed:g} disagree (a day at speed "
             f"{speed:g} takes {DAY_S / speed:.0f} s): give one of them"
         )
-    chosen_speed = speed or (DAY_S / duration_s if duration_s else 144.0)
+    chosen_speed = speed or (DAY_S / duration_s if duration_s else DEFAULT_SPEED)
     settings = DemoSettings(
         speed=chosen_speed,
         partitions=partitions,

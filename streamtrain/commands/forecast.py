@@ -21,7 +21,7 @@ from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.forecast.series import SHAPES, make_trace
 from streamtrain.forecast.trace import load_trace, write_trace
-from streamtrain.units import DAY_S
+from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = ["forecast", "trace"]
 
@@ -51,7 +51,7 @@ def _factory(name: str, step_s: int, seed: int) -> Callable[[], Forecaster]:
 
 
 def _minutes_to_steps(flag: str, minutes: float, step_s: int) -> int:
-    steps = minutes * 60 / step_s
+    steps = minutes * MINUTE_S / step_s
     if steps < 1 or abs(steps - round(steps)) > 1e-9:
         raise ConfigError(f"{flag} {minutes:g} is not a whole number of {step_s}-s steps")
     return round(steps)
@@ -146,7 +146,7 @@ def eval_command(
         raise ConfigError(f"--step-s {step_s} does not divide a day")
     settings = EvalSettings(
         horizon_steps=_minutes_to_steps("--horizon-min", horizon_min, step_s),
-        test_steps=_minutes_to_steps("--test-days", test_days * 1440, step_s),
+        test_steps=_minutes_to_steps("--test-days", test_days * (DAY_S // MINUTE_S), step_s),
         stride_steps=_minutes_to_steps("--stride-min", stride_min or horizon_min, step_s),
         season_steps=DAY_S // step_s,
         refit_every_steps=(

@@ -15,8 +15,14 @@ import click
 
 from streamtrain.commands.common import handle_errors, option
 from streamtrain.errors import ConfigError
+from streamtrain.forecast.trace import load_trace, synth_trace
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
+from streamtrain.sim.execution import RestartMode, ShuffleMode
+from streamtrain.sim.report import format_table
+from streamtrain.sim.runner import DEFAULT_MODELS, SimSettings
+from streamtrain.sim.runner import simulate as run
+from streamtrain.units import MINUTE_S
 
 __all__ = ["simulate"]
 
@@ -93,7 +99,7 @@ def _policies(text: str) -> tuple[str, ...]:
 @option(
     "--shuffle",
     env="SIMULATE_SHUFFLE",
-    type=click.Choice(["policy", "on", "off"]),
+    type=click.Choice([mode.value for mode in ShuffleMode]),
     default="policy",
     show_default=True,
     help="policy: KALE and streamtrain shuffle, the baselines do not.",
@@ -101,7 +107,7 @@ def _policies(text: str) -> tuple[str, ...]:
 @option(
     "--restart",
     env="SIMULATE_RESTART",
-    type=click.Choice(["policy", "pause", "two-phase"]),
+    type=click.Choice([mode.value for mode in RestartMode]),
     default="policy",
     show_default=True,
     help="policy: streamtrain scales two-phase, the others pause and restart.",
@@ -117,7 +123,7 @@ def _policies(text: str) -> tuple[str, ...]:
 @option(
     "--model",
     env="SIMULATE_MODEL",
-    type=click.Choice(["sync", "async"]),
+    type=click.Choice(list(DEFAULT_MODELS)),
     default="sync",
     show_default=True,
     help="The job's throughput model family.",
@@ -167,11 +173,6 @@ def simulate(
     plot_path: Path | None,
 ) -> None:
     """Replay traffic against scaling policies and print KALE Table 3 for it."""
-    from streamtrain.forecast.trace import load_trace, synth_trace
-    from streamtrain.sim.report import format_table
-    from streamtrain.sim.runner import SimSettings
-    from streamtrain.sim.runner import simulate as run
-
     settings = SimSettings(
         policies=_policies(policies),
         peak_workers=peak_workers,
@@ -180,9 +181,9 @@ def simulate(
         seed=seed,
         partitions=partitions,
         skew_sigma=skew,
-        shuffle=shuffle,
-        restart=restart,
-        restart_s=restart_min * 60,
+        shuffle=ShuffleMode(shuffle),
+        restart=RestartMode(restart),
+        restart_s=restart_min * MINUTE_S,
         model=model,
         forecaster=forecaster,
     )

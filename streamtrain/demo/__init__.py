@@ -5,5 +5,10 @@
 * ``observe``: what the demo watches (control-plane topics, workers' files, a timeline);
 * ``summary``: the end-of-run summary (KALE's metrics, measured live);
 * ``dashboard``: the live page on 127.0.0.1;
-* ``run``: the orchestration (topics, control app, worker pool, traffic, drain).
+* ``run``: the orchestration (settings, then topics, control app, worker pool, traffic,
+  drain), over its parts: ``children`` (names, command, connection of the child
+  processes), ``control_args`` (the control app's argv), ``worker_args`` (the workers'
+  argv and environment), ``history`` (the planner's seed history), ``phases`` (starting,
+  running, draining, done), all pure, and ``topics`` (the run's topics and start
+  offsets).
 """

@@ -12,6 +12,8 @@ Owned here:
 * :class:`TopicFeeds`: a thread reading the lag reports, alerts and scale commands
   topics from their beginning (assigned partitions, no consumer group) into the
   timeline; an undecodable message is counted and logged, never fatal.
+* :func:`planner_forecast`: the planner's newest forecast, from the control app's
+  ``/planner`` status page (``None`` until it answers).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +36,17 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import SchemaError, StreamtrainError
 from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.scale.executors import ApplyResult
 from streamtrain.wire import decode
 
-__all__ = ["FORWARDED_IDS_SUFFIX", "StatsTail", "Timeline", "TopicFeeds", "TrainedIds"]
+__all__ = [
+    "FORWARDED_IDS_SUFFIX",
+    "StatsTail",
+    "Timeline",
+    "TopicFeeds",
+    "TrainedIds",
+    "planner_forecast",
+]
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +201,16 @@ class Timeline:
         with self.lock:
             self.commands.append(entry)
 
-    def add_action(self, entry: dict[str, Any]) -> None:
+    def add_action(self, at_s: float, result: ApplyResult) -> None:
+        """What the demo's executor did with one ScaleCommand."""
+        entry = {
+            "at_s": at_s,
+            "command_id": result.command_id,
+            "outcome": result.outcome.value,
+            "workers_before": result.workers_before,
+            "workers_after": result.workers_after,
+            "error": result.error,
+        }
         with self.lock:
             self.actions.append(entry)
 
@@ -337,3 +358,17 @@ class TopicFeeds(threading.Thread):
         except SchemaError as exc:
             self.bad_messages += 1
             log.warning("demo observer: undecodable message on %s: %s", message.topic(), exc)
+
+
+def planner_forecast(port: int) -> dict[str, Any] | None:
+    """The ``forecast`` of the control app's planner status on ``port`` (on 127.0.0.1),
+    or ``None`` while it has none or does not answer yet."""
+    url = f"http://127.0.0.1:{port}/planner"
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            status = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        log.debug("planner status not available yet: %s", exc)
+        return None
+    forecast: dict[str, Any] | None = status.get("forecast")
+    return forecast

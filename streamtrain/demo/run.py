@@ -1,23 +1,27 @@
 """``streamtrain demo``'s orchestration: every part of streamtrain on one machine, one day.
 
 Owned here: :class:`DemoSettings` (what the demo runs, validated) and :func:`run_demo`,
-which, against a Kafka cluster it is given (the CLI starts the embedded broker):
+the assembly, which, against a Kafka cluster it is given (the CLI starts the embedded
+broker):
 
-1. creates the topics (the data topic with 16 partitions; reports, alerts, throughput
-   samples and scale commands), and commits the job's start at the data topic's end, so
-   a topic with older records (``--topic`` on a real cluster) is not replayed;
+1. creates the topics and commits the job's start at the data topic's end
+   (:mod:`streamtrain.demo.topics`; names from :mod:`streamtrain.demo.children`);
 2. writes the planner's seed history (the six synthetic days before the demo's day,
-   scaled like it), and starts the **control app** (``streamtrain lag run --plan-job``,
-   the planner on a clock ``speed`` times faster than the wall clock) as a subprocess;
+   scaled like it: :mod:`streamtrain.demo.history`), and starts the **control app**
+   (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
+   than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
+   subprocess;
 3. starts the **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool`
-   of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes, and a
+   of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
+   and environment from :mod:`streamtrain.demo.worker_args`), and a
    :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
 4. starts the **traffic** (:class:`~streamtrain.demo.traffic.TrafficGenerator`) at the
    moment the seed history ends, the **observers** (topics and the workers' files into a
    :class:`~streamtrain.demo.observe.Timeline`) and the **dashboard**;
 5. runs the day, then drains (until every produced id was trained, or
-   ``drain_timeout_s``), and returns the summary (:mod:`streamtrain.demo.summary`).
+   ``drain_timeout_s``: :mod:`streamtrain.demo.phases`), and returns the summary
+   (:mod:`streamtrain.demo.summary`).
 
 Everything started is stopped on the way out, also on Ctrl-C or an error: workers with
 SIGTERM (they commit what they acknowledged), then the control app. Every child gets
@@ -28,16 +32,11 @@ Kafka connection from ``STREAMTRAIN_*`` environment variables, never the command
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import math
 import os
-import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,30 +44,45 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from confluent_kafka import Consumer, TopicPartition
 
 from streamtrain.config import KafkaSettings
+from streamtrain.demo.children import DemoNames, kafka_env
+from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
-from streamtrain.demo.observe import StatsTail, Timeline, TopicFeeds, TrainedIds
+from streamtrain.demo.history import demo_seed_history, write_seed_history
+from streamtrain.demo.observe import (
+    StatsTail,
+    Timeline,
+    TopicFeeds,
+    TrainedIds,
+    planner_forecast,
+)
+from streamtrain.demo.phases import DayPhases, Phase, progress_line
 from streamtrain.demo.summary import RecordCounts, summarize
-from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan
+from streamtrain.demo.topics import create_demo_topics
+from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
-from streamtrain.errors import ConfigError, KafkaError, StreamtrainError
+from streamtrain.demo.worker_args import (
+    FAST_GROUP_CONFIG,
+    WORKER_BATCH_RECORDS,
+    pool_size_path,
+    worker_argv,
+    worker_env,
+)
+from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.forecast.trace import synth_trace
-from streamtrain.kafka import create_topic
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier
+from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
 from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.sim.metrics import SLO_LAG_S
 from streamtrain.units import DAY_S
 
-__all__ = ["DemoSettings", "run_demo"]
+__all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings", "run_demo"]
 
-log = logging.getLogger(__name__)
-
-_PLAN_STEP_S = 300  # the planner's step, model seconds (5 simulated minutes)
-_WORKER_BATCH_RECORDS = 128
-_FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))
+DEFAULT_SPEED = 144.0  # simulated seconds per wall second: a day in 10 minutes
+MIN_SLO_S = 2.0  # the default SLO's floor, wall seconds: lag is measured to about a second
+BURST_PEAK_S = 15  # a dashboard burst is this many wall seconds of the peak rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +90,7 @@ class DemoSettings:
     """What the demo runs. ``speed`` compresses time: a simulated day takes
     ``86400 / speed`` wall seconds (600 s at the default 144)."""
 
-    speed: float = 144.0
+    speed: float = DEFAULT_SPEED
     partitions: int = 16
     peak_records_per_s: float = 1_200.0
     worker_capacity_records_per_s: float = 400.0
@@ -92,7 +106,7 @@ class DemoSettings:
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8765
     kill_worker_at_s: float | None = None
-    burst_records: int | None = None  # per dashboard burst; default 15 s of the peak
+    burst_records: int | None = None  # per dashboard burst; default BURST_PEAK_S of the peak
     progress_interval_s: float = 10.0
     shuffle: str = "advanced"  # the workers' --shuffle policy
     worker_queue_records: int = 1_024
@@ -117,9 +131,9 @@ class DemoSettings:
             raise ConfigError(
                 f"the shuffle policy must be none, basic or advanced: {self.shuffle!r}"
             )
-        if self.worker_queue_records < _WORKER_BATCH_RECORDS:
+        if self.worker_queue_records < WORKER_BATCH_RECORDS:
             raise ConfigError(
-                f"a worker's queue must hold a batch ({_WORKER_BATCH_RECORDS} records)"
+                f"a worker's queue must hold a batch ({WORKER_BATCH_RECORDS} records)"
             )
 
     @property
@@ -128,68 +142,11 @@ class DemoSettings:
 
     @property
     def slo_s(self) -> float:
+        """The lag SLO in wall seconds: ``slo_lag_s``, else KALE's 20 simulated minutes
+        (:data:`~streamtrain.sim.metrics.SLO_LAG_S`), at least :data:`MIN_SLO_S`."""
         if self.slo_lag_s is not None:
             return self.slo_lag_s
-        return max(20 * 60 / self.speed, 2.0)  # lag is measured to about a wall second
-
-
-@dataclass(frozen=True, slots=True)
-class _Names:
-    run_id: str
-    topic: str
-
-    @property
-    def job(self) -> str:
-        return f"streamtrain-demo-{self.run_id}"
-
-    def control(self, kind: str) -> str:
-        return f"streamtrain.demo.{self.run_id}.{kind}"
-
-
-def kafka_env(settings: KafkaSettings) -> dict[str, str]:
-    """The ``STREAMTRAIN_*`` variables that give a subprocess the same connection."""
-    env = {"STREAMTRAIN_BOOTSTRAP": settings.bootstrap}
-    fields = {
-        "SECURITY_PROTOCOL": settings.security_protocol,
-        "SASL_MECHANISM": settings.sasl_mechanism,
-        "SASL_USERNAME": settings.sasl_username,
-        "SASL_PASSWORD": settings.sasl_password,
-        "SSL_CA_LOCATION": settings.ssl_ca_location,
-        "SSL_CERTIFICATE_LOCATION": settings.ssl_certificate_location,
-        "SSL_KEY_LOCATION": settings.ssl_key_location,
-        "SSL_KEY_PASSWORD": settings.ssl_key_password,
-    }
-    env.update({f"STREAMTRAIN_{k}": v for k, v in fields.items() if v})
-    if settings.extra:
-        if any(" " in f"{k}={v}" for k, v in settings.extra.items()):
-            raise ConfigError("--kafka-config values with spaces cannot be passed to the workers")
-        env["STREAMTRAIN_KAFKA_CONFIG"] = " ".join(f"{k}={v}" for k, v in settings.extra.items())
-    return env
-
-
-def seed_history(trace_rates: np.ndarray[Any, Any], trace_step_s: int, scale: float) -> list[float]:
-    """The days before the demo's day, per planning step, in records per model second."""
-    day_steps = round(DAY_S / trace_step_s)
-    before = np.nan_to_num(trace_rates[:-day_steps], nan=0.0) * scale
-    per_step = max(1, round(_PLAN_STEP_S / trace_step_s))
-    usable = before.size - before.size % per_step
-    means: np.ndarray[Any, Any] = before[before.size - usable :].reshape(-1, per_step).mean(axis=1)
-    return [round(float(v), 6) for v in means]
-
-
-def _commit_at_end(settings: KafkaSettings, group: str, topic: str, partitions: int) -> None:
-    """Start ``group`` at the current end of ``topic`` (older records are not the demo's)."""
-    consumer = Consumer(settings.confluent_config(**{"group.id": group}))
-    try:
-        offsets = []
-        for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            offsets.append(TopicPartition(topic, p, high))
-        consumer.commit(offsets=offsets, asynchronous=False)
-    except Exception as exc:
-        raise KafkaError(f"cannot set the demo group's start offsets on {topic}: {exc}") from exc
-    finally:
-        consumer.close()
+        return max(SLO_LAG_S / self.speed, MIN_SLO_S)
 
 
 class _Demo:
@@ -197,12 +154,10 @@ class _Demo:
 
     def __init__(self, kafka: KafkaSettings, settings: DemoSettings, echo: Callable[[str], None]):
         self.kafka, self.settings, self.echo = kafka, settings, echo
-        run_id = uuid.uuid4().hex[:8]
-        self.names = _Names(run_id, settings.topic or f"streamtrain.demo.{run_id}.ctr")
+        self.names = DemoNames.for_run(uuid.uuid4().hex[:8], settings.topic)
         self.run_dir = settings.run_dir or Path(tempfile.mkdtemp(prefix="streamtrain-demo-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.timeline = Timeline(settings.partitions)
-        self.phase = "starting"
         self.trained = TrainedIds(self.run_dir / "trained")
         self.stats = StatsTail(self.run_dir / "stats")
         trace = synth_trace(7, seed=settings.seed)
@@ -213,11 +168,14 @@ class _Demo:
             partitions=settings.partitions,
             seed=settings.seed,
         )
-        day = np.nan_to_num(trace.records_per_s[-round(DAY_S / trace.step_s) :], nan=0.0)
-        self.peak_offset_s = float(np.argmax(day)) * trace.step_s / settings.speed
-        scale = settings.peak_records_per_s / float(day.max()) / settings.speed
-        self.seed_rates = seed_history(trace.records_per_s, trace.step_s, scale)
-        self.start_at_s = time.time() + settings.startup_lead_s
+        self.peak_offset_s = float(np.argmax(last_day(trace))) * trace.step_s / settings.speed
+        self.seed_rates = demo_seed_history(
+            trace, peak_records_per_s=settings.peak_records_per_s, speed=settings.speed
+        )
+        self.phases = DayPhases(
+            start_at_s=time.time() + settings.startup_lead_s,
+            drain_timeout_s=settings.drain_timeout_s,
+        )
         self.generator: TrafficGenerator | None = None
         self.pool: LocalProcessPool | None = None
         self.control: LocalProcessPool | None = None
@@ -225,101 +183,29 @@ class _Demo:
         self.killed: list[int] = []
         self.replaced = 0
 
+    @property
+    def start_at_s(self) -> float:
+        """Wall time the traffic's day begins (after the children had time to start)."""
+        return self.phases.start_at_s
+
     # -- starting --------------------------------------------------------------------
 
     def create_topics(self) -> None:
-        n = self.names
-        create_topic(self.kafka, n.topic, self.settings.partitions, timeout_s=15, exist_ok=True)
-        for kind in ("throughput", "commands", "reports", "alerts"):
-            create_topic(self.kafka, n.control(kind), 1, timeout_s=15, exist_ok=True)
-        _commit_at_end(self.kafka, n.job, n.topic, self.settings.partitions)
-
-    def _python(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "streamtrain", *args]
+        create_demo_topics(self.kafka, self.names, self.settings.partitions)
 
     def control_app(self) -> LocalProcessPool:
         from streamtrain.broker import free_port
 
-        s, n = self.settings, self.names
-        history = self.run_dir / "seed-history.json"
-        history.write_text(
-            json.dumps(
-                {
-                    "step_s": _PLAN_STEP_S,
-                    "end_at_ms": int(self.start_at_s * 1000),
-                    "records_per_s": self.seed_rates,
-                }
-            )
+        history = write_seed_history(
+            self.run_dir / "seed-history.json", self.seed_rates, end_at_s=self.start_at_s
         )
         self.control_port = free_port()
-        argv = self._python(
-            "lag",
-            "run",
-            "--group",
-            n.job,
-            "--topic",
-            n.topic,
-            "--tick-s",
-            "1",
-            "--app-id",
-            n.control("control"),
-            "--reports-topic",
-            n.control("reports"),
-            "--alerts-topic",
-            n.control("alerts"),
-            "--web-port",
-            str(self.control_port),
-            "--slo-violation-s",
-            f"{s.slo_s:.3f}",
-            "--slo-warning-s",
-            f"{s.slo_s / 2:.3f}",
-            "--history-step-s",
-            "5",
-            "--cps-window-s",
-            f"{max(3.0, 3 * _PLAN_STEP_S / s.speed):.3f}",
-            "--data-dir",
-            str(self.run_dir / "control-data"),
-            "--plan-job",
-            n.job,
-            "--policy",
-            "streamtrain",
-            "--samples-topic",
-            n.control("throughput"),
-            "--commands-topic",
-            n.control("commands"),
-            "--min-workers",
-            str(s.min_workers),
-            "--max-workers",
-            str(s.max_workers),
-            "--initial-workers",
-            str(s.initial_workers),
-            "--plan-step-s",
-            str(_PLAN_STEP_S),
-            "--action-pause-s",
-            f"{6 * s.speed:.0f}",  # a rebalance pauses the group ~3-6 wall seconds
-            # The pool's size file moves before new workers join: measured pauses are short.
-            "--min-action-pause-s",
-            f"{6 * s.speed:.0f}",
-            "--prior-rate",
-            f"{s.worker_capacity_records_per_s:.3f}",
-            "--sample-bucket-s",
-            f"{max(_PLAN_STEP_S, 3 * s.speed):.0f}",
-            # In wall seconds: lag is measured to about a second and a rebalance pauses
-            # the group for several; on the model clock those are minutes.
-            "--policy-setting",
-            f"tolerated_lag_s={3 * s.speed:.0f}",
-            "--policy-setting",
-            f"fallback_target_lag_s={s.slo_s * s.speed:.0f}",
-            "--policy-setting",
-            f"fallback_cooldown_s={20 * s.speed:.0f}",
-            "--policy-setting",
-            f"trigger_lag_enter_s={max(s.slo_s / 2, 5.0) * s.speed:.0f}",
-            "--policy-setting",
-            f"trigger_lag_exit_s={2.5 * s.speed:.0f}",
-            "--plan-time-scale",
-            f"{s.speed:g}",
-            "--plan-history",
-            str(history),
+        argv = control_app_argv(
+            self.settings,
+            self.names,
+            web_port=self.control_port,
+            data_dir=self.run_dir / "control-data",
+            history_path=history,
         )
         control = LocalProcessPool(
             argv,
@@ -333,7 +219,7 @@ class _Demo:
         return control
 
     def worker_pool(self) -> LocalProcessPool:
-        s, n = self.settings, self.names
+        s = self.settings
         config = DemoWorkerConfig(
             run_dir=self.run_dir,
             start_at_s=self.start_at_s,
@@ -341,59 +227,27 @@ class _Demo:
             seed=s.seed,
             capacity_records_per_s=s.worker_capacity_records_per_s,
         )
-        argv = self._python(
-            "worker",
-            "--topic",
-            n.topic,
-            "--group",
-            n.job,
-            "--entry",
-            "streamtrain.demo.trainer:demo_app",
-            "--batch-records",
-            str(_WORKER_BATCH_RECORDS),
-            "--queue-records",
-            str(s.worker_queue_records),
-            "--shuffle",
-            s.shuffle,
-            "--shuffle-heartbeat-interval-ms",
-            "500",
-            "--shuffle-heartbeat-timeout-ms",
-            "3000",
-            "--pool-size-file",
-            str(self.run_dir / "pool-size"),
-            "--throughput-topic",
-            n.control("throughput"),
-            "--sample-interval-s",
-            "1",
-            "--session-timeout-ms",
-            "6000",
-            "--heartbeat-interval-ms",
-            "500",
+        argv = worker_argv(
+            self.names,
+            run_dir=self.run_dir,
+            shuffle=s.shuffle,
+            queue_records=s.worker_queue_records,
         )
         return LocalProcessPool(
             argv,
-            env={**kafka_env(self.kafka), **config.to_env()},
+            env=worker_env(self.kafka, config),
             name="workers",
             grace_s=10.0,
             replace_dead=True,
             log_dir=self.run_dir / "logs",
-            size_path=self.run_dir / "pool-size",
+            size_path=pool_size_path(self.run_dir),
         )
 
     # -- while running ---------------------------------------------------------------
 
     def on_applied(self, result: ApplyResult) -> None:
-        self.timeline.add_action(
-            {
-                "at_s": time.time(),
-                "command_id": result.command_id,
-                "outcome": result.outcome.value,
-                "workers_before": result.workers_before,
-                "workers_after": result.workers_after,
-                "error": result.error,
-            }
-        )
-        if result.outcome.value == "applied":
+        self.timeline.add_action(time.time(), result)
+        if result.outcome is Outcome.APPLIED:
             self.echo(
                 f"scaled {result.workers_before} -> {result.workers_after} workers "
                 f"(command {result.command_id})"
@@ -403,7 +257,8 @@ class _Demo:
         generator = self.generator
         if generator is None or not generator.is_alive():
             raise StreamtrainError("the traffic is not running: no burst now")
-        records = self.settings.burst_records or int(15 * self.settings.peak_records_per_s)
+        s = self.settings
+        records = s.burst_records or int(BURST_PEAK_S * s.peak_records_per_s)
         generator.burst(records)
         message = f"burst of {records:,} records injected"
         self.timeline.add_event(time.time(), message)
@@ -442,14 +297,7 @@ class _Demo:
         )
 
     def poll_planner(self) -> None:
-        url = f"http://127.0.0.1:{self.control_port}/planner"
-        try:
-            with urllib.request.urlopen(url, timeout=1.0) as response:
-                status = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            log.debug("planner status not available yet: %s", exc)
-            return
-        self.timeline.set_forecast(status.get("forecast"))
+        self.timeline.set_forecast(planner_forecast(self.control_port))
 
     def observe(self, now: float) -> None:
         if self.pool is not None:
@@ -471,7 +319,7 @@ class _Demo:
             "day_end_s": self.start_at_s + self.settings.day_s,
             "speed": self.settings.speed,
             "slo_lag_s": self.settings.slo_s,
-            "phase": self.phase,
+            "phase": self.phases.phase.value,
             "job": self.names.job,
             "topic": self.names.topic,
             "records": {
@@ -504,7 +352,7 @@ class _Demo:
         )
         result["workers"]["killed"] = len(self.killed)
         result["workers"]["replaced"] = self.replaced
-        result["phase"] = self.phase
+        result["phase"] = self.phases.phase.value
         result["run_dir"] = str(self.run_dir)
         result["job"] = self.names.job
         result["topic"] = self.names.topic
@@ -547,7 +395,7 @@ def run_demo(
                 job=demo.names.job,
                 commands_topic=demo.names.control("commands"),
                 alerts_topic=demo.names.control("alerts"),
-                consumer_config=_FAST_GROUP,
+                consumer_config=FAST_GROUP_CONFIG,
             ),
             on_result=demo.on_applied,
         )
@@ -582,8 +430,9 @@ def run_demo(
 
 
 def _drive(demo: _Demo, stop: threading.Event) -> float:
-    """The main loop: observe, supervise, report progress; the day, then the drain."""
-    s = demo.settings
+    """The main loop: observe, supervise, report progress; the day, then the drain
+    (:class:`~streamtrain.demo.phases.DayPhases` says when it is over)."""
+    s, phases = demo.settings, demo.phases
     generator = demo.generator
     assert generator is not None  # noqa: S101 - run_demo starts it first
     wait = demo.start_at_s - time.time()
@@ -591,7 +440,6 @@ def _drive(demo: _Demo, stop: threading.Event) -> float:
         demo.echo(f"traffic starts in {wait:.0f} s (the control app and workers start first)")
     next_progress = time.time() + s.progress_interval_s
     next_planner = 0.0
-    drain_deadline: float | None = None
     while not stop.is_set():
         now = time.time()
         demo.observe(now)
@@ -599,14 +447,9 @@ def _drive(demo: _Demo, stop: threading.Event) -> float:
         if now >= next_planner:
             demo.poll_planner()
             next_planner = now + 1.0
-        if now < demo.start_at_s:
-            demo.phase = "starting"
-        elif generator.is_alive():
-            demo.phase = "running"
-        elif drain_deadline is None:
-            demo.phase = "draining"
-            drain_deadline = now + s.drain_timeout_s
-            demo.echo(f"the day is over; draining (at most {s.drain_timeout_s:.0f} s)")
+        message = phases.advance(now, traffic_running=generator.is_alive())
+        if message is not None:
+            demo.echo(message)
         if (
             s.kill_worker_at_s is not None
             and not demo.killed
@@ -615,33 +458,27 @@ def _drive(demo: _Demo, stop: threading.Event) -> float:
             demo.kill_a_worker()
         if now >= next_progress:
             next_progress = now + s.progress_interval_s
-            _progress(demo, now)
-        if drain_deadline is not None:
+            demo.echo(_progress(demo, now))
+        if phases.drain_deadline_s is not None:
             produced = demo.produced()
-            if demo.trained.covered(produced) >= produced:
-                demo.phase = "done"
-                return now
-            if now >= drain_deadline:
-                demo.phase = "drain timed out"
-                demo.echo(
-                    f"drain timed out: {produced - demo.trained.covered(produced):,} "
-                    "records not trained yet"
-                )
+            trained = demo.trained.covered(produced)
+            if phases.settle(now, produced=produced, trained=trained):
+                if phases.phase is Phase.DRAIN_TIMED_OUT:
+                    demo.echo(f"drain timed out: {produced - trained:,} records not trained yet")
                 return now
         stop.wait(0.5)
-    demo.phase = "stopped"
+    phases.phase = Phase.STOPPED
     return time.time()
 
 
-def _progress(demo: _Demo, now: float) -> None:
-    simulated = max(0.0, now - demo.start_at_s) * demo.settings.speed
-    hours, minutes = divmod(int(simulated // 60), 60)
+def _progress(demo: _Demo, now: float) -> str:
     reports = demo.timeline.reports
-    lag = reports[-1]["max_lag_s"] if reports else None
-    pool = demo.pool.current_workers() if demo.pool is not None else 0
-    demo.echo(
-        f"[{demo.phase}] simulated {hours:02d}:{minutes:02d}  workers {pool}  "
-        f"lag {'n/a' if lag is None else f'{lag:.1f} s'}  "
-        f"trained {demo.trained.unique:,} / produced {demo.produced():,} "
-        f"({demo.trained.forwarded:,} by a peer)"
+    return progress_line(
+        demo.phases.phase,
+        simulated_s=max(0.0, now - demo.start_at_s) * demo.settings.speed,
+        workers=demo.pool.current_workers() if demo.pool is not None else 0,
+        lag_s=reports[-1]["max_lag_s"] if reports else None,
+        trained=demo.trained.unique,
+        produced=demo.produced(),
+        forwarded=demo.trained.forwarded,
     )

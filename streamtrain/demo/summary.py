@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamtrain.units import DAY_S
+from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 
 __all__ = ["RecordCounts", "format_summary", "summarize", "workers_at"]
 
@@ -62,7 +62,7 @@ def _clock(at_s: float, started_at_s: float, speed: float) -> str:
     """``HH:MM`` of simulated time (``+1d`` past the day)."""
     simulated = max(0.0, at_s - started_at_s) * speed
     days, rest = divmod(int(simulated), DAY_S)
-    text = f"{rest // 3600:02d}:{rest // 60 % 60:02d}"
+    text = f"{rest // HOUR_S:02d}:{rest // MINUTE_S % 60:02d}"
     return text + (f" +{days}d" if days else "")
 
 
@@ -74,7 +74,7 @@ def _pool_minutes(workers: Sequence[Sequence[float]], start_s: float, end_s: flo
         b = min(changes[k + 1][0] if k + 1 < len(changes) else end_s, end_s)
         if b > a:
             total += n * (b - a)
-    return total / 60.0
+    return total / MINUTE_S
 
 
 def summarize(
@@ -94,8 +94,8 @@ def summarize(
     violations = sum(1 for lag in lags if lag > slo_lag_s)
     accumulated = 0.0
     for previous, current in itertools.pairwise(reports):
-        dt_min = (current["at_s"] - previous["at_s"]) * speed / 60.0
-        accumulated += float(current["max_lag_s"] or 0.0) * speed / 60.0 * dt_min
+        dt_min = (current["at_s"] - previous["at_s"]) * speed / MINUTE_S
+        accumulated += float(current["max_lag_s"] or 0.0) * speed / MINUTE_S * dt_min
     workers = timeline["workers"]
     at_start = workers_at(workers, started_at_s)
     at_peak = workers_at(workers, peak_at_s)
@@ -106,7 +106,7 @@ def summarize(
     return {
         "duration_s": round(ended_at_s - started_at_s, 1),
         "speed": speed,
-        "simulated_hours": round((min(ended_at_s, day_end_s) - started_at_s) * speed / 3600, 2),
+        "simulated_hours": round((min(ended_at_s, day_end_s) - started_at_s) * speed / HOUR_S, 2),
         "slo_lag_s": round(slo_lag_s, 3),
         "slo_violation_rate": round(violations / len(lags), 4) if lags else None,
         "accumulated_lag_min": round(accumulated, 1),

@@ -2,6 +2,7 @@
 
 Owned here:
 
+* :func:`last_day` (pure): the demo's day, the last day of a trace with gaps as 0.
 * :class:`TrafficPlan` (pure): one day of a trace (by default the last day of the
   synthetic KALE-shaped week) replayed in ``duration_s`` wall seconds, scaled so its
   peak is ``peak_records_per_s``, spread over ``partitions`` with hot/cold shares that
@@ -35,7 +36,7 @@ from streamtrain.ingest.example import SyntheticCtr, split_records
 from streamtrain.sim.workload import SkewSettings, partition_shares
 from streamtrain.units import DAY_S
 
-__all__ = ["TrafficGenerator", "TrafficPlan", "drift_phase"]
+__all__ = ["TrafficGenerator", "TrafficPlan", "drift_phase", "last_day"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,12 @@ def drift_phase(elapsed_s: float, duration_s: float, turns: float) -> float:
     (``turns`` over the whole day): the generator labels records with it, and the demo's
     workers score their models on it, so both must compute it the same way."""
     return turns * min(max(elapsed_s, 0.0), duration_s) / duration_s
+
+
+def last_day(trace: Trace) -> NDArray[np.float64]:
+    """The last day of ``trace`` (what the demo replays), gaps as no traffic."""
+    steps = max(1, round(DAY_S / trace.step_s))
+    return np.nan_to_num(trace.records_per_s[-steps:], nan=0.0)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -77,8 +84,7 @@ class TrafficPlan:
         if peak_records_per_s <= 0:
             raise ConfigError(f"the peak rate must be positive, got {peak_records_per_s}")
         trace = trace or synth_trace(7, seed=seed)
-        steps = max(1, round(DAY_S / trace.step_s))
-        day = np.nan_to_num(trace.records_per_s[-steps:], nan=0.0)
+        day = last_day(trace)
         if day.size == 0 or float(day.max()) <= 0:
             raise ConfigError("the trace's last day has no traffic")
         rates = day / float(day.max()) * peak_records_per_s

@@ -2,9 +2,9 @@
 
 Modules: ``trace`` (the CSV format, KALE-shaped generator), ``series`` (other
 realistic arrival series), ``base`` (the protocol, gap filling, seasonal naive),
-``ets`` (Holt-Winters), ``fedformer`` / ``fedformer_data`` / ``fedformer_train`` /
-``fedformer_model`` (the FEDformer-style model; torch is imported only when it is
-fitted or loaded), ``fallback`` (``auto``: the model behind a seasonal-naive safety
+``ets`` (Holt-Winters), ``fedformer`` / ``fedformer_settings`` / ``fedformer_data`` /
+``fedformer_train`` / ``fedformer_model`` (the FEDformer-style model; torch is imported
+only when it is fitted or loaded), ``fallback`` (``auto``: the model behind a seasonal-naive safety
 net), ``registry`` (models by name) and ``evaluate`` (rolling-origin harness, metrics).
 """
 
@@ -12,7 +12,8 @@ from streamtrain.forecast.base import Forecaster, SeasonalNaive, fill_gaps
 from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate, rolling_origin
 from streamtrain.forecast.fallback import FallbackForecaster
-from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
+from streamtrain.forecast.fedformer import FedformerForecaster
+from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
 from streamtrain.forecast.series import make_trace
 from streamtrain.forecast.trace import Trace, load_trace, synth_trace, write_trace
@@ -25,6 +26,7 @@ __all__ = [
     "FedformerSettings",
     "Forecaster",
     "HoltWinters",
+    "NetConfig",
     "Scores",
     "SeasonalNaive",
     "Trace",

@@ -1,10 +1,12 @@
 """The FEDformer-style forecaster (``fedformer``): KALE §3.2's model, trained on CPU.
 
 Owned here: :class:`FedformerForecaster` (the :class:`~streamtrain.forecast.base.Forecaster`
-wrapper: data preparation, seeded training, prediction, quantiles, save/load) and
-:class:`FedformerSettings`. The network is :mod:`streamtrain.forecast.fedformer_model`
-(imported lazily, so importing this module does not import torch) and the inputs are
-built by :mod:`streamtrain.forecast.fedformer_data`.
+wrapper: data preparation, seeded training, prediction, quantiles, save/load). Its
+settings are :class:`~streamtrain.forecast.fedformer_settings.FedformerSettings`, the
+network is :mod:`streamtrain.forecast.fedformer_model`, trained and run by
+:mod:`streamtrain.forecast.fedformer_train` (torch is imported only there, lazily, so
+importing this module does not import torch), and the inputs are built by
+:mod:`streamtrain.forecast.fedformer_data`.
 
 How it forecasts (each choice measured with ``streamtrain forecast eval``; see
 docs/benchmarks.md):
@@ -15,8 +17,9 @@ docs/benchmarks.md):
    go through a log scale and the model sees their difference,
    the *residual*: how far today runs above or below last week, a quantity that persists
    for hours, unlike minute-level noise.
-2. Residuals are averaged over ``coarse_s`` blocks (30 minutes): the network reads the
-   last ``seq_len`` blocks (a day) and forecasts ``pred_len`` blocks (3 hours). Blocks of
+2. Residuals are averaged over ``coarse_s`` blocks (30 minutes; ``steps_per_block``
+   steps): the network reads the last ``seq_len`` blocks (a day) and forecasts
+   ``pred_len`` blocks (3 hours). Blocks of
    30 minutes beat 5, 10, 15 and 60 minutes on MASE at a 30-minute horizon over five
    series in our runs, and train 2-3x faster than 10 minutes: the mean of the last 30
    minutes is a less noisy level than that of the last 10. Each
@@ -46,7 +49,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -64,58 +67,22 @@ from streamtrain.forecast.fedformer_data import (
     seasonal_baseline,
     time_marks,
 )
-from streamtrain.forecast.fedformer_train import build_network, run_network, train_network
+from streamtrain.forecast.fedformer_settings import FedformerSettings
+from streamtrain.forecast.fedformer_train import (
+    QUANTILE_GRID,
+    build_network,
+    run_network,
+    train_network,
+)
 from streamtrain.units import DAY_S, WEEK_S
 
 if TYPE_CHECKING:
     from streamtrain.forecast.fedformer_model import FedformerNet
 
-__all__ = ["FedformerForecaster", "FedformerSettings"]
+__all__ = ["FedformerForecaster"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
-_QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
-
-
-@dataclass(frozen=True, slots=True)
-class FedformerSettings:
-    """Model and training settings; block lengths are in ``coarse_s`` blocks."""
-
-    coarse_s: int = 1800
-    seq_len: int = 48
-    label_len: int = 12
-    pred_len: int = 6
-    smooth_steps: int = 31
-    baseline_periods: int = 3
-    weigh_by_level: bool = True
-    d_model: int = 32
-    n_heads: int = 4
-    e_layers: int = 2
-    d_layers: int = 1
-    d_ff: int = 64
-    moving_avg: int = 13
-    dropout: float = 0.0
-    factor: int = 3
-    train_steps: int = 600
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    val_fraction: float = 0.15
-    val_every: int = 100
-    threads: int = 1
-    anchor_blocks: int = 1
-    trend_from_mean: bool = False
-
-    def __post_init__(self) -> None:
-        if self.coarse_s <= 0 or self.seq_len < 8 or self.pred_len < 1:
-            raise ConfigError("coarse_s, seq_len (>= 8) and pred_len must be positive")
-        if not 0 < self.label_len <= self.seq_len:
-            raise ConfigError("label_len must be in (0, seq_len]")
-        if self.train_steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
-            raise ConfigError("train_steps, batch_size and learning_rate must be positive")
-        if not 0 < self.val_fraction < 0.5:
-            raise ConfigError("val_fraction must be in (0, 0.5)")
-        if self.threads < 1:
-            raise ConfigError("threads must be at least 1")
 
 
 @dataclass(slots=True)
@@ -160,20 +127,21 @@ class FedformerForecaster:
     # -- geometry -----------------------------------------------------------------------
 
     @property
-    def factor(self) -> int:
-        """Steps per coarse block."""
+    def steps_per_block(self) -> int:
+        """Steps per coarse block (``coarse_s / step_s``)."""
         return self.settings.coarse_s // self.step_s
 
     @property
     def min_history(self) -> int:
         """Steps needed to fit: one day, one input window and a day of training windows."""
-        s = self.settings
-        return DAY_S // self.step_s + (s.seq_len + s.pred_len) * self.factor + DAY_S // self.step_s
+        net, day = self.settings.net, DAY_S // self.step_s
+        return day + (net.seq_len + net.pred_len) * self.steps_per_block + day
 
     def _keep(self) -> int:
         """Steps of history kept after fitting: the baseline's periods and an input window."""
         s = self.settings
-        return s.baseline_periods * self.period_ + (s.seq_len + 2) * self.factor + s.smooth_steps
+        window = (s.net.seq_len + 2) * self.steps_per_block
+        return s.baseline_periods * self.period_ + window + s.smooth_steps
 
     def _state(self) -> tuple[FedformerNet, LogScale, FloatArray, FloatArray]:
         """(net, scale, error quantiles, history), or a ForecastError when not fitted."""
@@ -207,7 +175,7 @@ class FedformerForecaster:
         filled = fill_gaps(values, self.period_)
         self.scale_ = LogScale.of(filled)
         prepared = self._prepare(values, 0, self.scale_)
-        f = self.factor
+        f = self.steps_per_block
         blocks = coarse_means(prepared.residual, f)
         seen = coarse_means(prepared.observed, f)
         level_blocks = coarse_means(prepared.level[: values.shape[0]], f)
@@ -217,7 +185,7 @@ class FedformerForecaster:
         first = values.shape[0] % f  # position of the first block's first step
         centres = first + f * np.arange(blocks.shape[0]) + (f - 1) / 2
         marks = time_marks(centres, self.step_s)
-        span = s.seq_len + s.pred_len
+        span = s.net.seq_len + s.net.pred_len
         starts = np.array(
             [
                 i
@@ -267,17 +235,18 @@ class FedformerForecaster:
         net, scale, _, history = self._state()
         if np.isnan(history).all():
             raise ForecastError(f"{self.name}: the recent history is all gaps")
-        s, f = self.settings, self.factor
+        s, f = self.settings, self.steps_per_block
+        seq_len, label_len, pred_len = s.net.seq_len, s.net.label_len, s.net.pred_len
         prepared = self._prepare(history, horizon, scale)
         n = history.shape[0]
-        window = prepared.residual[n - s.seq_len * f :]
+        window = prepared.residual[n - seq_len * f :]
         blocks = coarse_means(window, f)
-        if blocks.shape[0] != s.seq_len or np.isnan(blocks).any():
+        if blocks.shape[0] != seq_len or np.isnan(blocks).any():
             raise ForecastError(f"{self.name}: the input window is incomplete")
-        centres = self.offset_ + block_centres(n, s.seq_len, f)
-        future = self.offset_ + block_centres(n + s.pred_len * f, s.pred_len, f)
+        centres = self.offset_ + block_centres(n, seq_len, f)
+        future = self.offset_ + block_centres(n + pred_len * f, pred_len, f)
         enc_marks = time_marks(centres, self.step_s)
-        dec_marks = time_marks(np.concatenate([centres[-s.label_len :], future]), self.step_s)
+        dec_marks = time_marks(np.concatenate([centres[-label_len:], future]), self.step_s)
         predicted = run_network(net, blocks, enc_marks, dec_marks, s.threads, s.anchor_blocks)
         residual = interpolate_forward(blocks[-2:], predicted, f, horizon)
         return prepared.baseline_z[n : n + horizon], residual
@@ -297,8 +266,8 @@ class FedformerForecaster:
         _, scale, quantiles, _ = self._state()
         out: dict[float, FloatArray] = {}
         for level in levels:
-            per_block = np.array([np.interp(level, _QUANTILE_GRID, col) for col in quantiles.T])
-            shift = interpolate_forward(np.zeros(1), per_block, self.factor, horizon)
+            per_block = np.array([np.interp(level, QUANTILE_GRID, col) for col in quantiles.T])
+            shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon)
             out[float(level)] = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
         return out
 
@@ -312,7 +281,7 @@ class FedformerForecaster:
             "name": self.name,
             "step_s": self.step_s,
             "seed": self.seed,
-            "settings": asdict(self.settings),
+            "settings": self.settings.options(),
             "offset": self.offset_,
             "period": self.period_,
             "scale_c": scale.c,
@@ -339,7 +308,7 @@ class FedformerForecaster:
             with np.load(Path(path), allow_pickle=False) as data:
                 meta = json.loads(str(data["meta"]))
                 model = cls(
-                    FedformerSettings(**meta["settings"]),
+                    FedformerSettings.from_options(**meta["settings"]),
                     step_s=int(meta["step_s"]),
                     seed=int(meta["seed"]),
                     name=str(meta["name"]),
@@ -351,9 +320,9 @@ class FedformerForecaster:
             model.period_ = int(meta["period"])
             model.scale_ = LogScale(float(meta["scale_c"]))
             model.val_mae_ = float(meta["val_mae"])
-            net = build_network(model.settings)
+            net = build_network(model.settings.net)
             net.load_state_dict(weights)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
             raise ForecastError(f"cannot load a fedformer model from {path}: {exc}") from exc
         net.eval()
         model.net_ = net

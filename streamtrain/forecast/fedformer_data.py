@@ -9,10 +9,11 @@ Owned here, as pure numpy functions (no torch):
 * :class:`LogScale`: ``z = log1p(y / c)`` with ``c`` a tenth of the mean rate: close to
   ``log y`` (so level shifts are additive) where traffic is high, linear near zero (so
   nights at 0 records/s are fine). The model works on ``z(y) - z(baseline)``.
-* :func:`coarse_means`: means over blocks of ``factor`` steps, anchored at the end of
-  the series (the last block ends at the forecast origin).
+* :func:`coarse_means`: means over blocks of ``steps_per_block`` steps, anchored at the
+  end of the series (the last block ends at the forecast origin).
 * :func:`time_marks`: sin/cos of the phase in the day and in the week of each position
-  (counted from the start of the history: forecasters are not told wall-clock time).
+  (counted from the start of the history: forecasters are not told wall-clock time);
+  :data:`MARK_DIM` features per position.
 * :func:`interpolate_forward`: coarse block forecasts back to per-step values.
 """
 
@@ -26,7 +27,9 @@ from numpy.typing import NDArray
 from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
+    "MARK_DIM",
     "LogScale",
+    "block_centres",
     "coarse_means",
     "interpolate_forward",
     "moving_average",
@@ -35,6 +38,7 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+MARK_DIM = 4  # time features per position (see time_marks)
 
 
 def moving_average(values: FloatArray, window: int) -> FloatArray:
@@ -92,19 +96,17 @@ class LogScale:
         return result
 
 
-def coarse_means(values: FloatArray, factor: int) -> FloatArray:
-    """Means of consecutive ``factor``-step blocks; the first ``n % factor`` steps are dropped.
-
-    A block with a ``NaN`` is ``NaN``.
-    """
-    usable = values.shape[0] // factor * factor
+def coarse_means(values: FloatArray, steps_per_block: int) -> FloatArray:
+    """Means of consecutive ``steps_per_block``-step blocks; the first
+    ``n % steps_per_block`` steps are dropped. A block with a ``NaN`` is ``NaN``."""
+    usable = values.shape[0] // steps_per_block * steps_per_block
     tail = values[values.shape[0] - usable :]
-    result: FloatArray = tail.reshape(-1, factor).mean(axis=1)
+    result: FloatArray = tail.reshape(-1, steps_per_block).mean(axis=1)
     return result
 
 
 def time_marks(positions: FloatArray, step_s: int) -> FloatArray:
-    """``(len, 4)`` features: sin/cos of the day phase and of the week phase."""
+    """``(len, MARK_DIM)`` features: sin/cos of the day phase and of the week phase."""
     t_s = positions * step_s
     day = 2 * np.pi * t_s / DAY_S
     week = 2 * np.pi * t_s / WEEK_S
@@ -112,22 +114,23 @@ def time_marks(positions: FloatArray, step_s: int) -> FloatArray:
     return marks.astype(np.float64)
 
 
-def block_centres(end: int, blocks: int, factor: int) -> FloatArray:
+def block_centres(end: int, blocks: int, steps_per_block: int) -> FloatArray:
     """Centre positions of the ``blocks`` blocks that end at position ``end`` (exclusive)."""
-    starts = end - factor * np.arange(blocks, 0, -1, dtype=np.float64)
-    return starts + (factor - 1) / 2
+    starts = end - steps_per_block * np.arange(blocks, 0, -1, dtype=np.float64)
+    return starts + (steps_per_block - 1) / 2
 
 
 def interpolate_forward(
-    past: FloatArray, future: FloatArray, factor: int, horizon: int
+    past: FloatArray, future: FloatArray, steps_per_block: int, horizon: int
 ) -> FloatArray:
     """Per-step values for steps ``0 .. horizon-1`` after the origin, linear between block
     centres: ``past`` are the last observed blocks, ``future`` the forecast ones; the last
     forecast block is held beyond its centre."""
+    f = steps_per_block
     knots_x = np.concatenate(
         [
-            block_centres(0, past.shape[0], factor),
-            block_centres(factor * future.shape[0], future.shape[0], factor),
+            block_centres(0, past.shape[0], f),
+            block_centres(f * future.shape[0], future.shape[0], f),
         ]
     )
     knots_y = np.concatenate([past, future])

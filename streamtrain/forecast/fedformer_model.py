@@ -18,47 +18,28 @@ Owned here, written for this project from the paper's description:
 
 Univariate: one value channel in and out (KALE's "input size 1"). The attention factor
 ``c`` sets the number of kept modes to ``min(len // 2, c · ⌈ln len⌉)`` (Informer's
-sparsity factor, applied to FEDformer's mode selection); KALE uses ``c = 3``.
+sparsity factor, applied to FEDformer's mode selection); KALE uses ``c = 3``. The
+shapes come from :class:`~streamtrain.forecast.fedformer_settings.NetConfig`.
 This module imports torch at import time: import it lazily.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from streamtrain.errors import ConfigError
+from streamtrain.forecast.fedformer_settings import NetConfig
 
 __all__ = [
     "FedformerNet",
     "FourierBlock",
     "FourierCrossAttention",
-    "NetConfig",
     "SeriesDecomp",
     "select_modes",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class NetConfig:
-    """Shapes of the network; lengths are in (coarse) model steps."""
-
-    seq_len: int
-    label_len: int
-    pred_len: int
-    mark_dim: int
-    d_model: int = 32
-    n_heads: int = 4
-    e_layers: int = 2
-    d_layers: int = 1
-    d_ff: int = 64
-    moving_avg: int = 13
-    dropout: float = 0.05
-    factor: int = 3
-    trend_from_mean: bool = True
 
 
 def _dropout(p: float) -> nn.Module:

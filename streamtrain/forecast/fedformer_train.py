@@ -1,16 +1,19 @@
 """Training and inference of the FEDformer-style network: the only torch code besides
-the network itself, imported by :mod:`streamtrain.forecast.fedformer` but importing
-torch only inside its functions.
+the network itself, importing torch only inside its functions.
 
 Owned here:
 
-* :func:`train_network`: cut windows of block residuals, normalise each window by its
-  input's mean and standard deviation (RevIN), train with Adam on the L1 loss (MASE is
-  an absolute error) for a fixed number of seeded mini-batch steps, keep the weights
-  with the lowest validation error (the last windows), and return the validation
-  errors' quantiles per horizon block;
-* :func:`run_network`: one forward pass for one input window;
-* :func:`build_network`: the network for a :class:`FedformerSettings`.
+* :func:`train_network`: cut windows of block residuals, normalise each window
+  RevIN-style but anchored (minus the mean of its input's last ``anchor_blocks``
+  blocks, or of the whole input when ``anchor_blocks`` is 0, over the input's standard
+  deviation, floored at 0.01), train with Adam on the L1 loss (MASE is an absolute
+  error), weighted by the baseline's level when given, with a cosine learning-rate
+  schedule for a fixed number of seeded mini-batch steps, keep the weights with the
+  lowest validation error (the last ``val_fraction`` of the windows), and return the
+  validation errors' quantiles per horizon block on :data:`QUANTILE_GRID`;
+* :func:`run_network`: one forward pass for one input window, normalised the same way;
+* :func:`build_network`: the network for a
+  :class:`~streamtrain.forecast.fedformer_settings.NetConfig`.
 
 ``torch.set_num_threads`` is set to the settings' ``threads`` for the call and restored.
 """
@@ -24,36 +27,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
+
 if TYPE_CHECKING:
-    from streamtrain.forecast.fedformer import FedformerSettings
     from streamtrain.forecast.fedformer_model import FedformerNet
 
-__all__ = ["build_network", "run_network", "train_network"]
+__all__ = ["QUANTILE_GRID", "build_network", "run_network", "train_network"]
 
 FloatArray = NDArray[np.float64]
 _MIN_STD = 0.01  # log-scale units: about 1 % of the rate
-_QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
+# The levels at which the validation errors' quantiles are kept (1 %, 2 %, ..., 99 %).
+QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
 
 
-def build_network(s: FedformerSettings) -> FedformerNet:
-    from streamtrain.forecast.fedformer_model import FedformerNet, NetConfig
+def build_network(net: NetConfig) -> FedformerNet:
+    from streamtrain.forecast.fedformer_model import FedformerNet
 
-    cfg = NetConfig(
-        seq_len=s.seq_len,
-        label_len=s.label_len,
-        pred_len=s.pred_len,
-        mark_dim=4,
-        d_model=s.d_model,
-        n_heads=s.n_heads,
-        e_layers=s.e_layers,
-        d_layers=s.d_layers,
-        d_ff=s.d_ff,
-        moving_avg=s.moving_avg,
-        dropout=s.dropout,
-        factor=s.factor,
-        trend_from_mean=s.trend_from_mean,
-    )
-    return FedformerNet(cfg)
+    return FedformerNet(net)
 
 
 @contextlib.contextmanager
@@ -94,7 +84,7 @@ def train_network(
     """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE)."""
     import torch
 
-    seq, pred, label = s.seq_len, s.pred_len, s.label_len
+    seq, pred, label = s.net.seq_len, s.net.pred_len, s.net.label_len
     idx_in = starts[:, None] + np.arange(seq)
     idx_out = starts[:, None] + seq + np.arange(pred)
     x_norm, mean, std = _normalise(blocks[idx_in], s.anchor_blocks)
@@ -119,7 +109,7 @@ def train_network(
     rng = np.random.default_rng(seed)
     with _threads(s.threads):
         torch.manual_seed(seed)
-        net = build_network(s)
+        net = build_network(s.net)
         optimiser = torch.optim.Adam(net.parameters(), lr=s.learning_rate)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=s.train_steps)
         best = (float("inf"), {k: v.clone() for k, v in net.state_dict().items()})
@@ -148,7 +138,7 @@ def train_network(
     valid = weight[val_idx] > 0
     quantiles = np.stack(
         [
-            np.quantile(col[ok], _QUANTILE_GRID) if ok.any() else np.zeros(_QUANTILE_GRID.size)
+            np.quantile(col[ok], QUANTILE_GRID) if ok.any() else np.zeros(QUANTILE_GRID.size)
             for col, ok in zip(errors.T, valid.T, strict=True)
         ],
         axis=1,

@@ -1,12 +1,12 @@
 """Forecasters by name: the one place that maps ``--models`` names to classes.
 
 Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster` (``**options`` go to the
-model: :class:`~streamtrain.forecast.fedformer.FedformerSettings` fields for
-``fedformer`` and ``auto``, :class:`~streamtrain.forecast.ets.HoltWinters` keywords for
-``ets``) and :func:`load_forecaster` (any saved model, by the ``model`` field it
-saved). ``auto`` is the FEDformer-style model wrapped in the seasonal-naive fallback.
-Nothing here imports torch.
-"""
+model: for ``fedformer`` and ``auto``, the names
+:meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options` takes,
+the settings' fields and their network's; for ``ets``,
+:class:`~streamtrain.forecast.ets.HoltWinters` keywords) and :func:`load_forecaster`
+(any saved model, by the ``model`` field it saved). ``auto`` is the FEDformer-style
+model wrapped in the seasonal-naive fallback. Nothing here imports torch."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
 from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.fallback import FallbackForecaster
-from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
+from streamtrain.forecast.fedformer import FedformerForecaster
+from streamtrain.forecast.fedformer_settings import FedformerSettings
 from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = ["FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
@@ -29,10 +30,7 @@ _FALLBACK_OPTIONS = ("track_steps", "window_steps", "min_tracked")
 
 
 def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerForecaster:
-    try:
-        settings = FedformerSettings(**options)
-    except TypeError as exc:
-        raise ConfigError(f"fedformer: {exc}") from None
+    settings = FedformerSettings.from_options(**options)
     return FedformerForecaster(settings, step_s=step_s, seed=seed)
 
 

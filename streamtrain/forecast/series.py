@@ -29,8 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, TraceError
-from streamtrain.forecast.trace import Trace, synth_trace
-from streamtrain.units import DAY_S
+from streamtrain.forecast.trace import SYNTH_MONDAY_S, Trace, ar1_noise, synth_trace
+from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 
 __all__ = [
     "SHAPES",
@@ -42,8 +42,6 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-# 2026-01-05 00:00 UTC is a Monday; each shape starts on another weekday.
-_MONDAY_S = 1_767_571_200
 
 
 def _clock(days: int, step_s: int, start_weekday: int) -> tuple[FloatArray, FloatArray]:
@@ -53,24 +51,13 @@ def _clock(days: int, step_s: int, start_weekday: int) -> tuple[FloatArray, Floa
     if DAY_S % step_s:
         raise TraceError(f"a day must be a whole number of {step_s}-s steps")
     t_s = np.arange(days * DAY_S // step_s, dtype=np.float64) * step_s
-    hour = np.mod(t_s, DAY_S) / 3600
+    hour = np.mod(t_s, DAY_S) / HOUR_S
     weekday = np.mod(t_s // DAY_S + start_weekday, 7)
     return hour, weekday
 
 
 def _bump(hour: FloatArray, centre_h: float, width_h: float) -> FloatArray:
     return np.exp(-0.5 * ((hour - centre_h) / width_h) ** 2)
-
-
-def _ar_noise(rng: np.random.Generator, steps: int, sigma: float, phi: float) -> FloatArray:
-    """Stationary AR(1) noise with standard deviation ``sigma`` (for multiplicative use)."""
-    shocks = rng.standard_normal(steps) * sigma * math.sqrt(1 - phi**2)
-    out = np.empty(steps)
-    previous = 0.0
-    for i in range(steps):
-        previous = phi * previous + shocks[i]
-        out[i] = previous
-    return out
 
 
 def _poisson_rate(rng: np.random.Generator, rate: FloatArray, step_s: int) -> FloatArray:
@@ -85,7 +72,7 @@ def _punch_gaps(
     out = values.copy()
     steps = out.shape[0]
     for _ in range(outages):
-        length = int(rng.uniform(3600, 6 * 3600) // step_s)
+        length = int(rng.uniform(HOUR_S, 6 * HOUR_S) // step_s)
         start = int(rng.integers(0, max(1, steps - length)))
         out[start : start + length] = np.nan
     out[rng.random(steps) < scattered] = np.nan
@@ -93,7 +80,8 @@ def _punch_gaps(
 
 
 def _trace(values: FloatArray, step_s: int, start_weekday: int, name: str) -> Trace:
-    return Trace(float(_MONDAY_S + start_weekday * DAY_S), step_s, values, name)
+    # Each shape starts on another weekday than the Monday synthetic traces start on.
+    return Trace(float(SYNTH_MONDAY_S + start_weekday * DAY_S), step_s, values, name)
 
 
 def web_trace(days: int = 28, *, seed: int = 0, step_s: int = 60) -> Trace:
@@ -110,10 +98,10 @@ def web_trace(days: int = 28, *, seed: int = 0, step_s: int = 60) -> Trace:
     level = np.where(t_days >= shift_day, 1.18, 1.0)
     day_factor = np.repeat(1 + 0.04 * rng.standard_normal(days), DAY_S // step_s)
     values = 8_000.0 * daily * growth * level * day_factor
-    values *= np.exp(_ar_noise(rng, steps, 0.05, 0.9))
+    values *= np.exp(ar1_noise(rng, steps, 0.05, 0.9))
     for _ in range(int(rng.poisson(0.5 * days))):
         start = int(rng.integers(0, steps))
-        stop = min(steps, start + int(rng.uniform(600, 3600) // step_s))
+        stop = min(steps, start + int(rng.uniform(10 * MINUTE_S, HOUR_S) // step_s))
         values[start:stop] *= 1 + rng.uniform(0.3, 1.0) * np.linspace(1, 0, stop - start)
     values = _punch_gaps(rng, values, step_s, outages=max(1, days // 14), scattered=0.01)
     return _trace(values, step_s, 2, f"web-{days}d-seed{seed}")
@@ -133,7 +121,7 @@ def retail_trace(days: int = 28, *, seed: int = 0, step_s: int = 60) -> Trace:
     promo = np.where((t_days >= promo_start) & (t_days < promo_start + 7), 1.35, 1.0)
     day_factor = np.repeat(np.exp(0.06 * rng.standard_normal(days)), DAY_S // step_s)
     rate = 40.0 * shape * day_scale * promo * day_factor * open_
-    rate *= np.exp(_ar_noise(rng, steps, 0.08, 0.7))
+    rate *= np.exp(ar1_noise(rng, steps, 0.08, 0.7))
     values = _poisson_rate(rng, rate, step_s)
     values = _punch_gaps(rng, values, step_s, outages=max(1, days // 10), scattered=0.005)
     return _trace(values, step_s, 4, f"retail-{days}d-seed{seed}")
@@ -153,7 +141,7 @@ def callcentre_trace(days: int = 28, *, seed: int = 0, step_s: int = 60) -> Trac
     monday = np.where(weekday == 0, 1.4, np.where(weekday == 4, 0.85, 1.0))
     day_factor = np.repeat(np.exp(0.1 * rng.standard_normal(days)), DAY_S // step_s)
     rate = 3.0 * shape * monday * day_factor * open_
-    rate *= np.exp(_ar_noise(rng, steps, 0.1, 0.8))
+    rate *= np.exp(ar1_noise(rng, steps, 0.1, 0.8))
     values = _poisson_rate(rng, rate, step_s)
     values = _punch_gaps(rng, values, step_s, outages=max(1, days // 14), scattered=0.01)
     return _trace(values, step_s, 1, f"callcentre-{days}d-seed{seed}")
@@ -177,7 +165,7 @@ def bikeshare_trace(days: int = 28, *, seed: int = 0, step_s: int = 60) -> Trace
         weather[d] = math.exp(state) * (rng.uniform(0.3, 0.6) if rng.random() < 0.12 else 1.0)
     t_days = np.arange(steps) * step_s / DAY_S
     rate = 12.0 * shape * np.repeat(weather, DAY_S // step_s) * (1 + 0.01 * t_days)
-    rate *= np.exp(_ar_noise(rng, steps, 0.07, 0.85))
+    rate *= np.exp(ar1_noise(rng, steps, 0.07, 0.85))
     values = _poisson_rate(rng, rate, step_s)
     values = _punch_gaps(rng, values, step_s, outages=max(1, days // 14), scattered=0.01)
     return _trace(values, step_s, 6, f"bikeshare-{days}d-seed{seed}")

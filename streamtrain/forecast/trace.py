@@ -14,7 +14,9 @@ Owned here:
 * :func:`synth_trace`: the shape of KALE Fig. 2a, per minute: working days climbing from
   ≈34k records/s in the early morning to ≈260k in the evening, weekends higher for
   longer, multiplicative noise and occasional bursts. Seeded, so tests and the demo
-  are reproducible.
+  are reproducible. What every synthetic series shares (also
+  :mod:`streamtrain.forecast.series`): :data:`SYNTH_MONDAY_S`, the Monday midnight
+  they start from, and :func:`ar1_noise`, their correlated step-to-step jitter.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from streamtrain.errors import TraceError
 from streamtrain.units import DAY_S, HOUR_S
 
 __all__ = [
+    "SYNTH_MONDAY_S",
     "Trace",
+    "ar1_noise",
     "load_trace",
     "parse_timestamp_s",
     "synth_trace",
@@ -41,7 +45,7 @@ __all__ = [
 ]
 
 # 2026-01-05 00:00 UTC, a Monday: synthetic traces start on a Monday at midnight.
-_SYNTH_START_S = 1_767_571_200
+SYNTH_MONDAY_S = 1_767_571_200
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -223,17 +227,25 @@ def synth_trace(
     day_level = 1 + 0.05 * rng.standard_normal(days)
     base = base * np.repeat(day_level, DAY_S // step_s)
     # Multiplicative AR(1) noise: minute-to-minute jitter that is correlated, as real traffic.
-    shocks = rng.standard_normal(steps) * noise * math.sqrt(1 - 0.8**2)
-    ar = np.empty(steps)
-    previous = 0.0
-    for i, shock in enumerate(shocks):
-        previous = 0.8 * previous + shock
-        ar[i] = previous
-    values = base * np.exp(ar)
+    values = base * np.exp(ar1_noise(rng, steps, noise, 0.8))
     values = values * (1 + _bursts(rng, steps, step_s, bursts_per_day * days))
     return Trace(
-        float(_SYNTH_START_S), step_s, np.maximum(values, 0.0), f"synth-{days}d-seed{seed}"
+        float(SYNTH_MONDAY_S), step_s, np.maximum(values, 0.0), f"synth-{days}d-seed{seed}"
     )
+
+
+def ar1_noise(
+    rng: np.random.Generator, steps: int, sigma: float, phi: float
+) -> NDArray[np.float64]:
+    """Stationary AR(1) noise with standard deviation ``sigma`` and step-to-step
+    correlation ``phi`` (for multiplicative use: ``values * exp(noise)``)."""
+    shocks = rng.standard_normal(steps) * sigma * math.sqrt(1 - phi**2)
+    out = np.empty(steps)
+    previous = 0.0
+    for i in range(steps):
+        previous = phi * previous + shocks[i]
+        out[i] = previous
+    return out
 
 
 def _bursts(

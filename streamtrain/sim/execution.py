@@ -20,15 +20,36 @@ Owned here:
 
 During an action the job holds ``max(from, to)`` workers (old and new pods overlap);
 that is what worker-hours count.
+
+:class:`ShuffleMode` and :class:`RestartMode` are the simulator's choices of execution:
+each policy's own (``policy``: see :data:`~streamtrain.sim.runner.POLICY_EXECUTION`) or
+one mode forced on every policy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["Execution", "RestartCosts", "action_phases"]
+__all__ = ["Execution", "RestartCosts", "RestartMode", "ShuffleMode", "action_phases"]
+
+
+class ShuffleMode(StrEnum):
+    """Global shuffling: each policy's own choice, or on / off for every policy."""
+
+    POLICY = "policy"
+    ON = "on"
+    OFF = "off"
+
+
+class RestartMode(StrEnum):
+    """How actions run: each policy's own choice, or pause-and-restart / two-phase for all."""
+
+    POLICY = "policy"
+    PAUSE = "pause"
+    TWO_PHASE = "two-phase"
 
 
 @dataclass(frozen=True, slots=True)

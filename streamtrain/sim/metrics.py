@@ -21,10 +21,11 @@ import numpy as np
 
 from streamtrain.errors import ConfigError
 from streamtrain.sim.engine import Run
+from streamtrain.units import HOUR_S, MINUTE_S
 
 __all__ = ["SLO_LAG_S", "PolicyMetrics", "compute_metrics"]
 
-SLO_LAG_S = 20 * 60.0
+SLO_LAG_S = 20.0 * MINUTE_S  # KALE: lag over 20 minutes is a violation
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +45,13 @@ def compute_metrics(run: Run, *, slo_lag_s: float = SLO_LAG_S) -> PolicyMetrics:
     """Table 3's metrics for ``run`` (see the module docstring)."""
     if slo_lag_s <= 0:
         raise ConfigError(f"the SLO lag must be positive, got {slo_lag_s} s")
-    tick_min = run.tick_s / 60.0
+    tick_min = run.tick_s / MINUTE_S
     lag = run.lag_s
     return PolicyMetrics(
         violation_rate=float(np.mean(lag > slo_lag_s)) if lag.size else 0.0,
-        accumulated_lag_min=float(np.sum(lag / 60.0) * tick_min),
+        accumulated_lag_min=float(np.sum(lag / MINUTE_S) * tick_min),
         downtime_min=float(np.sum(run.paused) * tick_min),
-        worker_hours=float(np.sum(run.workers) * run.tick_s / 3600.0),
+        worker_hours=float(np.sum(run.workers) * run.tick_s / HOUR_S),
         scaling_actions=len(run.actions),
-        peak_lag_min=float(lag.max() / 60.0) if lag.size else 0.0,
+        peak_lag_min=float(lag.max() / MINUTE_S) if lag.size else 0.0,
     )

@@ -19,6 +19,7 @@ import numpy as np
 from streamtrain.errors import ConfigError
 from streamtrain.sim.metrics import SLO_LAG_S
 from streamtrain.sim.runner import SimReport
+from streamtrain.units import HOUR_S, MINUTE_S
 
 __all__ = ["plot_report"]
 
@@ -40,19 +41,19 @@ def plot_report(report: SimReport, path: str | Path, *, slo_lag_s: float = SLO_L
     plt = _pyplot()
     path = Path(path)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
-    hours = np.arange(report.rates_records_per_s.size) * report.step_s / 3600
+    hours = np.arange(report.rates_records_per_s.size) * report.step_s / HOUR_S
     traffic = top.twinx()
     traffic.fill_between(hours, report.rates_records_per_s, color="0.85", step="post")
     traffic.set_ylabel("traffic (records/s)")
     top.set_zorder(traffic.get_zorder() + 1)
     top.patch.set_visible(False)
     for name, run in report.runs.items():
-        t = np.arange(run.workers.size) * run.tick_s / 3600
+        t = np.arange(run.workers.size) * run.tick_s / HOUR_S
         top.step(t, run.workers, where="post", label=name, linewidth=1.2)
-        bottom.plot(t, run.lag_s / 60, label=name, linewidth=1.0)
-    bottom.axhline(slo_lag_s / 60, color="red", linestyle="--", linewidth=0.8, label="SLO")
-    peak_min = max(float(run.lag_s.max()) for run in report.runs.values()) / 60
-    ceiling_min = 6 * slo_lag_s / 60
+        bottom.plot(t, run.lag_s / MINUTE_S, label=name, linewidth=1.0)
+    bottom.axhline(slo_lag_s / MINUTE_S, color="red", linestyle="--", linewidth=0.8, label="SLO")
+    peak_min = max(float(run.lag_s.max()) for run in report.runs.values()) / MINUTE_S
+    ceiling_min = 6 * slo_lag_s / MINUTE_S
     if peak_min > ceiling_min:
         bottom.set_ylim(0, ceiling_min)
         bottom.set_title(

@@ -20,10 +20,11 @@ Assumptions, each a setting:
   the first 10 minutes (Adequate at its fixed count).
 * **What model-based policies know.** ``(workers, records/s)`` observations of the true
   F at 1..max workers, two each with 3 % Gaussian noise (KALE §4.2's profiling pairs).
-* **Per-policy execution** (``shuffle="policy"``, ``restart="policy"``): the baselines
-  consume without shuffling and scale by pause-and-restart, as in KALE §4.4; KALE
-  shuffles (§3.5) and pauses; streamtrain shuffles and scales two-phase. ``"on"`` /
-  ``"off"`` and ``"pause"`` / ``"two-phase"`` force one mode on every policy.
+* **Per-policy execution** (``shuffle=ShuffleMode.POLICY``, ``restart=RestartMode.POLICY``,
+  :data:`POLICY_EXECUTION`): the baselines consume without shuffling and scale by
+  pause-and-restart, as in KALE §4.4; KALE shuffles (§3.5) and pauses; streamtrain
+  shuffles and scales two-phase. ``on`` / ``off`` and ``pause`` / ``two-phase`` force
+  one mode on every policy.
 * **Forecasts.** One forecaster for every forecasting policy (``forecaster``, a
   registry name; ``seasonal_naive`` by default, ``auto`` for the FEDformer-style model
   KALE uses), fitted on the history before the window, refitted once a simulated day,
@@ -50,10 +51,16 @@ from streamtrain.scale.policies.feed import Forecast, precompute
 from streamtrain.scale.policies.feed import forecaster_factory as named_factory
 from streamtrain.scale.policy import ForecasterFactory, Policy, PolicyContext
 from streamtrain.sim.engine import Run, Workload, run_policy
-from streamtrain.sim.execution import Execution, RestartCosts, action_phases
+from streamtrain.sim.execution import (
+    Execution,
+    RestartCosts,
+    RestartMode,
+    ShuffleMode,
+    action_phases,
+)
 from streamtrain.sim.metrics import SLO_LAG_S, PolicyMetrics, compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
-from streamtrain.units import DAY_S
+from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -71,6 +78,10 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 
 QUANTILE_LEVELS = (0.8, 0.9, 0.95)
+# Every policy starts at Eq. 10's count for the true rate of the window's first minutes.
+_START_RATE_S = 10 * MINUTE_S
+# The profiling pairs' noise has its own random stream, apart from the workload's.
+_PROFILING_SEED_OFFSET = 7_919
 DEFAULT_MODELS: dict[str, ThroughputModel] = {
     "sync": ThroughputModel("sync", (0.02, 2.0, 0.0, 0.0005), batch_size=16_384.0),
     "async": ThroughputModel("async", (0.1, 0.0, 0.0005), batch_size=256.0),
@@ -96,8 +107,8 @@ class SimSettings:
     partitions: int = 800
     skew_sigma: float = 0.5
     tick_s: int = 15
-    shuffle: str = "policy"
-    restart: str = "policy"
+    shuffle: ShuffleMode = ShuffleMode.POLICY
+    restart: RestartMode = RestartMode.POLICY
     restart_s: float = 600.0
     model: str = "sync"
     forecaster: str = "seasonal_naive"
@@ -117,10 +128,16 @@ class SimSettings:
             raise ConfigError("max workers cannot be below peak workers")
         if self.simulate_days < 1:
             raise ConfigError(f"simulate at least one day, got {self.simulate_days}")
-        if self.shuffle not in ("policy", "on", "off"):
-            raise ConfigError(f"shuffle must be policy, on or off, got {self.shuffle!r}")
-        if self.restart not in ("policy", "pause", "two-phase"):
-            raise ConfigError(f"restart must be policy, pause or two-phase, got {self.restart!r}")
+        try:  # plain strings are accepted and kept as the modes they name
+            object.__setattr__(self, "shuffle", ShuffleMode(self.shuffle))
+        except ValueError:
+            raise ConfigError(f"shuffle must be policy, on or off, got {self.shuffle!r}") from None
+        try:
+            object.__setattr__(self, "restart", RestartMode(self.restart))
+        except ValueError:
+            raise ConfigError(
+                f"restart must be policy, pause or two-phase, got {self.restart!r}"
+            ) from None
         if self.model not in DEFAULT_MODELS:
             raise ConfigError(f"model must be one of {', '.join(DEFAULT_MODELS)}")
         named_factory(self.forecaster)  # a ConfigError for unknown names
@@ -131,10 +148,10 @@ class SimSettings:
 
     def execution(self, policy: str) -> Execution:
         shuffle, two_phase = POLICY_EXECUTION[policy]
-        if self.shuffle != "policy":
-            shuffle = self.shuffle == "on"
-        if self.restart != "policy":
-            two_phase = self.restart == "two-phase"
+        if self.shuffle != ShuffleMode.POLICY:
+            shuffle = self.shuffle == ShuffleMode.ON
+        if self.restart != RestartMode.POLICY:
+            two_phase = self.restart == RestartMode.TWO_PHASE
         return Execution(shuffle, two_phase, RestartCosts.with_restart_s(self.restart_s))
 
 
@@ -170,7 +187,7 @@ def scaled_model(
 def _observations(
     model: ThroughputModel, max_workers: int, seed: int
 ) -> tuple[tuple[float, float], ...]:
-    rng = np.random.default_rng(seed + 7_919)
+    rng = np.random.default_rng(seed + _PROFILING_SEED_OFFSET)
     workers = np.repeat(np.arange(1, max_workers + 1, dtype=np.float64), 2)
     rates = model.samples_per_s(workers) * rng.normal(1.0, 0.03, workers.size)
     return tuple((float(w), float(max(r, 1e-9))) for w, r in zip(workers, rates, strict=True))
@@ -212,7 +229,7 @@ def prepare(trace: Trace, settings: SimSettings) -> Workload:
 
 def initial_workers(workload: Workload) -> int:
     """Eq. 10 with the true F for the true rate of the window's first 10 minutes."""
-    first = float(workload.rates_records_per_s[: max(1, 600 // workload.step_s)].mean())
+    first = float(workload.rates_records_per_s[: max(1, _START_RATE_S // workload.step_s)].mean())
     enough = np.flatnonzero(workload.capacity_records_per_s[1:] > first)
     return int(enough[0]) + 1 if enough.size else workload.max_workers
 

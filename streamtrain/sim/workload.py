@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
+from streamtrain.units import HOUR_S
 
 __all__ = ["SkewSettings", "partition_arrivals", "partition_shares"]
 
@@ -36,7 +37,7 @@ FloatArray = NDArray[np.float64]
 class SkewSettings:
     partitions: int = 800
     sigma: float = 0.5
-    drift_s: float = 6 * 3600.0
+    drift_s: float = 6.0 * HOUR_S
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -6,11 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds
-from streamtrain.demo.run import DemoSettings, seed_history
+from streamtrain.broker import free_port
+from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds, planner_forecast
+from streamtrain.demo.run import DemoSettings
 from streamtrain.demo.summary import RecordCounts, format_summary, summarize, workers_at
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
+from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0
 
@@ -145,12 +147,32 @@ def test_timeline_averages_fresh_evaluations_and_keeps_forecasts():
     assert timeline.workers == [(1.0, 2), (3.0, 3)]
 
 
-def test_seed_history_is_the_days_before_per_planning_step():
-    day = 1440  # one-minute trace steps
-    rates = np.concatenate([np.full(day, 10.0), np.full(day, 20.0), np.full(day, 99.0)])
-    seeded = seed_history(rates, 60, 0.5)
-    assert len(seeded) == 2 * day // 5  # 5-minute planning steps, the last day left out
-    assert seeded[0] == 5.0 and seeded[-1] == 10.0
+def test_timeline_records_what_the_executor_did():
+    timeline = Timeline(partitions=2)
+    result = ApplyResult(
+        command_id="c1",
+        outcome=Outcome.APPLIED,
+        attempts=1,
+        workers_before=2,
+        workers_after=3,
+        error=None,
+        duration_s=0.1,
+    )
+    timeline.add_action(5.0, result)
+    assert timeline.to_json()["actions"] == [
+        {
+            "at_s": 5.0,
+            "command_id": "c1",
+            "outcome": "applied",
+            "workers_before": 2,
+            "workers_after": 3,
+            "error": None,
+        }
+    ]
+
+
+def test_planner_forecast_is_none_until_the_control_app_answers():
+    assert planner_forecast(free_port()) is None
 
 
 def test_demo_settings_are_checked():

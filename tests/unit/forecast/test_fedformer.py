@@ -7,17 +7,13 @@ import pytest
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import SeasonalNaive
 from streamtrain.forecast.evaluate import EvalSettings, rolling_origin
-from streamtrain.forecast.fedformer import FedformerForecaster, FedformerSettings
+from streamtrain.forecast.fedformer import FedformerForecaster
+from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 from streamtrain.forecast.registry import load_forecaster
 from tests.unit.forecast._series_helpers import seasonal_with_trend
 
 TINY = FedformerSettings(
-    seq_len=36,
-    label_len=12,
-    pred_len=6,
-    d_model=8,
-    n_heads=2,
-    d_ff=16,
+    NetConfig(seq_len=36, label_len=12, pred_len=6, d_model=8, n_heads=2, d_ff=16),
     train_steps=20,
     batch_size=8,
     val_every=10,
@@ -97,7 +93,7 @@ def test_errors(history):
     with pytest.raises(ConfigError):
         FedformerForecaster(TINY, step_s=7)
     with pytest.raises(ConfigError):
-        FedformerSettings(label_len=0)
+        FedformerSettings(NetConfig(label_len=0))
 
 
 def test_importing_the_registry_does_not_import_torch():

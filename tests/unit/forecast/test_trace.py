@@ -1,11 +1,14 @@
 import io
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from streamtrain.errors import TraceError
 from streamtrain.forecast.trace import (
+    SYNTH_MONDAY_S,
     Trace,
+    ar1_noise,
     load_trace,
     parse_timestamp_s,
     synth_trace,
@@ -92,3 +95,18 @@ def test_synth_has_kale_shape_and_is_seeded():
     np.testing.assert_array_equal(trace.records_per_s, synth_trace(14, seed=3).records_per_s)
     assert not np.array_equal(trace.records_per_s, synth_trace(14, seed=4).records_per_s)
     assert np.all(trace.records_per_s >= 0)
+
+
+def test_ar1_noise_has_the_asked_spread_and_correlation():
+    noise = ar1_noise(np.random.default_rng(0), 200_000, 0.1, 0.8)
+    again = ar1_noise(np.random.default_rng(0), 200_000, 0.1, 0.8)
+    np.testing.assert_array_equal(noise, again)
+    assert noise.std() == pytest.approx(0.1, rel=0.03)
+    assert np.corrcoef(noise[:-1], noise[1:])[0, 1] == pytest.approx(0.8, abs=0.01)
+    assert ar1_noise(np.random.default_rng(0), 0, 0.1, 0.8).shape == (0,)
+
+
+def test_synthetic_traces_start_on_a_monday_at_midnight():
+    start = datetime.fromtimestamp(SYNTH_MONDAY_S, tz=UTC)
+    assert start.weekday() == 0 and (start.hour, start.minute) == (0, 0)
+    assert synth_trace(1).start_s == SYNTH_MONDAY_S

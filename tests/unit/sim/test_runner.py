@@ -10,6 +10,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace, synth_trace
 from streamtrain.scale.plan import basic_plan
 from streamtrain.scale.policies import POLICY_NAMES
+from streamtrain.sim.execution import RestartMode, ShuffleMode
 from streamtrain.sim.runner import DEFAULT_MODELS, SimSettings, scaled_model, simulate
 
 FAST: dict[str, Any] = dict(partitions=16, tick_s=60)
@@ -63,10 +64,10 @@ def test_the_window_is_the_last_day_and_runs_are_conserving(report, trace):
 
 
 def test_same_seed_same_table_other_seed_other_skew(trace):
-    settings = SimSettings(policies=("hpa", "kale"), shuffle="off", **FAST)
+    settings = SimSettings(policies=("hpa", "kale"), shuffle=ShuffleMode.OFF, **FAST)
     first = simulate(trace, settings).as_json()
     assert simulate(trace, settings).as_json() == first
-    other = SimSettings(policies=("hpa", "kale"), shuffle="off", seed=9, **FAST)
+    other = SimSettings(policies=("hpa", "kale"), shuffle=ShuffleMode.OFF, seed=9, **FAST)
     assert simulate(trace, other).as_json() != first
 
 
@@ -80,13 +81,22 @@ def test_gaps_are_no_traffic():
 
 
 def test_forced_execution_modes():
-    settings = SimSettings(shuffle="off", restart="two-phase")
+    settings = SimSettings(shuffle=ShuffleMode.OFF, restart=RestartMode.TWO_PHASE)
     assert not settings.execution("kale").shuffle
     assert settings.execution("hpa").two_phase
     default = SimSettings()
     assert default.execution("streamtrain").two_phase and default.execution("kale").shuffle
     assert not default.execution("hpa").shuffle
     assert SimSettings(restart_s=300).execution("hpa").costs.restart_s == pytest.approx(300)
+
+
+def test_execution_modes_are_typed_and_checked():
+    settings = SimSettings(shuffle="on", restart="pause")  # type: ignore[arg-type]
+    assert settings.shuffle is ShuffleMode.ON and settings.restart is RestartMode.PAUSE
+    with pytest.raises(ConfigError, match="shuffle must be"):
+        SimSettings(shuffle="sideways")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="restart must be"):
+        SimSettings(restart="reboot")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,195 @@
+"""The demo's control app command line: ``streamtrain lag run --plan-job ...`` (pure).
+
+Owned here: :func:`control_app_argv`, the argv of the control app for a run, and the
+named constants behind every number in it.
+
+Two clocks meet in this command line. The lag app measures on the **wall clock**: its
+tick, history step, SLO and arrival-rate window are wall seconds. The planner runs on
+a **model clock** ``speed`` times faster (``--plan-time-scale``; a simulated day takes
+``86400 / speed`` wall seconds), so its step, pauses, sample bucket and policy settings
+are model (simulated) seconds. A duration the demo means in wall seconds, such as how
+long a rebalance pauses the consumer group on this machine, is therefore written as
+``WALL_S * speed`` model seconds: at the default speed of 144, one wall second is
+2.4 simulated minutes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from streamtrain.demo.children import DemoNames, streamtrain_command
+
+__all__ = [
+    "CPS_WINDOW_MIN_S",
+    "CPS_WINDOW_PLAN_STEPS",
+    "FALLBACK_COOLDOWN_WALL_S",
+    "HISTORY_STEP_S",
+    "LAG_TICK_S",
+    "PLAN_STEP_S",
+    "REBALANCE_PAUSE_WALL_S",
+    "SAMPLE_BUCKET_WALL_S",
+    "SLO_WARNING_FRACTION",
+    "TOLERATED_LAG_WALL_S",
+    "TRIGGER_ENTER_MIN_WALL_S",
+    "TRIGGER_ENTER_SLO_FRACTION",
+    "TRIGGER_EXIT_WALL_S",
+    "ControlSettings",
+    "control_app_argv",
+]
+
+# -- the lag app (wall clock) ---------------------------------------------------------
+
+# One lag report a wall second (2.4 simulated minutes at 144x): the dashboard and the
+# planner see lag move while a compressed day passes.
+LAG_TICK_S = 1
+# HWMs and group summaries kept every 5 wall seconds (12 simulated minutes at 144x).
+HISTORY_STEP_S = 5
+# The SLO warning fires at half the violation threshold.
+SLO_WARNING_FRACTION = 0.5
+# The arrival rate (CPS) is averaged over three planning steps (15 simulated minutes),
+# but never over fewer than three ticks (3 wall seconds), so one tick's noise does not
+# make the rate jump at high speeds.
+CPS_WINDOW_PLAN_STEPS = 3
+CPS_WINDOW_MIN_S = 3.0
+
+# -- the planner (model clock) --------------------------------------------------------
+
+# The planner's step: 5 simulated minutes (model seconds), KALE's planning granularity;
+# the seed history is built per step of this length too.
+PLAN_STEP_S = 300
+# A rebalance pauses the group for about 3-6 wall seconds here; the planner expects the
+# upper end (864 model seconds, 14.4 simulated minutes, at 144x). The same value is the
+# floor under the measured pause: the pool's size file moves before the new workers
+# join, so measured pauses come out too short.
+REBALANCE_PAUSE_WALL_S = 6.0
+# Throughput samples arrive once a wall second; 3 wall seconds of them at one pool size
+# make one job-level observation (7.2 simulated minutes at 144x), at least one step.
+SAMPLE_BUCKET_WALL_S = 3.0
+
+# -- the streamtrain policy's settings (model clock) ------------------------------------
+
+# Lag is measured to about a wall second and a rebalance pauses the group for several,
+# which on the model clock are minutes: the policy tolerates 3 wall seconds of lag
+# (7.2 simulated minutes at 144x) before acting ahead of a forecast.
+TOLERATED_LAG_WALL_S = 3.0
+# After an action, the lag fallback waits 20 wall seconds (48 simulated minutes at 144x):
+# several rebalance pauses and lag reports, so one action's own pause does not trigger
+# the next.
+FALLBACK_COOLDOWN_WALL_S = 20.0
+# The fallback trigger enters when measured lag exceeds the plan's by half the SLO,
+# but never below 5 wall seconds (12 simulated minutes at 144x: a rebalance's pause
+# alone must not trigger it) ...
+TRIGGER_ENTER_SLO_FRACTION = 0.5
+TRIGGER_ENTER_MIN_WALL_S = 5.0
+# ... and leaves once the excess is back under 2.5 wall seconds (6 simulated minutes at
+# 144x), about the resolution of the lag measurement.
+TRIGGER_EXIT_WALL_S = 2.5
+
+
+class ControlSettings(Protocol):
+    """What the control app's command line depends on: the part of
+    :class:`~streamtrain.demo.run.DemoSettings` it reads."""
+
+    @property
+    def speed(self) -> float: ...
+
+    @property
+    def slo_s(self) -> float: ...
+
+    @property
+    def min_workers(self) -> int: ...
+
+    @property
+    def max_workers(self) -> int: ...
+
+    @property
+    def initial_workers(self) -> int: ...
+
+    @property
+    def worker_capacity_records_per_s(self) -> float: ...
+
+
+def control_app_argv(
+    settings: ControlSettings,
+    names: DemoNames,
+    *,
+    web_port: int,
+    data_dir: Path,
+    history_path: Path,
+) -> list[str]:
+    """The control app's argv: the lag app for ``names.job`` with the streamtrain
+    policy planning it (see the module docstring for the two clocks)."""
+    s, n = settings, names
+
+    def model_s(wall_s: float) -> str:
+        """A wall-clock duration as whole model seconds."""
+        return f"{wall_s * s.speed:.0f}"
+
+    return streamtrain_command(
+        "lag",
+        "run",
+        "--group",
+        n.job,
+        "--topic",
+        n.topic,
+        "--tick-s",
+        str(LAG_TICK_S),
+        "--app-id",
+        n.control("control"),
+        "--reports-topic",
+        n.control("reports"),
+        "--alerts-topic",
+        n.control("alerts"),
+        "--web-port",
+        str(web_port),
+        "--slo-violation-s",
+        f"{s.slo_s:.3f}",
+        "--slo-warning-s",
+        f"{s.slo_s * SLO_WARNING_FRACTION:.3f}",
+        "--history-step-s",
+        str(HISTORY_STEP_S),
+        "--cps-window-s",
+        f"{max(CPS_WINDOW_MIN_S, CPS_WINDOW_PLAN_STEPS * PLAN_STEP_S / s.speed):.3f}",
+        "--data-dir",
+        str(data_dir),
+        "--plan-job",
+        n.job,
+        "--policy",
+        "streamtrain",
+        "--samples-topic",
+        n.control("throughput"),
+        "--commands-topic",
+        n.control("commands"),
+        "--min-workers",
+        str(s.min_workers),
+        "--max-workers",
+        str(s.max_workers),
+        "--initial-workers",
+        str(s.initial_workers),
+        "--plan-step-s",
+        str(PLAN_STEP_S),
+        "--action-pause-s",
+        model_s(REBALANCE_PAUSE_WALL_S),
+        "--min-action-pause-s",
+        model_s(REBALANCE_PAUSE_WALL_S),
+        "--prior-rate",
+        f"{s.worker_capacity_records_per_s:.3f}",
+        "--sample-bucket-s",
+        f"{max(PLAN_STEP_S, SAMPLE_BUCKET_WALL_S * s.speed):.0f}",
+        "--policy-setting",
+        f"tolerated_lag_s={model_s(TOLERATED_LAG_WALL_S)}",
+        "--policy-setting",
+        f"fallback_target_lag_s={model_s(s.slo_s)}",
+        "--policy-setting",
+        f"fallback_cooldown_s={model_s(FALLBACK_COOLDOWN_WALL_S)}",
+        "--policy-setting",
+        "trigger_lag_enter_s="
+        + model_s(max(s.slo_s * TRIGGER_ENTER_SLO_FRACTION, TRIGGER_ENTER_MIN_WALL_S)),
+        "--policy-setting",
+        f"trigger_lag_exit_s={model_s(TRIGGER_EXIT_WALL_S)}",
+        "--plan-time-scale",
+        f"{s.speed:g}",
+        "--plan-history",
+        str(history_path),
+    )

@@ -1,0 +1,91 @@
+"""The demo's worker pool command line and environment (pure).
+
+Owned here: :func:`worker_argv` (``streamtrain worker --entry
+streamtrain.demo.trainer:demo_app ...`` for a run), :func:`worker_env` (the Kafka
+connection plus the :class:`~streamtrain.demo.trainer.DemoWorkerConfig` the trainer
+reads) and the named constants behind the numbers in them.
+
+The demo's consumer groups use short timeouts (:data:`FAST_GROUP_CONFIG`): a
+compressed day cannot wait librdkafka's default 45 s for a dead worker's partitions,
+so a worker killed mid-day is noticed within a few wall seconds. The workers and the
+demo's ScaleCommand consumer share them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamtrain.config import KafkaSettings
+from streamtrain.demo.children import DemoNames, kafka_env, streamtrain_command
+from streamtrain.demo.trainer import DemoWorkerConfig
+
+__all__ = [
+    "FAST_GROUP_CONFIG",
+    "HEARTBEAT_INTERVAL_MS",
+    "SESSION_TIMEOUT_MS",
+    "SHUFFLE_HEARTBEAT_INTERVAL_MS",
+    "SHUFFLE_HEARTBEAT_TIMEOUT_MS",
+    "THROUGHPUT_SAMPLE_INTERVAL_S",
+    "WORKER_BATCH_RECORDS",
+    "pool_size_path",
+    "worker_argv",
+    "worker_env",
+]
+
+# Records per training batch (a worker's queue must hold at least one).
+WORKER_BATCH_RECORDS = 128
+# Consumer-group liveness: a member silent for 6 s is out; heartbeats every 0.5 s.
+SESSION_TIMEOUT_MS = 6_000
+HEARTBEAT_INTERVAL_MS = 500
+FAST_GROUP_CONFIG = (
+    ("session.timeout.ms", str(SESSION_TIMEOUT_MS)),
+    ("heartbeat.interval.ms", str(HEARTBEAT_INTERVAL_MS)),
+)
+# Shuffle peers: a heartbeat every 0.5 s, a peer silent for 3 s is dropped.
+SHUFFLE_HEARTBEAT_INTERVAL_MS = 500
+SHUFFLE_HEARTBEAT_TIMEOUT_MS = 3_000
+# One throughput sample a wall second (the control app buckets them, see control_args).
+THROUGHPUT_SAMPLE_INTERVAL_S = 1
+
+
+def pool_size_path(run_dir: Path) -> Path:
+    """The file the pool writes its size to and the workers read (``--pool-size-file``)."""
+    return run_dir / "pool-size"
+
+
+def worker_argv(names: DemoNames, *, run_dir: Path, shuffle: str, queue_records: int) -> list[str]:
+    """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job."""
+    return streamtrain_command(
+        "worker",
+        "--topic",
+        names.topic,
+        "--group",
+        names.job,
+        "--entry",
+        "streamtrain.demo.trainer:demo_app",
+        "--batch-records",
+        str(WORKER_BATCH_RECORDS),
+        "--queue-records",
+        str(queue_records),
+        "--shuffle",
+        shuffle,
+        "--shuffle-heartbeat-interval-ms",
+        str(SHUFFLE_HEARTBEAT_INTERVAL_MS),
+        "--shuffle-heartbeat-timeout-ms",
+        str(SHUFFLE_HEARTBEAT_TIMEOUT_MS),
+        "--pool-size-file",
+        str(pool_size_path(run_dir)),
+        "--throughput-topic",
+        names.control("throughput"),
+        "--sample-interval-s",
+        str(THROUGHPUT_SAMPLE_INTERVAL_S),
+        "--session-timeout-ms",
+        str(SESSION_TIMEOUT_MS),
+        "--heartbeat-interval-ms",
+        str(HEARTBEAT_INTERVAL_MS),
+    )
+
+
+def worker_env(kafka: KafkaSettings, config: DemoWorkerConfig) -> dict[str, str]:
+    """A demo worker's environment: the connection, then the trainer's settings."""
+    return {**kafka_env(kafka), **config.to_env()}

@@ -1,0 +1,74 @@
+"""The demo's child processes: names, connection environment, the workers' command line."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamtrain.config import KafkaSettings
+from streamtrain.demo.children import DemoNames, kafka_env, streamtrain_command
+from streamtrain.demo.trainer import DemoWorkerConfig
+from streamtrain.demo.worker_args import (
+    FAST_GROUP_CONFIG,
+    pool_size_path,
+    worker_argv,
+    worker_env,
+)
+from streamtrain.errors import ConfigError
+
+
+def test_names_derive_from_the_run_id():
+    names = DemoNames.for_run("abcd1234")
+    assert names.topic == "streamtrain.demo.abcd1234.ctr"
+    assert names.job == "streamtrain-demo-abcd1234"
+    assert names.control("alerts") == "streamtrain.demo.abcd1234.alerts"
+    assert DemoNames.for_run("abcd1234", "my.topic").topic == "my.topic"
+    assert streamtrain_command("x") == [sys.executable, "-m", "streamtrain", "x"]
+
+
+def test_kafka_env_passes_the_connection_but_no_empty_fields():
+    env = kafka_env(
+        KafkaSettings(
+            bootstrap="broker:9093",
+            security_protocol="SASL_SSL",
+            sasl_mechanism="PLAIN",
+            sasl_username="u",
+            sasl_password="p",
+            extra={"client.rack": "a"},
+        )
+    )
+    assert env == {
+        "STREAMTRAIN_BOOTSTRAP": "broker:9093",
+        "STREAMTRAIN_SECURITY_PROTOCOL": "SASL_SSL",
+        "STREAMTRAIN_SASL_MECHANISM": "PLAIN",
+        "STREAMTRAIN_SASL_USERNAME": "u",
+        "STREAMTRAIN_SASL_PASSWORD": "p",
+        "STREAMTRAIN_KAFKA_CONFIG": "client.rack=a",
+    }
+    with pytest.raises(ConfigError, match="spaces"):
+        kafka_env(KafkaSettings(bootstrap="broker:9093", extra={"client.id": "a b"}))
+
+
+def test_worker_argv_and_env_are_unchanged():
+    run = Path("/tmp/run")
+    argv = worker_argv(
+        DemoNames.for_run("abcd1234"), run_dir=run, shuffle="advanced", queue_records=1024
+    )
+    assert argv[:3] == [sys.executable, "-m", "streamtrain"]
+    assert argv[3:] == [
+        *("worker", "--topic", "streamtrain.demo.abcd1234.ctr"),
+        *("--group", "streamtrain-demo-abcd1234"),
+        *("--entry", "streamtrain.demo.trainer:demo_app"),
+        *("--batch-records", "128", "--queue-records", "1024", "--shuffle", "advanced"),
+        *("--shuffle-heartbeat-interval-ms", "500", "--shuffle-heartbeat-timeout-ms", "3000"),
+        *("--pool-size-file", "/tmp/run/pool-size"),
+        *("--throughput-topic", "streamtrain.demo.abcd1234.throughput"),
+        *("--sample-interval-s", "1", "--session-timeout-ms", "6000"),
+        *("--heartbeat-interval-ms", "500"),
+    ]
+    assert pool_size_path(run) == run / "pool-size"
+    assert dict(FAST_GROUP_CONFIG) == {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+    config = DemoWorkerConfig(run_dir=run, start_at_s=1.5, duration_s=600.0)
+    env = worker_env(KafkaSettings(bootstrap="localhost:9092"), config)
+    assert env["STREAMTRAIN_BOOTSTRAP"] == "localhost:9092"
+    assert DemoWorkerConfig.from_env(env) == config

@@ -1,0 +1,120 @@
+"""The control app's command line, pinned: the demo's argv as it was before the builder
+existed, for the default settings and for settings that move every computed value."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamtrain.demo.children import DemoNames
+from streamtrain.demo.control_args import PLAN_STEP_S, control_app_argv
+from streamtrain.demo.run import DemoSettings
+
+NAMES = DemoNames.for_run("abcd1234")
+RUN = Path("/tmp/run")
+
+# `streamtrain demo`'s control app for DemoSettings() before control_args.py existed.
+DEFAULT_ARGV = [
+    *("lag", "run", "--group", "streamtrain-demo-abcd1234"),
+    *("--topic", "streamtrain.demo.abcd1234.ctr", "--tick-s", "1"),
+    *("--app-id", "streamtrain.demo.abcd1234.control"),
+    *("--reports-topic", "streamtrain.demo.abcd1234.reports"),
+    *("--alerts-topic", "streamtrain.demo.abcd1234.alerts"),
+    *("--web-port", "45678", "--slo-violation-s", "8.333", "--slo-warning-s", "4.167"),
+    *("--history-step-s", "5", "--cps-window-s", "6.250"),
+    *("--data-dir", "/tmp/run/control-data", "--plan-job", "streamtrain-demo-abcd1234"),
+    *("--policy", "streamtrain", "--samples-topic", "streamtrain.demo.abcd1234.throughput"),
+    *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
+    *("--min-workers", "1", "--max-workers", "8", "--initial-workers", "2"),
+    *("--plan-step-s", "300", "--action-pause-s", "864", "--min-action-pause-s", "864"),
+    *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
+    *("--policy-setting", "tolerated_lag_s=432"),
+    *("--policy-setting", "fallback_target_lag_s=1200"),
+    *("--policy-setting", "fallback_cooldown_s=2880"),
+    *("--policy-setting", "trigger_lag_enter_s=720"),
+    *("--policy-setting", "trigger_lag_exit_s=360"),
+    *("--plan-time-scale", "144", "--plan-history", "/tmp/run/seed-history.json"),
+]
+
+
+def _argv(settings: DemoSettings) -> list[str]:
+    return control_app_argv(
+        settings,
+        NAMES,
+        web_port=45678,
+        data_dir=RUN / "control-data",
+        history_path=RUN / "seed-history.json",
+    )
+
+
+def _flags(argv: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for flag, value in zip(argv[5::2], argv[6::2], strict=True):
+        out.setdefault(flag, []).append(value)
+    return out
+
+
+def test_default_argv_is_unchanged():
+    argv = _argv(DemoSettings())
+    assert argv[:3] == [sys.executable, "-m", "streamtrain"]
+    assert argv[3:] == DEFAULT_ARGV
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (
+            DemoSettings(
+                speed=60.0,
+                slo_lag_s=3.0,
+                min_workers=2,
+                initial_workers=3,
+                max_workers=6,
+                worker_capacity_records_per_s=250.5,
+            ),
+            {
+                "--slo-violation-s": ["3.000"],
+                "--slo-warning-s": ["1.500"],
+                "--cps-window-s": ["15.000"],
+                "--min-workers": ["2"],
+                "--max-workers": ["6"],
+                "--initial-workers": ["3"],
+                "--action-pause-s": ["360"],
+                "--min-action-pause-s": ["360"],
+                "--prior-rate": ["250.500"],
+                "--sample-bucket-s": ["300"],  # never below one planning step
+                "--policy-setting": [
+                    "tolerated_lag_s=180",
+                    "fallback_target_lag_s=180",
+                    "fallback_cooldown_s=1200",
+                    "trigger_lag_enter_s=300",  # 5 wall seconds at least
+                    "trigger_lag_exit_s=150",
+                ],
+                "--plan-time-scale": ["60"],
+            },
+        ),
+        (
+            DemoSettings(speed=2000.0),
+            {
+                "--slo-violation-s": ["2.000"],  # the SLO's floor
+                "--slo-warning-s": ["1.000"],
+                "--cps-window-s": ["3.000"],  # at least three ticks
+                "--action-pause-s": ["12000"],
+                "--sample-bucket-s": ["6000"],
+                "--policy-setting": [
+                    "tolerated_lag_s=6000",
+                    "fallback_target_lag_s=4000",
+                    "fallback_cooldown_s=40000",
+                    "trigger_lag_enter_s=10000",
+                    "trigger_lag_exit_s=5000",
+                ],
+                "--plan-time-scale": ["2000"],
+            },
+        ),
+    ],
+)
+def test_wall_durations_become_model_seconds(settings, expected):
+    flags = _flags(_argv(settings))
+    for flag, values in expected.items():
+        assert flags[flag] == values, flag
+    assert flags["--plan-step-s"] == [str(PLAN_STEP_S)]
