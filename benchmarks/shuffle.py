@@ -16,7 +16,7 @@ printed beside it. The last line is machine-readable:
 ``forwarded_records_per_s=<n> raw_records_per_s=<n> ratio=<x> p99_ms=<x>``.
 
 ``--table2 --out-dir DIR`` runs the KALE Table 2 experiment instead
-(:mod:`streamtrain.shuffle.experiment`: 4 workers, 16 skewed partitions on the embedded
+(:mod:`streamtrain.experiments.shuffle_table2`: 4 workers, 16 skewed partitions on the embedded
 broker, policies none/basic/advanced) and writes its table, CSV and plot to ``DIR``.
 """
 
@@ -320,7 +320,7 @@ def _forwarded(records: int, batch: int, size: int, latency_batches: int) -> dic
 
 def _table2(out_dir: Path, *, quick: bool) -> None:
     from streamtrain.broker import EmbeddedBroker
-    from streamtrain.shuffle.experiment import ExperimentConfig, PolicyResult, run_policy
+    from streamtrain.experiments.shuffle_table2 import ExperimentConfig, PolicyResult, run_policy
 
     config = ExperimentConfig(produce_s=10.0, drain_timeout_s=40.0) if quick else ExperimentConfig()
     out_dir.mkdir(parents=True, exist_ok=True)

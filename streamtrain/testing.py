@@ -14,7 +14,7 @@ benchmarks where the real component is not the thing under test.
   records every acknowledged range and answers, per partition, which offsets are covered
   and the commit position a tracker would reach (the lowest offset at or above a start
   that is not acknowledged), with :func:`merge_ranges`; for tests, benchmarks and the
-  shuffle's scripted worker (:mod:`streamtrain.shuffle.harness`) where ingest's
+  shuffle's scripted worker (:mod:`streamtrain.experiments.shuffle_harness`) where ingest's
   OffsetTracker is not the thing under test.
 
 Library code never imports this module (the shuffle's harness and experiment are

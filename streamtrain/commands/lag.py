@@ -355,10 +355,10 @@ def lag_run(
     import faust
 
     from streamtrain.broker import port_is_free
+    from streamtrain.control.app import create_app
+    from streamtrain.control.service import LagAppSettings
     from streamtrain.kafka import create_topic
-    from streamtrain.lag.app import create_app
     from streamtrain.lag.monitor import MonitorSettings
-    from streamtrain.lag.service import LagAppSettings
     from streamtrain.lag.slo import SloSettings
 
     monitor = MonitorSettings(

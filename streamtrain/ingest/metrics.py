@@ -141,7 +141,7 @@ def throughput_sample(
         workers=max(workers, 0),
         parameter_servers=parameter_servers,
         records_per_s_consumed=consumed,
-        samples_per_s_trained=trained,
+        records_per_s_trained=trained,
         window_s=max(current.at_s - previous.at_s, 0.0),
         observed_at_ms=observed_at_ms,
     )

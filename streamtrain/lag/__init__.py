@@ -5,7 +5,10 @@ tick), ``history`` (HWM history, lag seconds by interpolation, CPS), ``window`` 
 ``status`` (Burrow-style OK/WARN/STALL/STOP/REWIND), ``slo`` (lag-seconds thresholds
 with hysteresis) and ``results`` (the value types). ``report`` turns a result into the
 ``LagReport`` protobuf; ``offsets`` is the only module that talks to Kafka (batched
-ListOffsets and OffsetFetch, record timestamps).
+ListOffsets and OffsetFetch, record timestamps); ``monitor`` runs one tick of them;
+``history_keys`` and ``history_tables`` say how the history is persisted; ``prometheus``
+exports it. The Faust app that wires all of it to timers, topics and HTTP is
+:mod:`streamtrain.control` (an assembly, like the worker).
 """
 
 from streamtrain.lag.history import HwmHistory, TopicRate, interpolate_lag_s, records_per_s

@@ -3,7 +3,7 @@
 Owned here: :class:`LagMonitor`, the state one lag app keeps between ticks (HWM history,
 Burrow-style status windows, SLO states, the latest result per group, open alerts on
 its own health), and :class:`Tick`, what one tick produced. The Faust app
-(:mod:`streamtrain.lag.app`) and benchmarks drive it; it never publishes anything
+(:mod:`streamtrain.control.app`) and benchmarks drive it; it never publishes anything
 itself, so it runs the same against any transport.
 
 One tick: :meth:`OffsetsReader.snapshot` (awaited, never blocking the loop), then the

@@ -25,7 +25,7 @@ REWIND: PartitionStatus
 UNKNOWN: PartitionStatus
 
 class ThroughputSample(_message.Message):
-    __slots__ = ("schema_version", "job", "worker_id", "workers", "parameter_servers", "records_per_s_consumed", "samples_per_s_trained", "window_s", "observed_at_ms", "positions", "busy_fraction")
+    __slots__ = ("schema_version", "job", "worker_id", "workers", "parameter_servers", "records_per_s_consumed", "records_per_s_trained", "window_s", "observed_at_ms", "positions", "busy_fraction")
     class Position(_message.Message):
         __slots__ = ("topic", "partition", "offset")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -41,7 +41,7 @@ class ThroughputSample(_message.Message):
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     PARAMETER_SERVERS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_PER_S_CONSUMED_FIELD_NUMBER: _ClassVar[int]
-    SAMPLES_PER_S_TRAINED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_TRAINED_FIELD_NUMBER: _ClassVar[int]
     WINDOW_S_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -52,12 +52,12 @@ class ThroughputSample(_message.Message):
     workers: int
     parameter_servers: int
     records_per_s_consumed: float
-    samples_per_s_trained: float
+    records_per_s_trained: float
     window_s: float
     observed_at_ms: int
     positions: _containers.RepeatedCompositeFieldContainer[ThroughputSample.Position]
     busy_fraction: float
-    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., workers: _Optional[int] = ..., parameter_servers: _Optional[int] = ..., records_per_s_consumed: _Optional[float] = ..., samples_per_s_trained: _Optional[float] = ..., window_s: _Optional[float] = ..., observed_at_ms: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[ThroughputSample.Position, _Mapping]]] = ..., busy_fraction: _Optional[float] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., workers: _Optional[int] = ..., parameter_servers: _Optional[int] = ..., records_per_s_consumed: _Optional[float] = ..., records_per_s_trained: _Optional[float] = ..., window_s: _Optional[float] = ..., observed_at_ms: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[ThroughputSample.Position, _Mapping]]] = ..., busy_fraction: _Optional[float] = ...) -> None: ...
 
 class PartitionLag(_message.Message):
     __slots__ = ("topic", "partition", "committed", "high_watermark", "lag_records", "lag_s", "records_per_s", "status")

@@ -152,9 +152,9 @@ def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
         return f"sample for job {sample.job!r}, planning {job!r}"
     if not sample.worker_id:
         return "sample without a worker_id"
-    rate = sample.samples_per_s_trained
+    rate = sample.records_per_s_trained
     if not math.isfinite(rate) or rate < 0:
-        return f"bad samples_per_s_trained {rate} from {sample.worker_id}"
+        return f"bad records_per_s_trained {rate} from {sample.worker_id}"
     if not math.isfinite(sample.window_s) or sample.window_s <= 0:
         return f"bad window_s {sample.window_s} from {sample.worker_id}"
     if sample.observed_at_ms <= 0:
@@ -175,7 +175,7 @@ def capacity_records_per_s(sample: cp.ThroughputSample) -> float | None:
     the trained rate divided by its busy fraction when it reports one; ``None`` when it
     was busy less than ``MIN_BUSY_FRACTION`` of the window (an idle worker says nothing
     about its capacity); the trained rate as is from a worker that does not say."""
-    rate = sample.samples_per_s_trained
+    rate = sample.records_per_s_trained
     if not sample.HasField("busy_fraction"):
         return rate
     if sample.busy_fraction < MIN_BUSY_FRACTION:

@@ -70,7 +70,7 @@ class TimeScale:
         converted = cp.ThroughputSample()
         converted.CopyFrom(sample)
         converted.records_per_s_consumed = self.model_rate(sample.records_per_s_consumed)
-        converted.samples_per_s_trained = self.model_rate(sample.samples_per_s_trained)
+        converted.records_per_s_trained = self.model_rate(sample.records_per_s_trained)
         converted.window_s = self.model_duration(sample.window_s)
         converted.observed_at_ms = round(self.model_s(sample.observed_at_ms / 1000) * 1000)
         return converted

@@ -16,8 +16,8 @@ them.
 Modules: ``policy`` (no ZeroMQ: the command line imports it), ``settings``,
 ``watermarks``, ``receivers``, ``inflight``, ``frames`` (pure), ``codec``, ``unit``,
 ``membership``, ``kafka_membership``, ``security``, ``sockets``, ``stats``,
-``mailbox``, ``forwarding``, ``node``; ``harness`` (a scripted worker process) and
-``experiment`` (KALE Table 2 in shape).
+``mailbox``, ``forwarding``, ``node``. The scripted worker process and the KALE Table 2
+experiment that drive it live in :mod:`streamtrain.experiments`.
 
 The names below are imported on first use (PEP 562), so that importing
 ``streamtrain.shuffle.policy`` loads no ZeroMQ.

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import zmq
-
 from streamtrain.errors import ConfigError
 from streamtrain.shuffle.policy import ShufflePolicy
 
@@ -41,6 +39,8 @@ class CurveKeys:
 
     @classmethod
     def generate(cls) -> CurveKeys:
+        import zmq  # here, so the settings (and the pure ShuffleUnit) load no ZeroMQ
+
         public, secret = zmq.curve_keypair()
         return cls(public, secret)
 

@@ -1,10 +1,11 @@
 """What a ForwardingUnit counts, and the snapshot it hands out.
 
-Owned here: :class:`ForwardingStats` (monotonic totals of batches, records and bytes sent
-and received, every kind of dropped frame, refusals, timeouts, and the ACK round-trip
-percentiles), :class:`ForwardingCounters` (the same totals as mutable typed fields: a
-misspelt counter is a type error, not a new key) and :class:`Counters`, the mutable
-side the unit's thread writes (the totals and the round-trip times).
+Owned here: :class:`ForwardingCounters` (monotonic totals of batches, records and bytes
+sent and received, every kind of dropped frame, refusals, timeouts: typed fields, so a
+misspelt counter is a type error, not a new key), :class:`ForwardingStats` (a snapshot:
+a copy of the counters plus the batches in flight and the ACK round-trip percentiles)
+and :class:`Counters`, the mutable side the unit's thread writes (the totals and the
+round-trip times).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 __all__ = ["COUNTER_NAMES", "Counters", "ForwardingCounters", "ForwardingStats"]
 
 
-@dataclass(frozen=True, slots=True)
-class ForwardingStats:
-    """Counters of one ForwardingUnit (monotonic totals) and its ACK round-trip times."""
+@dataclass(slots=True)
+class ForwardingCounters:
+    """The monotonic totals of one ForwardingUnit, as its thread updates them
+    (``counters.batches_sent += 1``: a misspelt counter is a type error)."""
 
     batches_sent: int = 0
     records_sent: int = 0
@@ -45,43 +47,21 @@ class ForwardingStats:
     events_received: int = 0
     stale_events: int = 0
     control_send_failures: int = 0
+
+
+@dataclass(slots=True)
+class ForwardingStats(ForwardingCounters):
+    """A snapshot of one ForwardingUnit: its counters (monotonic totals, copied at
+    snapshot time: a value nobody updates), the batches in flight and the ACK round-trip
+    percentiles."""
+
     in_flight_batches: int = 0
     ack_rtt_p50_ms: float = 0.0
     ack_rtt_p99_ms: float = 0.0
 
 
-@dataclass(slots=True)
-class ForwardingCounters:
-    """The monotonic totals of :class:`ForwardingStats`, field for field, as the unit's
-    thread updates them (``counters.batches_sent += 1``)."""
-
-    batches_sent: int = 0
-    records_sent: int = 0
-    bytes_sent: int = 0
-    batches_acked: int = 0
-    records_acked: int = 0
-    batches_rejected: int = 0
-    batches_timed_out: int = 0
-    batches_rerouted_on_leave: int = 0
-    late_acks: int = 0
-    batches_received: int = 0
-    records_received: int = 0
-    bytes_received: int = 0
-    batches_refused: int = 0
-    credit_violations: int = 0
-    malformed_frames_dropped: int = 0
-    unknown_peer_frames_dropped: int = 0
-    handshakes_failed: int = 0
-    zap_refused: int = 0
-    events_sent: int = 0
-    events_received: int = 0
-    stale_events: int = 0
-    control_send_failures: int = 0
-
-
 COUNTER_NAMES = tuple(f.name for f in fields(ForwardingCounters))
-"""The counters, in :class:`ForwardingStats` order (its other fields are measured at
-snapshot time)."""
+"""The counters' names (a :class:`ForwardingStats` adds what is measured at snapshot time)."""
 
 
 class Counters:

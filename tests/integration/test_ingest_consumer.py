@@ -294,8 +294,8 @@ def test_worker_publishes_throughput_samples(broker):
         reader.close()
     assert len(samples) >= 2
     assert {(s.job, s.worker_id, s.workers) for s in samples} == {(group, "w-1", 3)}
-    assert any(s.samples_per_s_trained > 0 for s in samples)
-    assert sum(s.samples_per_s_trained * s.window_s for s in samples) == pytest.approx(
+    assert any(s.records_per_s_trained > 0 for s in samples)
+    assert sum(s.records_per_s_trained * s.window_s for s in samples) == pytest.approx(
         400, rel=0.01
     )
     last = samples[-1]

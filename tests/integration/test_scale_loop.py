@@ -47,7 +47,7 @@ class Traffic(threading.Thread):
                         job=JOB,
                         worker_id=f"worker-{index}",
                         workers=self.workers,
-                        samples_per_s_trained=5.0,
+                        records_per_s_trained=5.0,
                         window_s=1.0,
                         observed_at_ms=now_ms,
                     )

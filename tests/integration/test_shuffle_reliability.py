@@ -1,6 +1,6 @@
 """Worker processes that die or stall while batches are in flight to them lose nothing.
 
-Three real worker processes (``python -m streamtrain.shuffle.harness``) find each other
+Three real worker processes (``python -m streamtrain.experiments.shuffle_harness``) find each other
 through ``<job>.members`` on the embedded broker and forward over ZeroMQ on 127.0.0.1.
 The origin reads records 0..N-1 of one partition faster than it can train; the two
 receivers train slowly, so batches queue up at them. Every record id must end up
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 RECORDS = 24_000
-HARNESS = [sys.executable, "-m", "streamtrain.shuffle.harness"]
+HARNESS = [sys.executable, "-m", "streamtrain.experiments.shuffle_harness"]
 
 
 def _spec(tmp_path, broker, job, worker, *, source, trainer, timeout_ms, hb_timeout_ms):

@@ -102,12 +102,12 @@ def test_json_without_fields_gives_objects():
 
 
 def test_protobuf_default_fields_are_the_scalars():
-    sample = pb.ThroughputSample(job="j", worker_id="w", workers=3, samples_per_s_trained=2.5)
+    sample = pb.ThroughputSample(job="j", worker_id="w", workers=3, records_per_s_trained=2.5)
     decoder = ProtobufDecoder(pb.ThroughputSample)
     assert decoder.fields is not None
     names = [f.name for f in decoder.fields]
     assert "positions" not in names
-    assert {"job", "workers", "samples_per_s_trained"} <= set(names)
+    assert {"job", "workers", "records_per_s_trained"} <= set(names)
     decoded = decoder.decode(records([sample.SerializeToString(), b"\x0a\x05ab"]))
     assert decoded.failed.tolist() == [1]
     assert "not a valid streamtrain.v1.ThroughputSample" in decoded.errors[0]

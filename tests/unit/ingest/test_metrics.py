@@ -25,7 +25,7 @@ def test_throughput_sample_carries_rates_pool_and_positions():
     b = MetricsSnapshot(at_s=5.0, records_consumed=1000, records_trained=500, partitions=partitions)
     sample = throughput_sample(a, b, job="job", worker_id="w1", workers=3, observed_at_ms=1234)
     assert sample.records_per_s_consumed == 200.0
-    assert sample.samples_per_s_trained == 100.0
+    assert sample.records_per_s_trained == 100.0
     assert sample.workers == 3
     assert sample.window_s == 5.0
     assert [(p.topic, p.partition, p.offset) for p in sample.positions] == [("t", 1, 20)]

@@ -29,7 +29,7 @@ def sample(workers, rate, at_s, worker="w0", job="demo"):
         job=job,
         worker_id=worker,
         workers=workers,
-        samples_per_s_trained=rate,
+        records_per_s_trained=rate,
         window_s=1.0,
         observed_at_ms=int(at_s * 1000),
     )

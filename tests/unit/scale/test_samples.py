@@ -27,7 +27,7 @@ def sample(worker, workers, rate, at_ms=T0_MS, job="demo", window_s=5.0):
         job=job,
         worker_id=worker,
         workers=workers,
-        samples_per_s_trained=rate,
+        records_per_s_trained=rate,
         window_s=window_s,
         observed_at_ms=at_ms,
     )
@@ -49,8 +49,8 @@ def test_bad_samples_say_why():
     assert sample_problem(sample("w0", 1, 5.0), "demo") is None
     assert "job" in problem(sample("w0", 1, 5.0, job="other"))
     assert "worker_id" in problem(sample("", 1, 5.0))
-    assert "samples_per_s_trained" in problem(sample("w0", 1, math.nan))
-    assert "samples_per_s_trained" in problem(sample("w0", 1, -1.0))
+    assert "records_per_s_trained" in problem(sample("w0", 1, math.nan))
+    assert "records_per_s_trained" in problem(sample("w0", 1, -1.0))
     assert "window_s" in problem(sample("w0", 1, 1.0, window_s=0))
 
 

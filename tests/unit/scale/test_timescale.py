@@ -25,12 +25,12 @@ def test_time_scale_converts_times_rates_and_durations_both_ways():
     assert clock.wall_rate(10.0) == 1440.0
     assert clock.model_duration(2.0) == 288.0
     sample = cp.ThroughputSample(
-        samples_per_s_trained=288.0, window_s=1.0, observed_at_ms=int((T0 + 1) * 1000)
+        records_per_s_trained=288.0, window_s=1.0, observed_at_ms=int((T0 + 1) * 1000)
     )
     model = clock.model_sample(sample)
-    assert model.samples_per_s_trained == 2.0 and model.window_s == 144.0
+    assert model.records_per_s_trained == 2.0 and model.window_s == 144.0
     assert model.observed_at_ms == int((T0 + 144) * 1000)
-    assert sample.samples_per_s_trained == 288.0  # the original is untouched
+    assert sample.records_per_s_trained == 288.0  # the original is untouched
     identity = TimeScale()
     assert identity.identity and identity.model_sample(sample) is sample
 

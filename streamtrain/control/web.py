@@ -4,8 +4,8 @@ Owned here: ``/metrics`` (the Prometheus text of the service's collector, render
 thread), ``/groups`` (JSON summary of every watched group), ``/groups/{group}/lag`` (the
 ``lag status --json`` object plus status, p99, CPS and the per-step history; 404 for a
 group not watched) and ``/health`` (503 until a tick succeeds). The bodies come from
-:class:`~streamtrain.lag.service.LagService`; the planner's ``/planner`` page is
-registered by :mod:`streamtrain.lag.planner_agent`.
+:class:`~streamtrain.control.service.LagService`; the planner's ``/planner`` page is
+registered by :mod:`streamtrain.control.planner_agent`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from streamtrain.control.service import LagService
 from streamtrain.lag.history_tables import HistoryTables
-from streamtrain.lag.service import LagService
 
 __all__ = ["add_pages"]
 

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from streamtrain.lag.publish import Published, publish
+from streamtrain.control.publish import Published, publish
 
 
 async def ok():

@@ -2,7 +2,7 @@
 
 Owned here: :func:`run_policy`, one scripted run on a Kafka cluster the caller gives
 (the benchmark uses the embedded broker): a fresh topic of ``partitions`` partitions,
-``workers`` worker processes (:mod:`streamtrain.shuffle.harness`) that each own a
+``workers`` worker processes (:mod:`streamtrain.experiments.shuffle_harness`) that each own a
 contiguous block of partitions (static assignment, as a round-robin dispatcher would
 give), train at ``train_records_per_s`` each and commit offsets only up to the lowest
 record not acknowledged locally or remotely; a producer that sends
@@ -194,7 +194,7 @@ def run_policy(
             spec = _spec(config, policy, kafka, job, worker, out_dir)
             procs.append(
                 subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    [sys.executable, "-m", "streamtrain.shuffle.harness", str(spec)],
+                    [sys.executable, "-m", "streamtrain.experiments.shuffle_harness", str(spec)],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )

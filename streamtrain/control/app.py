@@ -1,4 +1,4 @@
-"""The Faust lag app: ticks the :class:`~streamtrain.lag.monitor.LagMonitor`, publishes.
+"""The Faust control app (``streamtrain lag run``): ticks the lag monitor, publishes.
 
 Owned here, and only the wiring (:func:`create_app`; ``streamtrain lag run`` runs it with
 a Faust worker):
@@ -9,7 +9,7 @@ a Faust worker):
   ``LagReport`` per group (key: the group) to the reports topic and every alert to the
   alerts topic, to the log, and to an optional webhook (JSON POST). A send that does
   not finish within the request timeout (broker gone) fails
-  (:func:`~streamtrain.lag.publish.publish`); reports are snapshots, so an
+  (:func:`~streamtrain.control.publish.publish`); reports are snapshots, so an
   undeliverable one is dropped and counted, alerts go to the service's bounded outbox
   and are re-sent on the next tick;
 * history that survives a restart: every ``history_step_s`` the tick's HWM snapshots and
@@ -18,13 +18,13 @@ a Faust worker):
   :mod:`streamtrain.lag.history_keys`), pruned past ``history_max_age_s``. After table
   recovery the first tick feeds ``hwm_history`` back into the monitor, so lag seconds
   and CPS continue where the previous run stopped;
-* the HTTP pages (:mod:`streamtrain.lag.web`) on ``web_host:web_port`` (127.0.0.1 by
+* the HTTP pages (:mod:`streamtrain.control.web`) on ``web_host:web_port`` (127.0.0.1 by
   default): ``/metrics``, ``/groups``, ``/groups/{group}/lag``, ``/health``;
-* optionally (``settings.planner``) the planner (:mod:`streamtrain.lag.planner_agent`):
+* optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
   samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
   ``/planner``. Without a planner the app is exactly the lag app.
 
-The state the pieces share is a :class:`~streamtrain.lag.service.LagService`. Faust is
+The state the pieces share is a :class:`~streamtrain.control.service.LagService`. Faust is
 imported here only (and by the modules this one wires), so the rest of
 ``streamtrain.lag`` works without it.
 """
@@ -42,12 +42,12 @@ from typing import Any
 from google.protobuf import json_format
 
 from streamtrain.config import KafkaSettings
+from streamtrain.control.planner_agent import PlannerAgent, add_planner
+from streamtrain.control.publish import publish
+from streamtrain.control.service import LagAppSettings, LagService
+from streamtrain.control.web import add_pages
 from streamtrain.lag.history_tables import HistoryTables, hwm_message, lag_message
-from streamtrain.lag.planner_agent import PlannerAgent, add_planner
-from streamtrain.lag.publish import publish
 from streamtrain.lag.report import to_proto
-from streamtrain.lag.service import LagAppSettings, LagService
-from streamtrain.lag.web import add_pages
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import Planner
 

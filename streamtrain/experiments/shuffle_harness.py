@@ -1,6 +1,6 @@
 """A scripted worker process for the shuffle's integration tests and its experiment.
 
-Owned here: ``python -m streamtrain.shuffle.harness SPEC.json``, one worker that runs a
+Owned here: ``python -m streamtrain.experiments.shuffle_harness SPEC.json``, one worker that runs a
 :class:`~streamtrain.shuffle.node.ShuffleNode` between a record source and a simulated
 trainer, as the JSON spec says:
 

@@ -2,8 +2,8 @@
 
 from types import SimpleNamespace
 
+from streamtrain.control.planner_agent import PlannerAgent
 from streamtrain.lag.history_tables import HistoryTables
-from streamtrain.lag.planner_agent import PlannerAgent
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.planner import Planner
 from streamtrain.scale.planner_settings import PlannerSettings
@@ -42,7 +42,7 @@ def sample(at_s):
         job="demo",
         worker_id="w0",
         workers=1,
-        samples_per_s_trained=5.0,
+        records_per_s_trained=5.0,
         window_s=1.0,
         observed_at_ms=int(at_s * 1000),
     )

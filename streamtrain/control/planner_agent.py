@@ -25,11 +25,11 @@ import logging
 import time
 from typing import Any
 
+from streamtrain.control.publish import publish
+from streamtrain.control.service import LagService
 from streamtrain.errors import SchemaError
 from streamtrain.lag.history_tables import HistoryTables, arrival_message
-from streamtrain.lag.publish import publish
 from streamtrain.lag.results import GroupLag
-from streamtrain.lag.service import LagService
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.wire import decode, encode

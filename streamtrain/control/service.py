@@ -1,6 +1,6 @@
 """The lag app's settings and the state its timer, agents and web pages share.
 
-Owned here (no Faust: :mod:`streamtrain.lag.app` wires this to one):
+Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
 
 * :class:`LagAppSettings`: what ``streamtrain lag run`` configures (Kafka, the watched
   groups and topics, the app id and topic names, the web address, the webhook, the
