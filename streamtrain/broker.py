@@ -135,7 +135,7 @@ class EmbeddedBroker:
         ]
         self._log_file = tempfile.TemporaryFile(prefix="streamtrain-tansu-")  # noqa: SIM115
         env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG"}}
-        env["RUST_LOG"] = os.environ.get("STREAMTRAIN_BROKER_LOG", "warn")
+        env["RUST_LOG"] = self.settings.log_level
         log.debug("starting embedded broker: %s", " ".join(command))
         try:
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell

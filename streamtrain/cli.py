@@ -82,8 +82,15 @@ def main(log_level: str) -> None:
     show_default=True,
     help="Fail if the broker does not answer by then.",
 )
+@option(
+    "--log-level",
+    env="BROKER_LOG",
+    default="warn",
+    show_default=True,
+    help="Tansu's log filter (RUST_LOG syntax: error, warn, info, debug, or per module).",
+)
 @handle_errors
-def broker(host: str, port: int, startup_timeout_s: float) -> None:
+def broker(host: str, port: int, startup_timeout_s: float, log_level: str) -> None:
     """Run the embedded Kafka-compatible broker until Ctrl-C or SIGTERM.
 
     Prints STREAMTRAIN_BOOTSTRAP=HOST:PORT on stdout once the broker answers Metadata.
@@ -91,7 +98,9 @@ def broker(host: str, port: int, startup_timeout_s: float) -> None:
     """
     from streamtrain.broker import EmbeddedBroker
 
-    settings = EmbeddedBrokerSettings(host=host, port=port, startup_timeout_s=startup_timeout_s)
+    settings = EmbeddedBrokerSettings(
+        host=host, port=port, startup_timeout_s=startup_timeout_s, log_level=log_level
+    )
     with EmbeddedBroker(settings) as embedded:
         click.echo(f"STREAMTRAIN_BOOTSTRAP={embedded.bootstrap}")
         click.echo(

@@ -147,7 +147,8 @@ class EmbeddedBrokerSettings:
     """How to run the embedded Tansu broker.
 
     ``port=0`` picks a free loopback port. ``startup_timeout_s`` bounds the wait for
-    the broker's first Metadata answer.
+    the broker's first Metadata answer. ``log_level`` is Tansu's ``RUST_LOG`` filter
+    (its output goes to a temporary file, shown when it fails to start).
     """
 
     host: str = "127.0.0.1"
@@ -155,6 +156,7 @@ class EmbeddedBrokerSettings:
     startup_timeout_s: float = 15.0
     stop_timeout_s: float = 5.0
     cluster_id: str = "streamtrain"
+    log_level: str = "warn"
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:

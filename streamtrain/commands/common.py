@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -124,8 +125,10 @@ def kafka_connection(opts: dict[str, Any]) -> Iterator[KafkaSettings]:
         yield settings
         return
     from streamtrain.broker import EmbeddedBroker
+    from streamtrain.config import EmbeddedBrokerSettings
 
-    with EmbeddedBroker() as broker:
+    log_level = os.environ.get(f"{_ENV}BROKER_LOG", "warn")  # as `streamtrain broker --log-level`
+    with EmbeddedBroker(EmbeddedBrokerSettings(log_level=log_level)) as broker:
         click.echo(_EMBEDDED_NOTE.format(bootstrap=broker.bootstrap), err=True)
         yield broker.kafka_settings()
 
