@@ -9,6 +9,8 @@ Owned here:
 * :class:`KafkaSettings`: where Kafka is and how to authenticate (bootstrap,
   SASL, SSL), rendered for confluent-kafka and aiokafka.
 * :class:`EmbeddedBrokerSettings`: how to run the embedded Tansu broker.
+* :class:`AssignmentMode`: how a job's data is handed to its workers (a vocabulary the
+  workers, the control app, the planner and the simulator share).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["EmbeddedBrokerSettings", "KafkaSettings", "parse_bootstrap"]
+__all__ = ["AssignmentMode", "EmbeddedBrokerSettings", "KafkaSettings", "parse_bootstrap"]
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"})
@@ -163,3 +166,19 @@ class EmbeddedBrokerSettings:
             raise ConfigError(f"port {self.port} is outside 0-65535 (0 picks a free port)")
         if self.startup_timeout_s <= 0 or self.stop_timeout_s <= 0:
             raise ConfigError("broker timeouts must be positive")
+
+
+class AssignmentMode(StrEnum):
+    """How a job's partitions reach its workers (``streamtrain worker --assignment``).
+
+    * ``group``: consumer-group membership with the eager assignor: every join or leave
+      stops every worker for the rebalance;
+    * ``cooperative``: incremental (cooperative-sticky) rebalancing: a join or leave moves
+      only the partitions that change hands, the others keep training;
+    * ``shards``: no group membership; the control app cuts each partition's offsets into
+      shards and hands them out on request (DLRover-RM §5.1).
+    """
+
+    GROUP = "group"
+    COOPERATIVE = "cooperative"
+    SHARDS = "shards"
