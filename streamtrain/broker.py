@@ -6,10 +6,15 @@ left behind (on normal exit, on an exception, on SIGINT/SIGTERM handled by the
 caller, and, on Linux, even when the parent is killed outright: the child gets
 SIGTERM from the kernel through ``PR_SET_PDEATHSIG``).
 
-Facts about Tansu 0.6.0 (memory engine) that users of this module design around,
-measured on the development machines:
+Facts about Tansu 0.6.0 that users of this module design around, measured on the
+development machines:
 
-* Data lives in memory only and is gone when the broker stops.
+* With the memory engine (the default) data is gone when the broker stops. With
+  ``EmbeddedBrokerSettings(durable=True)`` (``streamtrain broker --durable``) it keeps its
+  log segments and committed offsets on a local S3 server (:class:`~streamtrain.s3local.LocalS3`,
+  moto on loopback) that outlives the broker process: :meth:`EmbeddedBroker.kill`
+  (SIGKILL) and :meth:`EmbeddedBroker.restart` (same port) lose no acknowledged record
+  and no committed offset. That is how the fault tests take the broker away for real.
 * The high watermark it reports is the base offset of the *last record batch* + 1, so
   with a batching producer the log-end offset reads too low. A producer with
   ``batch.num.messages=1`` gives exact watermarks (≈6,500 records/s).
@@ -29,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -44,7 +48,9 @@ from streamtrain.errors import (
     PortInUseError,
 )
 from streamtrain.kafka import probe
+from streamtrain.ports import free_port, port_is_free  # also importable from here
 from streamtrain.process import die_with_parent_preexec
+from streamtrain.s3local import LocalS3
 
 __all__ = ["EmbeddedBroker", "free_port", "port_is_free", "resolve_tansu_binary"]
 
@@ -72,26 +78,6 @@ def resolve_tansu_binary() -> str:
     return path
 
 
-def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
-    """True if ``host:port`` can be bound now; ``reuse_address`` as servers that set
-    SO_REUSEADDR (aiohttp) see it: connections in TIME_WAIT do not count."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        if reuse_address:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel says is free right now (another process may still take it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class EmbeddedBroker:
     """A Tansu broker process on a loopback port, for the demo and the tests.
 
@@ -109,16 +95,29 @@ class EmbeddedBroker:
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._port: int | None = None
+        self._s3: LocalS3 | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> EmbeddedBroker:
         if self._process is not None:
             raise EmbeddedBrokerError("embedded broker already started")
-        binary = self._binary or resolve_tansu_binary()
         host = self.settings.host
         port = self.settings.port or free_port(host)
-        if not port_is_free(host, port):
+        if self.settings.durable and self._s3 is None:
+            self._s3 = LocalS3(f"streamtrain-{self.settings.cluster_id}".lower()[:63]).start()
+        try:
+            self._launch(host, port)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self, host: str, port: int) -> None:
+        binary = self._binary or resolve_tansu_binary()
+        # Tansu binds with SO_REUSEADDR (tokio does): connections in TIME_WAIT, as after a
+        # kill(), do not keep it from the port, so they must not fail this check either.
+        if not port_is_free(host, port, reuse_address=True):
             raise PortInUseError(host, port)
         url = f"tcp://{host}:{port}"
         command = [
@@ -129,13 +128,15 @@ class EmbeddedBroker:
             "--advertised-listener-url",
             url,
             "--storage-engine",
-            "memory://tansu/",
+            self._s3.storage_url if self._s3 is not None else "memory://tansu/",
             "--cluster-id",
             self.settings.cluster_id,
         ]
         self._log_file = tempfile.TemporaryFile(prefix="streamtrain-tansu-")  # noqa: SIM115
         env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG"}}
         env["RUST_LOG"] = self.settings.log_level
+        if self._s3 is not None:
+            env.update(self._s3.client_env())
         log.debug("starting embedded broker: %s", " ".join(command))
         try:
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
@@ -152,12 +153,44 @@ class EmbeddedBroker:
                 f"could not execute {binary}: {exc}; {_INSTALL_HINT}"
             ) from exc
         self._port = port
+        self._wait_ready()
+        log.info(
+            "embedded broker ready at %s (pid %d%s)",
+            self.bootstrap,
+            self._process.pid,
+            ", data on the local S3 server" if self._s3 is not None else ", in memory",
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the broker process (a crash, for fault tests); the S3 data stays.
+
+        Clients see a broker that is gone (connections refused), not a paused one.
+        """
+        if self._process is None:
+            raise EmbeddedBrokerError("embedded broker is not running")
+        self._process.kill()
+        self._process.wait(timeout=self.settings.stop_timeout_s)
+        self._process = None
+        self._close_log()
+        log.warning("embedded broker killed (SIGKILL)")
+
+    def restart(self) -> EmbeddedBroker:
+        """Start the broker again on the same port after :meth:`kill` or :meth:`stop`.
+
+        With ``durable`` it comes back with every record and committed offset it had;
+        in memory it comes back empty.
+        """
+        if self._process is not None:
+            raise EmbeddedBrokerError("embedded broker is still running")
+        if self._port is None:
+            raise EmbeddedBrokerError("embedded broker has not been started")
+        if self.settings.durable and self._s3 is None:
+            raise EmbeddedBrokerError("the durable broker was stopped: its data is gone")
         try:
-            self._wait_ready()
+            self._launch(self.settings.host, self._port)
         except BaseException:
             self.stop()
             raise
-        log.info("embedded broker ready at %s (pid %d)", self.bootstrap, self._process.pid)
         return self
 
     def _wait_ready(self) -> None:
@@ -205,6 +238,9 @@ class EmbeddedBroker:
                 process.kill()
                 process.wait(timeout=self.settings.stop_timeout_s)
         self._close_log()
+        s3, self._s3 = self._s3, None
+        if s3 is not None:
+            s3.stop()
 
     def _close_log(self) -> None:
         if self._log_file is not None:

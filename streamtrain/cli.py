@@ -89,22 +89,36 @@ def main(log_level: str) -> None:
     show_default=True,
     help="Tansu's log filter (RUST_LOG syntax: error, warn, info, debug, or per module).",
 )
+@option(
+    "--durable/--in-memory",
+    env="BROKER_DURABLE",
+    default=False,
+    show_default=True,
+    help="Keep records and committed offsets on a local S3 server (moto, on loopback) "
+    "that outlives the broker process, so a crashed broker restarts with its data "
+    "(needs `pip install 'moto[server]'`; the S3 server itself keeps data in memory).",
+)
 @handle_errors
-def broker(host: str, port: int, startup_timeout_s: float, log_level: str) -> None:
+def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durable: bool) -> None:
     """Run the embedded Kafka-compatible broker until Ctrl-C or SIGTERM.
 
     Prints STREAMTRAIN_BOOTSTRAP=HOST:PORT on stdout once the broker answers Metadata.
-    Data is kept in memory only.
+    Data is kept in memory unless --durable.
     """
     from streamtrain.broker import EmbeddedBroker
 
     settings = EmbeddedBrokerSettings(
-        host=host, port=port, startup_timeout_s=startup_timeout_s, log_level=log_level
+        host=host,
+        port=port,
+        startup_timeout_s=startup_timeout_s,
+        log_level=log_level,
+        durable=durable,
     )
     with EmbeddedBroker(settings) as embedded:
         click.echo(f"STREAMTRAIN_BOOTSTRAP={embedded.bootstrap}")
         click.echo(
-            f"embedded broker (Tansu, in memory, pid {embedded.pid}) is ready at "
+            f"embedded broker (Tansu, {'durable on local S3' if durable else 'in memory'}, "
+            f"pid {embedded.pid}) is ready at "
             f"{embedded.bootstrap}; point clients at it, Ctrl-C stops it",
             err=True,
         )

@@ -151,7 +151,10 @@ class EmbeddedBrokerSettings:
 
     ``port=0`` picks a free loopback port. ``startup_timeout_s`` bounds the wait for
     the broker's first Metadata answer. ``log_level`` is Tansu's ``RUST_LOG`` filter
-    (its output goes to a temporary file, shown when it fails to start).
+    (its output goes to a temporary file, shown when it fails to start). ``durable``
+    keeps the broker's data on a local S3 server (:mod:`streamtrain.s3local`) instead of
+    in the broker's memory, so the broker process can be killed and restarted without
+    losing records or committed offsets.
     """
 
     host: str = "127.0.0.1"
@@ -160,6 +163,7 @@ class EmbeddedBrokerSettings:
     stop_timeout_s: float = 5.0
     cluster_id: str = "streamtrain"
     log_level: str = "warn"
+    durable: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:

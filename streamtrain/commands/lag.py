@@ -354,12 +354,12 @@ def lag_run(
     """
     import faust
 
-    from streamtrain.broker import port_is_free
     from streamtrain.control.app import create_app
     from streamtrain.control.service import LagAppSettings
     from streamtrain.kafka import create_topic
     from streamtrain.lag.monitor import MonitorSettings
     from streamtrain.lag.slo import SloSettings
+    from streamtrain.ports import port_is_free
 
     monitor = MonitorSettings(
         tick_s=tick_s,

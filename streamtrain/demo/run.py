@@ -194,7 +194,7 @@ class _Demo:
         create_demo_topics(self.kafka, self.names, self.settings.partitions)
 
     def control_app(self) -> LocalProcessPool:
-        from streamtrain.broker import free_port
+        from streamtrain.ports import free_port
 
         history = write_seed_history(
             self.run_dir / "seed-history.json", self.seed_rates, end_at_s=self.start_at_s

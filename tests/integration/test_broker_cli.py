@@ -106,3 +106,24 @@ def test_topics_without_bootstrap_use_an_embedded_broker_and_clean_up():
     assert not [pid for pid in tansu_pids() if listener in process_cmdline(pid)], (
         "the command left its embedded broker running"
     )
+
+
+def _children(pid: int) -> set[int]:
+    from pathlib import Path
+
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        found.update(int(child) for child in children)
+    return found
+
+
+def test_durable_broker_cli_stops_both_its_broker_and_its_s3_server():
+    with start_broker_cli("--durable") as cli:
+        assert "durable on local S3" in "".join(cli.stderr_lines)
+        moto = [pid for pid in _children(cli.process.pid) if "moto.server" in process_cmdline(pid)]
+        assert len(moto) == 1, "one local S3 server process"
+        assert process_alive(cli.tansu_pid)
+        assert cli.stop(signal.SIGINT) == 130
+        assert wait_dead(cli.tansu_pid), "broker process left behind"
+        assert wait_dead(moto[0]), "S3 server process left behind"

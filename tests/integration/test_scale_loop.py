@@ -11,8 +11,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streamtrain.broker import free_port
 from streamtrain.kafka import create_topic
+from streamtrain.ports import free_port
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome

@@ -6,12 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamtrain.broker import free_port
 from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds, planner_forecast
 from streamtrain.demo.run import DemoSettings
 from streamtrain.demo.summary import RecordCounts, format_summary, summarize, workers_at
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
+from streamtrain.ports import free_port
 from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0

@@ -1,0 +1,184 @@
+"""A local S3 server for the embedded broker's durable mode: moto's server on loopback.
+
+Owned here: :class:`LocalS3`, one ``moto.server`` process on a free 127.0.0.1 port
+with one bucket, and the environment a client (the Tansu broker) needs to use it
+(:meth:`LocalS3.client_env`). The embedded broker keeps its log segments and committed
+offsets there when it runs with ``--storage-engine s3://BUCKET/``, so the *broker*
+process can be killed (``kill -9``) and started again without losing a record or an
+offset. The S3 server itself keeps everything in its own memory: it is the durable
+disk of a test or a demo, not of a production cluster.
+
+moto is an optional dependency (the ``durable`` extra; ``make setup`` installs it with
+the dev tools); without it :meth:`LocalS3.start` raises with an install hint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import importlib.util
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from types import TracebackType
+from typing import IO
+
+from streamtrain.errors import EmbeddedBrokerError
+from streamtrain.ports import free_port
+from streamtrain.process import die_with_parent_preexec
+
+__all__ = ["LocalS3"]
+
+log = logging.getLogger(__name__)
+
+_INSTALL_HINT = (
+    "the durable embedded broker keeps its data on a local S3 server (moto): "
+    "install it with `pip install 'moto[server]'` (or `make setup`)"
+)
+_REGION = "us-east-1"
+
+
+class LocalS3:
+    """A moto S3 server process on ``host``:a free port, with ``bucket`` created.
+
+    No I/O in ``__init__``; :meth:`start` (or ``with``) launches it and waits until it
+    answers; :meth:`stop` ends it (and everything stored in it).
+    """
+
+    def __init__(
+        self,
+        bucket: str = "streamtrain",
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 20.0,
+    ) -> None:
+        self.bucket = bucket
+        self.host = host
+        self.startup_timeout_s = startup_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._port: int | None = None
+
+    def start(self) -> LocalS3:
+        if self._process is not None:
+            raise EmbeddedBrokerError("local S3 server already started")
+        if importlib.util.find_spec("moto") is None:
+            raise EmbeddedBrokerError(f"moto is not installed; {_INSTALL_HINT}")
+        self._port = free_port(self.host)
+        self._log_file = tempfile.TemporaryFile(prefix="streamtrain-s3-")  # noqa: SIM115
+        command = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self._port)]
+        self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent_preexec(),
+        )
+        try:
+            self._wait_ready()
+            self._create_bucket()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("local S3 server at %s (pid %d), bucket %r", self.endpoint, self.pid, self.bucket)
+        return self
+
+    def _request(self, method: str, path: str, timeout_s: float) -> int:
+        if self._port is None:
+            raise EmbeddedBrokerError("the local S3 server has not been started")
+        connection = http.client.HTTPConnection(self.host, self._port, timeout=timeout_s)
+        try:
+            connection.request(method, path)
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        finally:
+            connection.close()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            if self._process is None or self._process.poll() is not None:
+                raise EmbeddedBrokerError(
+                    f"the local S3 server exited before it was ready; its log: {self.log_tail()!r}"
+                )
+            try:
+                self._request("GET", "/moto-api/", timeout_s=1.0)
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise EmbeddedBrokerError(
+                        f"the local S3 server did not answer within {self.startup_timeout_s:g} s; "
+                        f"its log: {self.log_tail()!r}",
+                        retriable=True,
+                    ) from None
+                time.sleep(0.1)
+                continue
+            return
+
+    def _create_bucket(self) -> None:
+        status = self._request("PUT", f"/{self.bucket}", timeout_s=5.0)
+        if status not in (200, 409):
+            raise EmbeddedBrokerError(f"could not create bucket {self.bucket!r}: HTTP {status}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> LocalS3:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise EmbeddedBrokerError("the local S3 server is not running")
+        return self._process.pid
+
+    @property
+    def endpoint(self) -> str:
+        if self._port is None:
+            raise EmbeddedBrokerError("the local S3 server has not been started")
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def storage_url(self) -> str:
+        """Tansu's ``--storage-engine`` for this bucket."""
+        return f"s3://{self.bucket}/"
+
+    def client_env(self) -> dict[str, str]:
+        """What an S3 client (Tansu's object store) needs in its environment."""
+        return {
+            "AWS_ENDPOINT": self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "streamtrain",
+            "AWS_SECRET_ACCESS_KEY": "streamtrain-local",
+            "AWS_DEFAULT_REGION": _REGION,
+        }
+
+    def log_tail(self, max_bytes: int = 2000) -> str:
+        if self._log_file is None:
+            return ""
+        with contextlib.suppress(OSError):
+            self._log_file.seek(0, 2)
+            size = self._log_file.tell()
+            self._log_file.seek(max(0, size - max_bytes))
+            return self._log_file.read().decode("utf-8", errors="replace")
+        return ""
