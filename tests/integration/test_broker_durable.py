@@ -18,9 +18,7 @@ RECORDS = 4_000
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}"}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     ids: list[int] = []
     deadline = time.monotonic() + 60
@@ -58,9 +56,7 @@ def test_a_killed_durable_broker_restarts_with_every_record_and_committed_offset
         assert broker.bootstrap == port and broker.pid != pid
         assert sorted(_read_all(broker.bootstrap, "durable", 4)) == list(range(RECORDS))
         reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "job"})
-        committed = reader.committed(
-            [TopicPartition("durable", p) for p in range(4)], timeout=10
-        )
+        committed = reader.committed([TopicPartition("durable", p) for p in range(4)], timeout=10)
         reader.close()
         assert [(tp.partition, tp.offset) for tp in committed if tp.offset >= 0] == [
             (0, 123),
