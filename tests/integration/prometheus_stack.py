@@ -53,14 +53,14 @@ def loopback_config(targets, interval_s=1):
 
 @dataclass
 class Stack:
-    names: dict
+    names: dict[str, str]
     prometheus_port: int
     control_port: int
     worker_port: int
     scaler: ScalerProcess
     traffic: Traffic
     logs: Path
-    processes: list = field(default_factory=list)
+    processes: list[tuple[subprocess.Popen[str], object]] = field(default_factory=list)
 
     def query(self, expr, at_s=None):
         params = {"query": expr}
