@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["keda"]
 
-_FILE = click.Path(dir_okay=False, exists=True, path_type=Path)
+_FILE = click.Path(dir_okay=False, path_type=Path)  # existence: ScalerSettings checks it
 
 
 @click.group()
