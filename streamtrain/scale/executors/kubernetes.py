@@ -54,6 +54,33 @@ def _import_kubernetes() -> ModuleType:
         ) from exc
 
 
+def _bearer_token_compat(configuration: Any) -> None:
+    """Make the loaded token reach the request headers on every client release.
+
+    The config loaders (kubeconfig, service account) put the token in
+    ``api_key["authorization"]`` and refresh it there through ``refresh_api_key_hook``;
+    kubernetes 36's ``Configuration.auth_settings`` reads only ``api_key["BearerToken"]``,
+    so without this the requests go out with no ``Authorization`` header at all (35 and
+    earlier read either key). Mirror the token into ``BearerToken``, also after every
+    refresh, whenever the client would otherwise send none.
+    """
+    api_key = configuration.api_key
+    if "authorization" not in api_key or "BearerToken" in api_key:
+        return
+    if configuration.auth_settings():
+        return  # this release reads "authorization" itself
+    inner = configuration.refresh_api_key_hook
+
+    def refresh(conf: Any) -> None:
+        if inner is not None:
+            inner(conf)
+        if "authorization" in conf.api_key:
+            conf.api_key["BearerToken"] = conf.api_key["authorization"]
+
+    api_key["BearerToken"] = api_key["authorization"]
+    configuration.refresh_api_key_hook = refresh
+
+
 class KubernetesExecutor:
     """Scales a Deployment or StatefulSet (see the module docstring).
 
@@ -129,6 +156,7 @@ class KubernetesExecutor:
                 )
                 if namespace is None:
                     namespace = _context_namespace(k8s, config_file, context)
+            _bearer_token_compat(configuration)
         except (k8s.config.ConfigException, OSError) as exc:
             where = "the pod's service account" if in_cluster else "the kubeconfig"
             raise ConfigError(
