@@ -13,10 +13,11 @@ Owned here:
 
 Series: ``streamtrain_worker_records_consumed_total``,
 ``streamtrain_worker_records_trained_total``, ``streamtrain_worker_dead_letters_total``,
-``streamtrain_worker_commits_total``, ``streamtrain_worker_commit_failures_total``,
-``streamtrain_worker_stale_acks_total``, ``streamtrain_worker_local_queue_records``,
-``streamtrain_worker_in_flight_records``, and per ``{topic,partition}``
-``streamtrain_worker_partition_position`` and ``streamtrain_worker_partition_committed``.
+``streamtrain_worker_dead_letter_failures_total``, ``streamtrain_worker_commits_total``,
+``streamtrain_worker_commit_failures_total``, ``streamtrain_worker_stale_acks_total``,
+``streamtrain_worker_local_queue_records``, ``streamtrain_worker_in_flight_records``,
+and per ``{topic,partition}`` ``streamtrain_worker_partition_position`` and
+``streamtrain_worker_partition_committed``.
 """
 
 from __future__ import annotations
@@ -206,6 +207,11 @@ class WorkerCollector(Collector):
                 snap.records_trained,
             ),
             ("dead_letters", "Records sent to the dead-letter topic.", snap.dead_letters),
+            (
+                "dead_letter_failures",
+                "Dead letters the broker did not confirm (each is retried; alert on growth).",
+                snap.dead_letter_failures,
+            ),
             ("commits", "Successful offset commits.", snap.commits),
             ("commit_failures", "Failed offset commits (retried).", snap.commit_failures),
             ("stale_acks", "Acknowledgements for records no longer tracked.", snap.stale_acks),

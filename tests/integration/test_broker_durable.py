@@ -26,7 +26,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
         while len(ids) < RECORDS and time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
-                    ids.append(int(message.value()))
+                    ids.append(int(message.value() or b"-1"))
     finally:
         consumer.close()
     return ids
