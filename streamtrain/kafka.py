@@ -27,6 +27,7 @@ __all__ = [
     "create_topic",
     "describe_topics",
     "probe",
+    "replication_factor_for",
 ]
 
 
@@ -105,9 +106,14 @@ def cluster_replication_factor(admin: AdminClient, timeout_s: float = 10.0) -> i
             configured = int(entry.value)
     except (KafkaException, ValueError, TimeoutError):
         configured = None  # a broker that does not say (Tansu, an ACL): the fallback
-    if configured is None or configured < 1:
-        configured = 3
-    return min(configured, brokers)
+    return replication_factor_for(configured, brokers)
+
+
+def replication_factor_for(configured: int | None, brokers: int) -> int:
+    """``default.replication.factor`` as the brokers said (``None``: they did not), else
+    ``min(3, brokers)``; never more than there are brokers, never below 1."""
+    wanted = configured if configured is not None and configured >= 1 else 3
+    return max(min(wanted, brokers), 1)
 
 
 def create_topic(
