@@ -27,7 +27,7 @@ def _poll_until(dlq, predicate, what, timeout_s=90.0):
 def _dead_letters(bootstrap, topic):
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    keys = []
+    keys: list[bytes | None] = []
     deadline = time.monotonic() + 30
     try:
         while len(keys) < 2 and time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from streamtrain.testing import records
 def test_only_the_workers_own_topics_are_dead_lettered():
     """Issue #18 item 2: a peer's batch could make a worker create and write any
     ``<topic>.dlq``; records of a topic the worker does not read are refused."""
-    acknowledged = []
+    acknowledged: list[object] = []
     dlq = DeadLetterQueue(
         KafkaSettings(bootstrap="127.0.0.1:1"),  # never contacted: refused before producing
         ".dlq",
