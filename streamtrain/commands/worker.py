@@ -88,8 +88,9 @@ def shuffle_options(command: F) -> F:
             type=click.IntRange(min=1),
             default=10_000,
             show_default=True,
-            help="A forwarded batch not acknowledged this long goes to another peer or is "
-            "trained here.",
+            help="A forwarded batch the receiver has not queued this long, or whose "
+            "receiver fell silent this long, goes to another peer or is trained here (the "
+            "wait in a live receiver's queue does not count).",
         ),
         option(
             "--shuffle-heartbeat-interval-ms",

@@ -64,8 +64,8 @@ class ShuffleSettings:
     read locally that do not fit into ``queue_capacity_records`` go to an overflow
     buffer of at most ``overflow_capacity_records``, which the ForwardingUnit drains in
     batches of at most ``batch_records``. A receiver lets each sender have at most
-    ``credit_window_records`` un-acknowledged records; a forwarded batch not
-    acknowledged within ``ack_timeout_ms`` is re-routed or trained locally. With Kafka
+    ``credit_window_records`` un-acknowledged records; a forwarded batch its receiver
+    has not queued within ``ack_timeout_ms`` is re-routed or trained locally. With Kafka
     membership a worker renews its ``<job>.members`` record every
     ``heartbeat_interval_ms`` and counts a peer gone after ``heartbeat_timeout_ms``.
 

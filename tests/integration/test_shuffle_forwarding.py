@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from streamtrain import wire
-from streamtrain.errors import KafkaError
+from streamtrain.errors import KafkaError, StreamtrainError
 from streamtrain.ingest.tracker import OffsetTracker
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
@@ -22,6 +22,7 @@ from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.testing import RecordingAcknowledger, records
+from streamtrain.worker.shuffle_queue import ShuffleQueue
 from tests.integration.waiting import wait_for
 
 SMALL: dict[str, Any] = {
@@ -349,3 +350,40 @@ def test_the_origin_tracker_commits_only_past_records_acked_locally_or_remotely(
         wait_for(lambda: tracker.committable() == {("t", 0): 300}, what="remote ACKs")
     assert tracker.in_flight_records() == 0
     assert tracker.stale_acks == 0
+
+
+class _MembershipThatBreaks:
+    """A membership whose view raises an unexpected error once ``broken`` is set."""
+
+    def __init__(self):
+        self.broken = threading.Event()
+
+    def start(self, me):
+        pass
+
+    def peers(self):
+        if self.broken.is_set():
+            raise RuntimeError("membership view corrupted")
+        return {}
+
+    def close(self):
+        pass
+
+
+def test_a_dead_forwarding_thread_fails_the_worker_loudly():
+    """Issue #18 item 1: a forwarding thread that died must stop the worker with its
+    error, not leave batches in flight that can never be answered."""
+    settings = ShuffleSettings(job="job-f", worker_id="fragile", **SMALL)
+    acks = RecordingAcknowledger()
+    membership = _MembershipThatBreaks()
+    node = ShuffleNode(settings, acks, membership)
+    queue = ShuffleQueue(node, acks)
+    with node:
+        queue.put(records(0, 10))
+        assert queue.get(10, timeout_s=5) is not None
+        membership.broken.set()
+        wait_for(lambda: node.forwarding.failure is not None, what="the failure recorded")
+        with pytest.raises(StreamtrainError, match="membership view corrupted"):
+            queue.get(10, timeout_s=5)
+    alive = [t.name for t in threading.enumerate() if t.name == "forwarding-fragile"]
+    assert alive == []  # its sockets were closed, its thread is gone
