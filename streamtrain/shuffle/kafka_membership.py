@@ -12,8 +12,9 @@ factor). One background thread per worker does the producing and reading;
 
 A record cannot choose its own fate: one whose endpoints, CURVE key or heartbeat fields
 are unusable (:mod:`~streamtrain.shuffle.announcements`: a wildcard or unresolvable
-form of address, a key of the wrong length, a heartbeat time beyond the allowed clock
-skew ahead, an interval above the reader's own timeout) is dropped, counted in
+form of address, a key of the wrong length, a heartbeat time more than
+``MAX_CLOCK_SKEW_MS`` (or the heartbeat timeout, if longer) ahead, an interval above the
+reader's own timeout) is dropped, counted in
 ``invalid_records`` and logged once per worker and reason. A peer's timeout is the
 larger of the reader's and three of its intervals, so at most three times the
 reader's: no record keeps a dead worker live for longer.
@@ -38,9 +39,14 @@ from streamtrain.shuffle.announcements import heartbeat_problem
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.settings import check_heartbeat
 
-__all__ = ["KafkaMembership", "MembershipStats", "members_topic"]
+__all__ = ["MAX_CLOCK_SKEW_MS", "KafkaMembership", "MembershipStats", "members_topic"]
 
 _LOG = logging.getLogger(__name__)
+
+MAX_CLOCK_SKEW_MS = 30_000
+"""How far ahead of the reader's clock a heartbeat may be (at least the heartbeat
+timeout): hosts' clocks differ a little; a record from further ahead would stay "live"
+for as long as its writer liked."""
 
 
 def members_topic(job: str) -> str:
@@ -262,7 +268,7 @@ class KafkaMembership:
             record.heartbeat_at_ms,
             record.heartbeat_interval_ms,
             now_ms=now_ms,
-            max_skew_ms=self._timeout_ms,
+            max_skew_ms=max(self._timeout_ms, MAX_CLOCK_SKEW_MS),
             max_interval_ms=self._timeout_ms,
         )
         info: PeerInfo | None = None
