@@ -8,6 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROTOS := streamtrain/proto/data_plane.proto streamtrain/proto/control_plane.proto
+GRPC_PROTOS := streamtrain/proto/externalscaler.proto
 
 .PHONY: setup run test lint typecheck unit integration proto build-tools system-tools clean
 
@@ -44,9 +45,11 @@ build-tools:
 
 # Debian packages the tests use: docker-compose (1.29) validates docker/compose.yaml
 # without a Docker engine; chromium is the browser the dashboard test drives through
-# Playwright (Playwright never downloads a browser here).
+# Playwright (Playwright never downloads a browser here); prometheus gives `promtool`
+# (check and unit-test docker/prometheus/ rules) and the real Prometheus the scrape test
+# starts on a loopback port.
 system-tools:
-	$(call apt_install,$(if $(shell command -v docker-compose),,docker-compose) $(if $(shell command -v chromium),,chromium))
+	$(call apt_install,$(if $(shell command -v docker-compose),,docker-compose) $(if $(shell command -v chromium),,chromium) $(if $(shell command -v promtool),,prometheus))
 
 run: setup
 	$(BIN)/streamtrain demo
@@ -70,6 +73,7 @@ test: setup system-tools lint typecheck
 
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. $(PROTOS)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. $(GRPC_PROTOS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -22,6 +22,7 @@ from streamtrain import __version__
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.demo import demo
 from streamtrain.commands.forecast import forecast, trace
+from streamtrain.commands.keda import keda
 from streamtrain.commands.lag import lag
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
@@ -184,6 +185,7 @@ main.add_command(trace)
 main.add_command(scale)
 main.add_command(simulate)
 main.add_command(demo)
+main.add_command(keda)
 
 
 if __name__ == "__main__":  # pragma: no cover

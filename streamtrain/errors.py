@@ -20,7 +20,10 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     ├── SchemaError                     a wire message failed to parse or has a newer schema
     ├── TraceError                      a traffic trace file is missing or malformed
     ├── ForecastError                   a forecaster could not fit, predict, save or load
-    └── ExecutorError                   a scaling command could not be applied (retriable)
+    ├── ExecutorError                   a scaling command could not be applied (retriable)
+    └── ScalerError                     the KEDA external scaler cannot answer a request
+        ├── ScalerRequestError          bad scalerMetadata: no job, an unknown job or metric
+        └── PlanUnavailableError        no plan known for the job yet (retriable)
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ __all__ = [
     "ExecutorError",
     "ForecastError",
     "KafkaError",
+    "PlanUnavailableError",
     "PortInUseError",
+    "ScalerError",
+    "ScalerRequestError",
     "SchemaError",
     "StreamtrainError",
     "TraceError",
@@ -111,5 +117,21 @@ class ForecastError(StreamtrainError):
 
 class ExecutorError(StreamtrainError):
     """A scaling command could not be applied; retried by default, reported when it gives up."""
+
+    retriable = True
+
+
+class ScalerError(StreamtrainError):
+    """The KEDA external scaler (``streamtrain keda serve``) cannot answer a request."""
+
+
+class ScalerRequestError(ScalerError):
+    """KEDA's request is wrong: its ``scalerMetadata`` names no job, or a job or metric
+    this scaler does not know (answered as gRPC ``INVALID_ARGUMENT``)."""
+
+
+class PlanUnavailableError(ScalerError):
+    """No planned worker count is known for the job yet: the scaler is still reading
+    its topics, or nothing was published for the job (gRPC ``UNAVAILABLE``)."""
 
     retriable = True

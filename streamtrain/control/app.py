@@ -22,7 +22,8 @@ a Faust worker):
   default): ``/metrics``, ``/groups``, ``/groups/{group}/lag``, ``/health``;
 * optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
   samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
-  ``/planner``. Without a planner the app is exactly the lag app.
+  ``/planner``, its series on ``/metrics`` (:mod:`streamtrain.control.planner_metrics`).
+  Without a planner the app is exactly the lag app.
 
 The state the pieces share is a :class:`~streamtrain.control.service.LagService`. Faust is
 imported here only (and by the modules this one wires), so the rest of
@@ -43,6 +44,7 @@ from google.protobuf import json_format
 
 from streamtrain.config import KafkaSettings
 from streamtrain.control.planner_agent import PlannerAgent, add_planner
+from streamtrain.control.planner_metrics import PlannerCollector
 from streamtrain.control.publish import publish
 from streamtrain.control.service import LagAppSettings, LagService
 from streamtrain.control.web import add_pages
@@ -138,6 +140,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     if planner is not None:
         agent = PlannerAgent(Planner(planner))
         add_planner(app, service, agent, alerts, history_topic, history)
+        service.extra_collectors.append(PlannerCollector(agent))
     return app, service
 
 

@@ -6,7 +6,8 @@ Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
   groups and topics, the app id and topic names, the web address, the webhook, the
   request timeout, the monitor's settings, and the planner's when ``--plan-job`` is set).
 * :class:`LagService`: the :class:`~streamtrain.lag.monitor.LagMonitor` (over an
-  :class:`~streamtrain.lag.offsets.OffsetsReader`) and its Prometheus collector; the
+  :class:`~streamtrain.lag.offsets.OffsetsReader`) and its Prometheus collector (plus
+  ``extra_collectors``, e.g. the planner's, served on the same ``/metrics``); the
   bounded outbox of alerts not yet delivered (re-sent on the next tick; the oldest are
   dropped past ``ALERT_OUTBOX_LIMIT``) and the count of dropped reports; and the JSON
   bodies of ``/groups`` and ``/groups/{group}/lag``.
@@ -20,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.registry import Collector
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
@@ -84,6 +87,7 @@ class LagService:
         )
         self.monitor = LagMonitor(reader, settings.monitor)
         self.collector = LagCollector(self.monitor)
+        self.extra_collectors: list[Collector] = []  # served on /metrics too (the planner's)
         self.outbox: collections.deque[pb.Alert] = collections.deque(maxlen=ALERT_OUTBOX_LIMIT)
         self.restored = False
         self.dropped_reports = 0

@@ -11,12 +11,30 @@ registered by :mod:`streamtrain.control.planner_agent`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from streamtrain.control.service import LagService
 from streamtrain.lag.history_tables import HistoryTables
 
 __all__ = ["add_pages"]
+
+
+class _Extra(Collector):
+    """The service's extra collectors, as the list is when scraped (added after start-up)."""
+
+    def __init__(self, service: LagService) -> None:
+        self.service = service
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in list(self.service.extra_collectors):
+            yield from collector.collect()
 
 
 def add_pages(app: Any, service: LagService, history: HistoryTables) -> None:
@@ -25,6 +43,7 @@ def add_pages(app: Any, service: LagService, history: HistoryTables) -> None:
 
     registry = CollectorRegistry(auto_describe=True)
     registry.register(service.collector)
+    registry.register(_Extra(service))
 
     async def metrics(web: Any, request: Any) -> Any:
         body = await asyncio.to_thread(generate_latest, registry)

@@ -17,7 +17,12 @@ Series: ``streamtrain_worker_records_consumed_total``,
 ``streamtrain_worker_commit_failures_total``, ``streamtrain_worker_stale_acks_total``,
 ``streamtrain_worker_local_queue_records``, ``streamtrain_worker_in_flight_records``,
 and per ``{topic,partition}`` ``streamtrain_worker_partition_position`` and
-``streamtrain_worker_partition_committed``.
+``streamtrain_worker_partition_committed``; the shuffle's totals (0 without the
+shuffle): ``streamtrain_worker_shuffle_records_forwarded_total`` (own records a peer
+trained), ``streamtrain_worker_shuffle_records_received_total`` (a peer's records
+trained here), ``streamtrain_worker_shuffle_batches_timed_out_total``,
+``streamtrain_worker_shuffle_batches_rejected_total`` and the gauge
+``streamtrain_worker_shuffle_peers``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,12 +191,27 @@ class ThroughputReporter:
         self.stop()
 
 
-class WorkerCollector(Collector):
-    """The worker's Prometheus series, read from a fresh snapshot at each scrape."""
+_SHUFFLE_COUNTERS = (
+    ("records_forwarded", "Own records a peer trained and acknowledged (shuffle)."),
+    ("records_received", "Records of a peer trained here (shuffle)."),
+    ("batches_timed_out", "Forwarded batches re-routed after an ACK timeout (shuffle)."),
+    ("batches_rejected", "Forwarded batches a peer refused (shuffle)."),
+)
 
-    def __init__(self, metrics: WorkerMetrics, worker_id: str) -> None:
+
+class WorkerCollector(Collector):
+    """The worker's Prometheus series, read from a fresh snapshot at each scrape.
+    ``shuffle`` gives the shuffle's totals (``streamtrain.worker.run.shuffle_totals``)."""
+
+    def __init__(
+        self,
+        metrics: WorkerMetrics,
+        worker_id: str,
+        shuffle: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
         self.metrics = metrics
         self.worker_id = worker_id
+        self.shuffle = shuffle
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -251,13 +271,34 @@ class WorkerCollector(Collector):
             if progress.committed is not None:
                 committed.add_metric(key, progress.committed)
         yield from (position, committed)
+        yield from self._shuffle(worker)
+
+    def _shuffle(self, worker: list[str]) -> Iterator[Metric]:
+        totals = dict(self.shuffle()) if self.shuffle is not None else {}
+        for name, text in _SHUFFLE_COUNTERS:
+            family = CounterMetricFamily(
+                f"streamtrain_worker_shuffle_{name}", text, labels=["worker"]
+            )
+            family.add_metric(worker, totals.get(name, 0))
+            yield family
+        peers = GaugeMetricFamily(
+            "streamtrain_worker_shuffle_peers",
+            "Shuffle peers this worker knows.",
+            labels=["worker"],
+        )
+        peers.add_metric(worker, totals.get("peers", 0))
+        yield peers
 
 
 def serve_metrics(
-    metrics: WorkerMetrics, worker_id: str, port: int, host: str = "127.0.0.1"
+    metrics: WorkerMetrics,
+    worker_id: str,
+    port: int,
+    host: str = "127.0.0.1",
+    shuffle: Callable[[], Mapping[str, int]] | None = None,
 ) -> tuple[Any, threading.Thread]:
     """Serve ``/metrics`` for this worker; returns the server (``shutdown()`` it) and thread."""
     registry = CollectorRegistry()
-    registry.register(WorkerCollector(metrics, worker_id))
+    registry.register(WorkerCollector(metrics, worker_id, shuffle))
     server, thread = start_http_server(port, addr=host, registry=registry)
     return server, thread

@@ -14,6 +14,7 @@ Series (labels in braces):
   ``streamtrain_lag_group_status{group}``
 * ``streamtrain_lag_topic_records{group,topic}``,
   ``streamtrain_lag_topic_max_seconds{group,topic}``
+* ``streamtrain_lag_slo_violation_seconds`` (the SLO threshold: lag above it violates),
 * ``streamtrain_lag_up`` (1 when the last tick reached the broker),
   ``streamtrain_lag_fetch_seconds``, ``streamtrain_lag_compute_seconds`` (last tick)
 """
@@ -120,6 +121,12 @@ class LagCollector(Collector):
         yield from (lag_records, lag_seconds, rates, status)
         yield from (group_records, group_max, group_p99, group_rate, group_status)
         yield from (topic_records, topic_max)
+        slo = GaugeMetricFamily(
+            "streamtrain_lag_slo_violation_seconds",
+            "The SLO: lag seconds above this are a violation (KALE: 20 min).",
+        )
+        slo.add_metric([], self.monitor.settings.slo.violation_s)
+        yield slo
         up = GaugeMetricFamily("streamtrain_lag_up", "1 when the last tick reached the broker.")
         up.add_metric([], 1.0 if tick is not None and tick.error is None else 0.0)
         yield up

@@ -171,7 +171,8 @@ def run_worker(
             me = stack.enter_context(node).me
             log.info("shuffle (%s) at %s", node.unit.settings.policy.value, me.data_endpoint)
         stack.enter_context(consumer)
-        _publish(stack, kafka, settings, run, metrics, on_metrics_url)
+        totals = None if node is None else (lambda: shuffle_totals(node))
+        _publish(stack, kafka, settings, run, metrics, on_metrics_url, totals)
         if on_started is not None:
             on_started(consumer)
         steps = _train(consumer, app, settings.batch_records, run, metrics, queue, stop, started)
@@ -197,6 +198,7 @@ def _publish(
     run: WorkerRun,
     metrics: WorkerMetrics,
     on_metrics_url: Callable[[str], None] | None,
+    shuffle: Callable[[], Mapping[str, int]] | None = None,
 ) -> None:
     """Start the throughput samples and the Prometheus endpoint ``run`` asks for."""
     if run.throughput_topic:
@@ -219,7 +221,9 @@ def _publish(
             )
         )
     if run.metrics_port is not None:
-        server, _ = serve_metrics(metrics, settings.worker_id, run.metrics_port, run.metrics_host)
+        server, _ = serve_metrics(
+            metrics, settings.worker_id, run.metrics_port, run.metrics_host, shuffle
+        )
         stack.callback(server.server_close)
         stack.callback(server.shutdown)
         url = f"http://{run.metrics_host}:{server.server_port}/metrics"

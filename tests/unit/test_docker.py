@@ -42,7 +42,16 @@ def _config(compose_bin, path, *args):
 def test_compose_file_is_valid_and_has_kafka_control_and_workers(compose_bin):
     result = _config(compose_bin, COMPOSE, "--services")
     assert result.returncode == 0, result.stderr
-    assert set(result.stdout.split()) == {"kafka", "control", "worker"}
+    assert set(result.stdout.split()) == {"kafka", "control", "worker", "prometheus", "grafana"}
+
+
+def test_prometheus_and_grafana_get_the_shipped_config(compose_bin):
+    rendered = _config(compose_bin, COMPOSE).stdout
+    for source in ("prometheus/prometheus.yml", "prometheus/rules", "grafana/provisioning"):
+        assert str(ROOT / "docker" / source) in rendered, source
+        assert (ROOT / "docker" / source).exists(), source
+    # the workers serve /metrics where the scrape config looks for them
+    assert "--metrics-port" in rendered and "9100" in rendered
 
 
 def test_the_validator_rejects_a_broken_file(compose_bin, tmp_path):

@@ -74,3 +74,21 @@ def test_prometheus_series():
     assert 'streamtrain_worker_local_queue_records{worker="w1"} 6.0' in text
     assert 'streamtrain_worker_partition_position{partition="2",topic="t",worker="w1"} 10.0' in text
     assert 'streamtrain_worker_partition_committed{partition="2",topic="t",worker="w1"} 4.0' in text
+
+
+def test_prometheus_shuffle_series_are_zero_without_a_shuffle_and_its_totals_with_one():
+    metrics = WorkerMetrics()
+    plain = CollectorRegistry()
+    plain.register(WorkerCollector(metrics, "w1"))
+    text = generate_latest(plain).decode()
+    assert 'streamtrain_worker_shuffle_records_forwarded_total{worker="w1"} 0.0' in text
+    assert 'streamtrain_worker_shuffle_peers{worker="w1"} 0.0' in text
+    totals = {"peers": 3, "records_forwarded": 40, "records_received": 7, "batches_timed_out": 1}
+    shuffled = CollectorRegistry()
+    shuffled.register(WorkerCollector(metrics, "w2", lambda: totals))
+    text = generate_latest(shuffled).decode()
+    assert 'streamtrain_worker_shuffle_records_forwarded_total{worker="w2"} 40.0' in text
+    assert 'streamtrain_worker_shuffle_records_received_total{worker="w2"} 7.0' in text
+    assert 'streamtrain_worker_shuffle_batches_timed_out_total{worker="w2"} 1.0' in text
+    assert 'streamtrain_worker_shuffle_batches_rejected_total{worker="w2"} 0.0' in text
+    assert 'streamtrain_worker_shuffle_peers{worker="w2"} 3.0' in text

@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from streamtrain.lag.history import HwmHistory
 from streamtrain.lag.metrics import PartitionOffsets, compute_group_lag
+from streamtrain.lag.monitor import MonitorSettings
 from streamtrain.lag.prometheus import LagCollector
 from streamtrain.lag.report import group_lag_json
 
@@ -41,7 +42,7 @@ def test_json_has_the_contract_keys_and_null_for_unknown():
 
 def test_prometheus_exports_known_values_and_leaves_unknown_out():
     lag = _tick()
-    monitor = SimpleNamespace(latest={"g": lag}, last_tick=None)
+    monitor = SimpleNamespace(latest={"g": lag}, last_tick=None, settings=MonitorSettings())
     registry = CollectorRegistry()
     registry.register(LagCollector(monitor))  # type: ignore[arg-type]
     text = generate_latest(registry).decode()
@@ -49,3 +50,4 @@ def test_prometheus_exports_known_values_and_leaves_unknown_out():
     assert 'streamtrain_lag_records{group="g",partition="1"' not in text
     assert 'streamtrain_lag_group_records{group="g"} 8.0' in text
     assert "streamtrain_lag_up 0.0" in text  # no tick yet
+    assert "streamtrain_lag_slo_violation_seconds 1200.0" in text  # KALE's 20 min
