@@ -1,8 +1,10 @@
 """Thin, error-translating helpers over confluent-kafka's AdminClient.
 
 Owned here: probing a bootstrap address for a Metadata answer within a deadline,
-creating topics, and describing topics. Every confluent-kafka error is translated to
-:class:`streamtrain.errors.KafkaError` (or a subclass) with the topic named.
+creating topics (by default with the cluster's replication factor:
+:func:`cluster_replication_factor`), and describing topics. Every confluent-kafka error
+is translated to :class:`streamtrain.errors.KafkaError` (or a subclass) with the topic
+named.
 """
 
 from __future__ import annotations
@@ -12,12 +14,21 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
 
-__all__ = ["BrokerInfo", "TopicInfo", "create_topic", "describe_topics", "probe"]
+__all__ = [
+    "BrokerInfo",
+    "TopicInfo",
+    "cluster_replication_factor",
+    "create_topic",
+    "describe_topics",
+    "probe",
+    "replication_factor_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +88,55 @@ def describe_topics(settings: KafkaSettings, timeout_s: float = 10.0) -> tuple[T
     return probe(settings, timeout_s).topics
 
 
+def cluster_replication_factor(admin: AdminClient, timeout_s: float = 10.0) -> int:
+    """The replication factor a new topic should get on this cluster: its brokers'
+    ``default.replication.factor`` when they say, else ``min(3, brokers)``; never more
+    than there are brokers."""
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException:
+        return 1
+    brokers = max(len(metadata.brokers), 1)
+    configured: int | None = None
+    try:
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(min(metadata.brokers)))
+        futures = admin.describe_configs([resource], request_timeout=timeout_s)
+        entry = futures[resource].result(timeout=timeout_s).get("default.replication.factor")
+        if entry is not None and entry.value is not None:
+            configured = int(entry.value)
+    except (KafkaException, ValueError, TimeoutError):
+        configured = None  # a broker that does not say (Tansu, an ACL): the fallback
+    return replication_factor_for(configured, brokers)
+
+
+def replication_factor_for(configured: int | None, brokers: int) -> int:
+    """``default.replication.factor`` as the brokers said (``None``: they did not), else
+    ``min(3, brokers)``; never more than there are brokers, never below 1."""
+    wanted = configured if configured is not None and configured >= 1 else 3
+    return max(min(wanted, brokers), 1)
+
+
 def create_topic(
     settings: KafkaSettings,
     name: str,
     partitions: int,
     *,
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     config: dict[str, str] | None = None,
     timeout_s: float = 10.0,
     exist_ok: bool = False,
 ) -> TopicInfo:
-    """Create ``name`` and wait for the controller's answer."""
+    """Create ``name`` and wait for the controller's answer.
+
+    ``replication_factor=None`` takes the cluster's (:func:`cluster_replication_factor`).
+    """
     if not name or len(name) > 249:
         raise ConfigError(f"topic name {name!r} must have 1-249 characters")
     if partitions < 1:
         raise ConfigError(f"topic {name!r}: partitions must be at least 1, got {partitions}")
     admin = _admin(settings, timeout_s)
+    if replication_factor is None:
+        replication_factor = cluster_replication_factor(admin, timeout_s)
     new_topic = NewTopic(
         name,
         num_partitions=partitions,

@@ -13,9 +13,9 @@ benchmarks where the real component is not the thing under test.
 * :class:`RecordingAcknowledger`: an :class:`~streamtrain.records.Acknowledger` that
   records every acknowledged range and answers, per partition, which offsets are covered
   and the commit position a tracker would reach (the lowest offset at or above a start
-  that is not acknowledged), with :func:`merge_ranges`; for tests, benchmarks and the
-  shuffle's scripted worker (:mod:`streamtrain.experiments.shuffle_harness`) where ingest's
-  OffsetTracker is not the thing under test.
+  that is not acknowledged), with :func:`merge_ranges`; for tests and benchmarks where
+  ingest's OffsetTracker is not the thing under test (the shuffle's scripted worker,
+  :mod:`streamtrain.experiments.shuffle_harness`, uses the real tracker).
 
 Library code never imports this module (the shuffle's harness and experiment are
 scripted test processes, not library code). Importing it loads neither the scale nor

@@ -56,7 +56,15 @@ def shuffle_options(command: F) -> F:
             env="WORKER_SHUFFLE_HOST",
             default="127.0.0.1",
             show_default=True,
-            help="Address the shuffle sockets bind to and announce to peers.",
+            help="Address the shuffle sockets bind to and announce to peers. Beyond "
+            "loopback the shuffle authenticates with CURVE (see --shuffle-curve).",
+        ),
+        option(
+            "--shuffle-advertise-host",
+            env="WORKER_SHUFFLE_ADVERTISE_HOST",
+            default=None,
+            help="Address peers connect to, when it is not --shuffle-host (needed when "
+            "binding a wildcard such as 0.0.0.0).",
         ),
         option(
             "--shuffle-low-watermark-records",
@@ -80,8 +88,9 @@ def shuffle_options(command: F) -> F:
             type=click.IntRange(min=1),
             default=10_000,
             show_default=True,
-            help="A forwarded batch not acknowledged this long goes to another peer or is "
-            "trained here.",
+            help="A forwarded batch the receiver has not queued this long, or whose "
+            "receiver fell silent this long, goes to another peer or is trained here (the "
+            "wait in a live receiver's queue does not count).",
         ),
         option(
             "--shuffle-heartbeat-interval-ms",
@@ -102,10 +111,10 @@ def shuffle_options(command: F) -> F:
         option(
             "--shuffle-curve/--no-shuffle-curve",
             env="WORKER_SHUFFLE_CURVE",
-            default=False,
-            show_default=True,
+            default=None,
             help="Encrypt and authenticate shuffle traffic with ZeroMQ CURVE (a key pair "
-            "per run; peers accept only keys announced on <group>.members).",
+            "per run; peers accept only keys announced on <group>.members). Default: on "
+            "whenever --shuffle-host is not a loopback address, which requires it.",
         ),
     ]
     for decorate in reversed(options):
@@ -129,6 +138,7 @@ def shuffle_settings(
         batch_records=batch_records,
         queue_records=queue_records,
         host=opts.pop("shuffle_host"),
+        advertise_host=opts.pop("shuffle_advertise_host"),
         low_watermark_records=opts.pop("shuffle_low_watermark_records"),
         high_watermark_records=opts.pop("shuffle_high_watermark_records"),
         ack_timeout_ms=opts.pop("shuffle_ack_timeout_ms"),

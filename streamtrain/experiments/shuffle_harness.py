@@ -10,13 +10,20 @@ trainer, as the JSON spec says:
   "heartbeat_timeout_ms"}`` or ``{"kind": "static", "peers": [PeerInfo fields]}``;
 * ``source``: ``{"kind": "synthetic", "topic", "partition", "records", "record_bytes",
   "chunk_records"}`` (offsets 0..records-1), ``{"kind": "kafka", "bootstrap", "topic",
-  "partitions", "group", "commit_interval_s"}`` (assigned partitions, offsets committed
-  only up to the lowest record not acknowledged locally or remotely) or ``{"kind": "none"}``;
+  "partitions", "group", "commit_interval_s"}`` (assigned partitions, read from the
+  group's committed offsets, which advance only up to the lowest record not
+  acknowledged locally or remotely) or ``{"kind": "none"}``;
 * ``trainer``: ``{"records_per_s"}`` (0: as fast as it can), ``"batch_records"``,
   ``"torch"`` (a real SGD step on the payload bytes per batch) or ``null`` (no trainer);
 * ``out_dir``: where ``<worker>.trained`` (one ``partition first last`` line per
   contiguous run, flushed before the batch is acknowledged) and ``<worker>.status.json``
   (rewritten atomically every ``status_interval_s``) go.
+
+Acknowledgements go to ingest's real :class:`~streamtrain.ingest.tracker.OffsetTracker`
+(records handed out before they enter the shuffle, acknowledged when trained here or
+ACKed by a peer), and the Kafka source commits what it says is committable, as a worker
+does: the status reports both (``positions``: the tracker's next commit position per
+``topic:partition``; ``committed``: what was committed to Kafka).
 
 SIGTERM stops it cleanly (tombstone, LEFT, final status). It writes files only; it
 prints nothing.
@@ -39,12 +46,12 @@ from typing import Any, cast
 import numpy as np
 
 from streamtrain.config import KafkaSettings
+from streamtrain.ingest.tracker import OffsetTracker
 from streamtrain.records import RecordColumns, contiguous_runs
 from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import MemberDirectory, Membership, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
-from streamtrain.testing import RecordingAcknowledger
 
 __all__ = ["main", "settings_from_spec"]
 
@@ -87,9 +94,9 @@ class _Worker:
         self.settings = settings_from_spec(spec["settings"])
         self.out_dir = Path(spec["out_dir"])
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.acks = RecordingAcknowledger()
+        self.tracker = OffsetTracker()
         self.node = ShuffleNode(
-            self.settings, self.acks, _membership(spec["membership"], self.settings.job)
+            self.settings, self.tracker, _membership(spec["membership"], self.settings.job)
         )
         self.stop = threading.Event()
         self.source_done = False
@@ -101,6 +108,8 @@ class _Worker:
     # source ------------------------------------------------------------------------------
 
     def _put_all(self, columns: RecordColumns) -> bool:
+        for partition, first, last in contiguous_runs(columns.partitions, columns.offsets):
+            self.tracker.handed_out(columns.topic, partition, first, last)
         remaining: RecordColumns | None = columns
         while remaining is not None:
             if self.stop.is_set():
@@ -112,6 +121,7 @@ class _Worker:
         topic, partition = source["topic"], int(source["partition"])
         total, size = int(source["records"]), int(source.get("record_bytes", 200))
         chunk = int(source.get("chunk_records", 500))
+        self.tracker.assign(topic, partition, -1)
         for start in range(0, total, chunk):
             n = min(chunk, total - start)
             offsets = np.arange(start, start + n, dtype=np.int64)
@@ -138,7 +148,13 @@ class _Worker:
         consumer = Consumer(
             kafka.confluent_config(**{"group.id": source["group"], "enable.auto.commit": False})
         )
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+        starts = []
+        for tp in committed:
+            self.tracker.assign(topic, tp.partition, tp.offset)
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            starts.append(TopicPartition(topic, tp.partition, offset))
+        consumer.assign(starts)
         next_commit = time.monotonic()
         commit_interval_s = float(source.get("commit_interval_s", 0.5))
         try:
@@ -157,25 +173,25 @@ class _Worker:
                     if not self._put_all(columns):
                         break
                 if time.monotonic() >= next_commit:
-                    self._commit(consumer, topic, partitions)
+                    self._commit(consumer)
                     next_commit = time.monotonic() + commit_interval_s
-            self._commit(consumer, topic, partitions)
+            self._commit(consumer)
         finally:
             consumer.close()
 
-    def _commit(self, consumer: Any, topic: str, partitions: list[int]) -> None:
+    def _commit(self, consumer: Any) -> None:
+        """Commit what the tracker says is committable (as a worker's committer does)."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        offsets = []
-        for p in partitions:
-            position = self.acks.position(topic, p, 0)
-            if position > self.commits.get(p, 0):
-                offsets.append(TopicPartition(topic, p, position))
-        if offsets:
-            with contextlib.suppress(KafkaException):
-                consumer.commit(offsets=offsets, asynchronous=False)
-                for tp in offsets:
-                    self.commits[tp.partition] = tp.offset
+        positions = self.tracker.committable()
+        if not positions:
+            return
+        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        with contextlib.suppress(KafkaException):  # the broker is away: commit next time
+            consumer.commit(offsets=offsets, asynchronous=False)
+            self.tracker.mark_committed(positions)
+            for (_, partition), offset in positions.items():
+                self.commits[partition] = offset
 
     # trainer -----------------------------------------------------------------------------
 
@@ -216,9 +232,9 @@ class _Worker:
             "trained_records": self.trained_records,
             "unit": dataclasses.asdict(stats.unit),
             "forwarding": dataclasses.asdict(stats.forwarding),
-            "acked": {
-                f"{topic}:{partition}": self.acks.covered(topic, partition)
-                for topic, partition in self.acks.partitions()
+            "positions": {
+                f"{topic}:{partition}": _position(self.tracker, (topic, partition))
+                for topic, partition in sorted(self.tracker.assigned())
             },
             "committed": {str(p): offset for p, offset in self.commits.items()},
             "failure": None
@@ -229,6 +245,16 @@ class _Worker:
         temporary = target.with_suffix(".tmp")
         temporary.write_text(json.dumps(status))
         temporary.replace(target)
+
+
+def _position(tracker: OffsetTracker, key: tuple[str, int]) -> int | None:
+    """Where ``key``'s next commit would go: the committable position, or the last one
+    committed when nothing new is (``None``: nothing acknowledged yet)."""
+    committable = tracker.committable().get(key)
+    if committable is not None:
+        return committable
+    progress = tracker.progress().get(key)
+    return None if progress is None else progress.committed
 
 
 def _torch_step() -> Callable[[RecordColumns], None]:

@@ -106,7 +106,14 @@ class IngestConsumer:
         self.metrics.bind(self.tracker.progress, self._gauges)
         trained = acknowledge if acknowledge is not None else self.acknowledge
         self.dead_letters = (
-            DeadLetterQueue(kafka, settings.dlq_suffix, settings.worker_id, trained)
+            DeadLetterQueue(
+                kafka,
+                settings.dlq_suffix,
+                settings.worker_id,
+                trained,
+                topics=settings.topics,
+                metrics=self.metrics,
+            )
             if settings.dlq_suffix is not None
             else None
         )

@@ -30,6 +30,7 @@ class MetricsSnapshot:
     records_consumed: int = 0
     records_trained: int = 0
     dead_letters: int = 0
+    dead_letter_failures: int = 0
     commits: int = 0
     commit_failures: int = 0
     busy_s: float = 0.0  # time spent in training steps
@@ -57,6 +58,7 @@ class WorkerMetrics:
         self.records_consumed = 0
         self.records_trained = 0
         self.dead_letters = 0
+        self.dead_letter_failures = 0
         self.commits = 0
         self.commit_failures = 0
         self.busy_s = 0.0
@@ -76,6 +78,7 @@ class WorkerMetrics:
         consumed: int = 0,
         trained: int = 0,
         dead_letters: int = 0,
+        dead_letter_failures: int = 0,
         commits: int = 0,
         commit_failures: int = 0,
         busy_s: float = 0.0,
@@ -85,6 +88,7 @@ class WorkerMetrics:
             self.records_consumed += consumed
             self.records_trained += trained
             self.dead_letters += dead_letters
+            self.dead_letter_failures += dead_letter_failures
             self.commits += commits
             self.commit_failures += commit_failures
 
@@ -97,6 +101,7 @@ class WorkerMetrics:
                 records_consumed=self.records_consumed,
                 records_trained=self.records_trained,
                 dead_letters=self.dead_letters,
+                dead_letter_failures=self.dead_letter_failures,
                 commits=self.commits,
                 commit_failures=self.commit_failures,
                 busy_s=self.busy_s,

@@ -13,13 +13,14 @@ Owned here:
 
 Series: ``streamtrain_worker_records_consumed_total``,
 ``streamtrain_worker_records_trained_total``, ``streamtrain_worker_dead_letters_total``,
-``streamtrain_worker_commits_total``, ``streamtrain_worker_commit_failures_total``,
-``streamtrain_worker_stale_acks_total``, ``streamtrain_worker_local_queue_records``,
-``streamtrain_worker_in_flight_records``, and per ``{topic,partition}``
-``streamtrain_worker_partition_position`` and ``streamtrain_worker_partition_committed``;
-the shuffle's totals (0 without the shuffle): ``streamtrain_worker_shuffle_records_forwarded_total``
-(own records a peer trained), ``streamtrain_worker_shuffle_records_received_total``
-(a peer's records trained here), ``streamtrain_worker_shuffle_batches_timed_out_total``,
+``streamtrain_worker_dead_letter_failures_total``, ``streamtrain_worker_commits_total``,
+``streamtrain_worker_commit_failures_total``, ``streamtrain_worker_stale_acks_total``,
+``streamtrain_worker_local_queue_records``, ``streamtrain_worker_in_flight_records``,
+and per ``{topic,partition}`` ``streamtrain_worker_partition_position`` and
+``streamtrain_worker_partition_committed``; the shuffle's totals (0 without the
+shuffle): ``streamtrain_worker_shuffle_records_forwarded_total`` (own records a peer
+trained), ``streamtrain_worker_shuffle_records_received_total`` (a peer's records
+trained here), ``streamtrain_worker_shuffle_batches_timed_out_total``,
 ``streamtrain_worker_shuffle_batches_rejected_total`` and the gauge
 ``streamtrain_worker_shuffle_peers``.
 """
@@ -226,6 +227,11 @@ class WorkerCollector(Collector):
                 snap.records_trained,
             ),
             ("dead_letters", "Records sent to the dead-letter topic.", snap.dead_letters),
+            (
+                "dead_letter_failures",
+                "Dead letters the broker did not confirm (each is retried; alert on growth).",
+                snap.dead_letter_failures,
+            ),
             ("commits", "Successful offset commits.", snap.commits),
             ("commit_failures", "Failed offset commits (retried).", snap.commit_failures),
             ("stale_acks", "Acknowledgements for records no longer tracked.", snap.stale_acks),

@@ -8,9 +8,11 @@ Owned here: :class:`TfFeed`. ``feed.dataset`` is a ``tf.data.Dataset`` built wit
   requested. Do not put ``prefetch`` after it: prefetching asks for batches before the
   step on the previous one finished.
 * ``ack="callback"`` (Keras): pass ``feed.ack_callback()`` to ``model.fit``; it
-  acknowledges the oldest handed-out batch at the end of each training step, so it stays
-  right although Keras prefetches (``fit`` with TensorFlow 2.21 asked for two batches
-  beyond its last step in our tests: ``"next"`` would have acknowledged them untrained).
+  acknowledges the oldest handed-out batches at the end of each training step, so it
+  stays right although Keras prefetches (``fit`` with TensorFlow 2.21 asked for two
+  batches beyond its last step in our tests: ``"next"`` would have acknowledged them
+  untrained). With ``steps_per_execution=N`` Keras calls back once per N steps, naming
+  the first and the last step: the callback acknowledges that many batches.
 
 TensorFlow is an optional extra (``pip install 'streamtrain[tf]'``); it is imported only
 when a feed is built.
@@ -95,10 +97,13 @@ class TfFeed:
         for batch in batches:
             batch.ack()
 
-    def ack_oldest(self) -> None:
+    def ack_oldest(self, batches: int = 1) -> None:
+        """Acknowledge the ``batches`` oldest handed-out batches (fewer if fewer are out)."""
         with self._lock:
-            batch = self._outstanding.popleft() if self._outstanding else None
-        if batch is not None:
+            done = [
+                self._outstanding.popleft() for _ in range(min(batches, len(self._outstanding)))
+            ]
+        for batch in done:
             batch.ack()
 
     @property
@@ -118,15 +123,26 @@ class TfFeed:
         return self._dataset
 
     def ack_callback(self) -> Any:
-        """A Keras callback acknowledging one batch at the end of each training step."""
+        """A Keras callback acknowledging, at the end of each execution, one batch per
+        training step it ran (``steps_per_execution`` of them, or fewer at the end)."""
         if self.ack_mode != "callback":
             raise ConfigError("ack_callback() needs a feed built with ack='callback'")
         callback_base: Any = _import("keras").callbacks.Callback
         feed = self
 
         class StreamtrainAck(callback_base):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__()
+                self._first_step: int | None = None
+
+            def on_train_batch_begin(
+                self, batch: int, logs: Mapping[str, Any] | None = None
+            ) -> None:
+                self._first_step = batch
+
             def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-                feed.ack_oldest()
+                first, self._first_step = self._first_step, None
+                feed.ack_oldest(1 if first is None else max(batch - first + 1, 1))
 
         return StreamtrainAck()
 

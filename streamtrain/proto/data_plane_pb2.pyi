@@ -42,9 +42,11 @@ class BatchAck(_message.Message):
         STATUS_UNSPECIFIED: _ClassVar[BatchAck.Status]
         ACKED: _ClassVar[BatchAck.Status]
         REJECTED: _ClassVar[BatchAck.Status]
+        RECEIVED: _ClassVar[BatchAck.Status]
     STATUS_UNSPECIFIED: BatchAck.Status
     ACKED: BatchAck.Status
     REJECTED: BatchAck.Status
+    RECEIVED: BatchAck.Status
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]

@@ -3,7 +3,10 @@
 Owned here, pure (no I/O; the Faust app and tests feed it):
 
 * :func:`sample_problem`: why a sample cannot be used (wrong job, no worker id, a
-  negative or non-finite rate, ...), or ``None``.
+  negative, non-finite or absurd rate or pool size, an observation time beyond the
+  allowed clock skew in the future, ...), or ``None``. A sample is a claim by one worker:
+  one whose clock runs an hour ahead, or that reports a pool of four billion, must not
+  pin what the planner believes.
 * :func:`job_windows`: per-worker samples to job-level :class:`JobWindow` values. Samples
   are bucketed by ``observed_at_ms`` into ``bucket_s`` windows; within one bucket and one
   pool size (the sample's ``workers``) each worker counts once (a duplicate or a
@@ -29,7 +32,8 @@ Owned here, pure (no I/O; the Faust app and tests feed it):
 * :class:`SampleBook`: what the planner keeps: the samples of the last ``retention_s``
   (a sample older than that is late: dropped and counted), the closed job windows
   before them (the last ``windows_per_count`` per pool size, however old), and the
-  newest pool size a worker reported.
+  newest pool size a worker reported. Unusable samples are dropped and counted
+  (``rejected``; those from the future also in ``skewed``).
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class SampleSettings:
     min_distinct_workers: int = 3
     model_kind: str = "sync"
     prior_single_worker_records_per_s: float | None = None
+    max_clock_skew_s: float = 60.0
+    max_pool_workers: int = 10_000
+    max_records_per_s: float = 1e9
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.bucket_s) and self.bucket_s > 0):
@@ -97,6 +104,17 @@ class SampleSettings:
         rate = self.prior_single_worker_records_per_s
         if rate is not None and not (math.isfinite(rate) and rate > 0):
             raise ConfigError(f"the prior single-worker rate must be positive, got {rate}")
+        if not (math.isfinite(self.max_clock_skew_s) and self.max_clock_skew_s >= 0):
+            raise ConfigError(
+                f"the clock skew allowed is at least 0 s, got {self.max_clock_skew_s}"
+            )
+        if self.max_pool_workers < 1:
+            raise ConfigError(f"max_pool_workers must be at least 1, got {self.max_pool_workers}")
+        if not (math.isfinite(self.max_records_per_s) and self.max_records_per_s > 0):
+            raise ConfigError(f"max_records_per_s must be positive, got {self.max_records_per_s}")
+
+
+_DEFAULT_SETTINGS = SampleSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,20 +164,53 @@ def model_coefficients(kind: str) -> int:
     raise ConfigError(f"unknown throughput model {kind!r}")
 
 
-def sample_problem(sample: cp.ThroughputSample, job: str) -> str | None:
-    """Why ``sample`` cannot be used for ``job``, or ``None`` when it can."""
+def sample_problem(
+    sample: cp.ThroughputSample,
+    job: str,
+    *,
+    now_ms: float | None = None,
+    settings: SampleSettings | None = None,
+) -> str | None:
+    """Why ``sample`` cannot be used for ``job``, or ``None`` when it can.
+
+    ``settings`` bound the values (default :class:`SampleSettings`); with ``now_ms`` a
+    sample observed more than ``max_clock_skew_s`` in the future is refused too (times
+    on the book's clock: the model clock when the planner compresses time).
+    """
+    limits = settings or _DEFAULT_SETTINGS
     if sample.job != job:
         return f"sample for job {sample.job!r}, planning {job!r}"
     if not sample.worker_id:
         return "sample without a worker_id"
-    rate = sample.records_per_s_trained
-    if not math.isfinite(rate) or rate < 0:
-        return f"bad records_per_s_trained {rate} from {sample.worker_id}"
+    who = sample.worker_id
+    for name in ("records_per_s_trained", "records_per_s_consumed"):
+        rate = getattr(sample, name)
+        if not math.isfinite(rate) or not 0 <= rate <= limits.max_records_per_s:
+            return f"bad {name} {rate} from {who} (0..{limits.max_records_per_s:g} accepted)"
     if not math.isfinite(sample.window_s) or sample.window_s <= 0:
-        return f"bad window_s {sample.window_s} from {sample.worker_id}"
+        return f"bad window_s {sample.window_s} from {who}"
+    if sample.workers > limits.max_pool_workers:
+        return f"pool of {sample.workers} workers from {who} (at most {limits.max_pool_workers})"
+    if sample.HasField("busy_fraction") and not (
+        math.isfinite(sample.busy_fraction) and sample.busy_fraction >= 0
+    ):
+        return f"bad busy_fraction {sample.busy_fraction} from {who}"
     if sample.observed_at_ms <= 0:
-        return f"no observed_at_ms from {sample.worker_id}"
-    return None
+        return f"no observed_at_ms from {who}"
+    return None if now_ms is None else _from_the_future(sample, now_ms, limits)
+
+
+def _from_the_future(
+    sample: cp.ThroughputSample, now_ms: float, limits: SampleSettings
+) -> str | None:
+    """Why ``sample`` is observed too far in the future, or ``None``."""
+    if sample.observed_at_ms <= now_ms + limits.max_clock_skew_s * MS_PER_S:
+        return None
+    ahead_s = (sample.observed_at_ms - now_ms) / MS_PER_S
+    return (
+        f"sample from {sample.worker_id} observed {ahead_s:,.0f} s in the future (clock skew "
+        f"allowed: {limits.max_clock_skew_s:g} s)"
+    )
 
 
 MIN_BUSY_FRACTION = 0.1
@@ -274,13 +325,17 @@ class SampleBook:
         self._closed: dict[int, deque[JobWindow]] = {}
         self.accepted = 0
         self.rejected = 0
+        self.skewed = 0
         self.late = 0
         self.last_problem: str | None = None
         self.pool_size: tuple[float, int] | None = None  # (observed at s, workers)
 
     def add(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
         """Keep ``sample``; returns the reason when it is rejected or too late."""
-        problem = sample_problem(sample, self.job)
+        problem = sample_problem(sample, self.job, settings=self.settings)
+        if problem is None:
+            problem = _from_the_future(sample, now_s * MS_PER_S, self.settings)
+            self.skewed += problem is not None
         bucket_s = self.settings.bucket_s
         bucket_end_s = (_bucket(sample, bucket_s) + 1) * bucket_s
         if problem is None and bucket_end_s <= now_s - self.settings.retention_s:

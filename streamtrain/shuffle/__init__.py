@@ -14,10 +14,11 @@ assembles one worker. It imports nothing of ingest: both share
 them.
 
 Modules: ``policy`` (no ZeroMQ: the command line imports it), ``settings``,
-``watermarks``, ``receivers``, ``inflight``, ``frames`` (pure), ``codec``, ``unit``,
-``membership``, ``kafka_membership``, ``security``, ``sockets``, ``stats``,
-``mailbox``, ``forwarding``, ``node``. The scripted worker process and the KALE Table 2
-experiment that drive it live in :mod:`streamtrain.experiments`.
+``announcements``, ``watermarks``, ``receivers``, ``inflight``, ``frames`` (pure),
+``codec``, ``unit``, ``membership``, ``kafka_membership``, ``security``, ``sockets``,
+``replies``, ``stats``, ``mailbox``, ``forwarding``, ``node``. The scripted worker
+process and the KALE Table 2 experiment that drive it live in
+:mod:`streamtrain.experiments`.
 
 The names below are imported on first use (PEP 562), so that importing
 ``streamtrain.shuffle.policy`` loads no ZeroMQ.

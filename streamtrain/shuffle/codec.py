@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from streamtrain import wire
 from streamtrain.errors import SchemaError
@@ -36,13 +37,14 @@ __all__ = [
     "KIND_BATCH",
     "KIND_CREDIT",
     "KIND_STATE",
+    "BatchHeader",
     "DecodedBatch",
     "decode_batch",
     "decode_control",
     "encode_ack",
     "encode_batch",
-    "encode_grant",
     "encode_state",
+    "peek_batch",
 ]
 
 KIND_BATCH: Final = b"B"
@@ -69,6 +71,17 @@ class DecodedBatch:
     origin_worker: str
     sent_at_ms: int
     columns: RecordColumns
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """Who sent a ``RecordBatch`` and what it is, read whatever its schema version."""
+
+    schema_version: int
+    job: str
+    batch_id: str
+    origin_worker: str
+    topic: str
 
 
 def _varint(value: int) -> bytes:
@@ -148,6 +161,23 @@ def decode_batch(data: bytes | memoryview) -> DecodedBatch:
     )
 
 
+def peek_batch(data: bytes | memoryview) -> BatchHeader | None:
+    """The header of a ``RecordBatch`` frame, whatever its schema version; ``None`` if it
+    does not parse at all."""
+    message = RecordBatch()
+    try:
+        message.ParseFromString(data)  # type: ignore[arg-type]
+    except DecodeError:
+        return None
+    return BatchHeader(
+        schema_version=message.schema_version,
+        job=message.job,
+        batch_id=message.batch_id,
+        origin_worker=message.origin_worker,
+        topic=message.topic,
+    )
+
+
 def decode_control(
     kind: bytes, data: bytes | memoryview
 ) -> BatchAck | CreditGrant | WorkerStateEvent:
@@ -171,13 +201,6 @@ def encode_ack(
             reason=reason,
             acked_at_ms=at_ms,
         )
-    )
-
-
-def encode_grant(*, job: str, receiver: str, sender: str, records: int) -> bytes:
-    """A ``CreditGrant`` frame: ``receiver`` lets ``sender`` send ``records`` more."""
-    return wire.encode(
-        CreditGrant(job=job, receiver_worker=receiver, sender_worker=sender, credit_records=records)
     )
 
 

@@ -2,29 +2,33 @@
 
 The ForwardingUnit is responsible for:
 
-* its sockets, all created, used and closed on its one thread (pyzmq sockets are not
-  thread-safe): a ROUTER receiving ``RecordBatch`` frames and answering with
-  ``BatchAck``/``CreditGrant``; a DEALER per peer sending batches and reading the
-  answers; a PUB broadcasting this worker's ``WorkerStateEvent`` on every transition and
-  every ``state_rebroadcast_ms`` (late subscribers catch up); a SUB reading the peers'
-  events; with CURVE, the ZAP handler and the handshake monitors;
+* its sockets (:class:`~streamtrain.shuffle.sockets.PeerSockets`: a ROUTER for batches
+  in, per peer a DEALER for batches out and a SUB for that peer's events, a PUB for this
+  worker's state, with CURVE the ZAP handler), all created, used and closed on its one
+  thread; the state is broadcast on every transition and every ``state_rebroadcast_ms``
+  (late subscribers catch up, and peers hear that it is alive);
 * draining the ShuffleUnit's overflow: a receiver drawn uniformly from the available
-  list, at most the credit it granted, one protobuf batch at a time;
-* the brpc-style stream semantics (bookkept by
-  :class:`~streamtrain.shuffle.inflight.InFlightBatches`): a forwarded batch is
-  acknowledged to the offset tracker only when the receiver's ACK arrives; a rejection
-  or an ACK timeout puts it back in front of the overflow (re-routed, or trained
-  locally once there is room) and sets that receiver aside for a while; a peer that
-  leaves gets its batches re-routed at once;
-* dropping and counting every frame that does not parse, comes from a worker that is
-  not a member, or names another worker than the one that sent it. A well-formed batch
-  from a worker not (yet) a member is answered REJECTED ("unknown peer"), so a sender
-  that learned of this worker first retries at once rather than after its ACK timeout.
-  Every frame is counted in :class:`~streamtrain.shuffle.stats.ForwardingCounters`.
+  list, at most the credit it has left (the window less the records in flight to it:
+  ACK-clocked, so no lost message can leak credit), one batch at a time, cut to fit a
+  frame;
+* the brpc-style stream semantics (:class:`~streamtrain.shuffle.inflight.InFlightBatches`):
+  a forwarded batch is acknowledged to the offset tracker only when the receiver's ACK
+  arrives; once the receiver answered RECEIVED the ACK timeout measures the receiver's
+  silence, not the wait in its queue; a rejection or a timeout puts the batch back in
+  front of the overflow and sets that receiver aside for a while; a peer that leaves
+  gets its batches re-routed at once;
+* the receiver side: every frame checked (:mod:`~streamtrain.shuffle.frames`) and
+  counted (:class:`~streamtrain.shuffle.stats.ForwardingCounters`); a batch it cannot
+  take but may answer is answered REJECTED at once; answers go back on the routing id
+  the batch came with (:class:`~streamtrain.shuffle.replies.Replies`);
+* connecting only to peers whose sockets can be set up: a peer whose address or key
+  libzmq refuses is left out (logged, counted, tried again later), never a reason to
+  stop.
 
-The decisions live in pure collaborators (``receivers``: whom to send to and how much;
-``inflight``: what awaits an answer; ``frames``: which incoming frames count; ``unit``:
-what to send and what to accept); this module is their socket thread. It never blocks
+If its thread stops on an error, :attr:`ForwardingUnit.failure` says why (also when the
+thread ended without one), so the worker fails loudly instead of waiting for ACKs that
+can no longer come. The decisions live in pure collaborators (``receivers``,
+``inflight``, ``frames``, ``unit``); this module is their socket thread. It never blocks
 the trainer: the trainer and the consumer only touch the ShuffleUnit, which wakes this
 thread through its :class:`~streamtrain.shuffle.mailbox.Mailbox`.
 """
@@ -42,15 +46,17 @@ from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import (
     Drop,
+    Refusal,
     check_batch,
     check_control,
     check_event,
-    refusable_batch_id,
+    sender_of,
 )
 from streamtrain.shuffle.inflight import InFlightBatches
 from streamtrain.shuffle.mailbox import Mailbox
 from streamtrain.shuffle.membership import Membership, PeerInfo, new_incarnation
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
+from streamtrain.shuffle.replies import Replies
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.sockets import PeerSockets
 from streamtrain.shuffle.stats import Counters, ForwardingStats
@@ -61,6 +67,7 @@ __all__ = ["ForwardingStats", "ForwardingUnit"]
 _LOG = logging.getLogger(__name__)
 _MEMBERSHIP_SYNC_S = 0.1
 _REJECT_BACKOFF_S = 0.05
+_ANSWER_RETRY_S = 0.05  # how soon answers that could not go are tried again
 _MAX_FRAMES_PER_ROUND = 256
 
 
@@ -77,6 +84,7 @@ class ForwardingUnit:
     ) -> None:
         self._unit = unit
         self._settings: ShuffleSettings = unit.settings
+        settings = self._settings
         self._membership = membership
         self._incarnation = incarnation if incarnation is not None else new_incarnation()
         self._receivers = ReceiverList(self._settings.credit_window_records, seed=seed)
@@ -89,9 +97,14 @@ class ForwardingUnit:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._me: PeerInfo | None = None
-        self._in_flight = InFlightBatches(self._incarnation, self._settings.ack_timeout_s)
+        self._in_flight = InFlightBatches(
+            self._incarnation, settings.ack_timeout_s, settings.max_queued_s
+        )
         self._members: dict[str, PeerInfo] = {}
         self._members_by_key: dict[bytes, str] = {}
+        self._replies = Replies(
+            settings.job, settings.worker_id, settings.ack_timeout_s, self._count
+        )
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -107,7 +120,7 @@ class ForwardingUnit:
             target=self._run, name=f"forwarding-{self._settings.worker_id}", daemon=True
         )
         self._thread.start()
-        if not self._ready.wait(timeout_s) or self._me is None:
+        if not self._ready.wait(timeout_s) or self._me is None or self._failure is not None:
             self._stop.set()
             raise StreamtrainError(
                 f"forwarding unit of {self._settings.worker_id} did not bind within "
@@ -131,6 +144,12 @@ class ForwardingUnit:
             self._mailbox.wake()
             if self._thread is not None:
                 self._thread.join(timeout_s)
+                if self._thread.is_alive():
+                    _LOG.error(
+                        "forwarding thread of %s did not stop within %g s",
+                        self._settings.worker_id,
+                        timeout_s,
+                    )
                 self._thread = None
             self._mailbox.close()
 
@@ -143,8 +162,16 @@ class ForwardingUnit:
 
     @property
     def failure(self) -> BaseException | None:
-        """The error that stopped the unit's thread, if one did."""
-        return self._failure
+        """Why the unit's thread stopped while it should run (``None``: it runs, or was
+        stopped)."""
+        if self._failure is not None:
+            return self._failure
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and not self._stop.is_set():
+            return StreamtrainError(
+                f"the forwarding thread of {self._settings.worker_id} ended unexpectedly"
+            )
+        return None
 
     def known_peers(self) -> list[str]:
         """The peers the unit's thread currently connects to, by worker id."""
@@ -156,35 +183,42 @@ class ForwardingUnit:
     # the thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        sockets: PeerSockets | None = None
         try:
-            with PeerSockets(self._settings) as sockets:
-                self._me = PeerInfo(
-                    worker_id=self._settings.worker_id,
-                    data_endpoint=sockets.data_endpoint,
-                    event_endpoint=sockets.event_endpoint,
-                    incarnation=self._incarnation,
-                    curve_public_key=(
-                        None if self._settings.curve is None else self._settings.curve.public_key
-                    ),
-                )
-                if self._settings.curve is not None:
-                    sockets.start_zap(self._allowed_keys)
-                self._ready.set()
-                self._loop(sockets)
-        except Exception as exc:  # noqa: BLE001 - recorded for the owner, who asks failure
-            self._failure = exc
+            sockets = PeerSockets(self._settings)
+            self._me = PeerInfo(
+                worker_id=self._settings.worker_id,
+                data_endpoint=sockets.data_endpoint,
+                event_endpoint=sockets.event_endpoint,
+                incarnation=self._incarnation,
+                curve_public_key=(
+                    None if self._settings.curve is None else self._settings.curve.public_key
+                ),
+            )
+            if self._settings.curve is not None:
+                sockets.start_zap(self._allowed_keys)
             self._ready.set()
+            self._loop(sockets)
+        except Exception as exc:  # noqa: BLE001 - recorded for the owner, who asks failure
+            self._failure = exc  # before closing: nobody must wait on a dead thread
             _LOG.exception("forwarding unit of %s failed", self._settings.worker_id)
+        finally:
+            self._ready.set()
+            if sockets is not None:
+                try:
+                    sockets.close()
+                except zmq.ZMQError:
+                    _LOG.exception("closing the shuffle sockets of %s", self._settings.worker_id)
 
     def _loop(self, sockets: PeerSockets) -> None:
         poller = zmq.Poller()
         poller.register(sockets.router, zmq.POLLIN)
-        poller.register(sockets.sub, zmq.POLLIN)
         poller.register(self._mailbox.fd, zmq.POLLIN)
         for extra in sockets.extra_readers():
             poller.register(extra, zmq.POLLIN)
         self._publish(sockets, WorkerStateEvent.JOINED)
         next_sync = next_broadcast = 0.0
+        heard_at = self._receivers.heard_at
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= next_sync:
@@ -195,21 +229,25 @@ class ForwardingUnit:
                 next_broadcast = now + self._settings.state_rebroadcast_ms / 1000.0
             self._expire(now)
             self._forward(sockets)
+            self._replies.resend(sockets.router, self._members, now)
             timeout_s = min(next_sync, next_broadcast) - time.monotonic()
-            deadline = self._in_flight.next_deadline()
+            deadline = self._in_flight.next_deadline(heard_at)
             if deadline is not None:
                 timeout_s = min(timeout_s, deadline - now)
+            if self._replies.pending:
+                timeout_s = min(timeout_s, _ANSWER_RETRY_S)
             ready = dict(poller.poll(max(int(timeout_s * 1000), 0) + 1))
             if self._mailbox.fd in ready:
                 self._mailbox.woken()
             self._answer_mailbox(sockets)
             if sockets.router in ready:
                 self._read_router(sockets)
-            if sockets.sub in ready:
-                self._read_events(sockets)
-            for worker, socket in list(sockets.dealers.items()):
-                if socket in ready:
-                    self._read_dealer(worker, socket)
+            for worker, sub in list(sockets.subs.items()):
+                if sub in ready:
+                    self._read_events(worker, sub)
+            for worker, dealer in list(sockets.dealers.items()):
+                if dealer in ready:
+                    self._read_dealer(worker, dealer)
             sockets.handle_security(ready, self._count)
         self._publish(sockets, WorkerStateEvent.LEFT)
 
@@ -223,17 +261,24 @@ class ForwardingUnit:
             return
         if self._settings.curve is not None:
             members = {w: p for w, p in members.items() if p.curve_public_key is not None}
+        now = time.monotonic()
+        members = {w: p for w, p in members.items() if not sockets.refused_recently(p, now)}
         diff = self._receivers.sync(members)
         for info in diff.removed:
-            sockets.disconnect(info, poller)
+            sockets.disconnect(info.worker_id, poller)
             self._ledger.reset(info.worker_id)
             self._reroute_from(info.worker_id)
-        for info in diff.added:
-            sockets.connect(info, poller)
+        unreachable = [info for info in diff.added if not sockets.connect(info, poller, now)]
+        for info in unreachable:
+            self._count.peers_unreachable += 1
+            del members[info.worker_id]
+        if unreachable:
+            self._receivers.sync(members)
         self._members = members
         self._members_by_key = {
             p.curve_public_key: w for w, p in members.items() if p.curve_public_key is not None
         }
+        self._replies.keep_only(members)
         if diff.added or diff.removed:
             self._unit.set_peer_count(len(members))
 
@@ -258,11 +303,15 @@ class ForwardingUnit:
             if not self._unit.has_overflow():
                 return
             now = time.monotonic()
-            receiver = self._receivers.choose(now, settings.policy)
+            in_flight = self._in_flight.records_to()
+            receiver = self._receivers.choose(now, settings.policy, in_flight)
             if receiver is None:
                 return
-            budget = min(settings.batch_records, self._receivers.credit(receiver))
-            columns = self._unit.pop_overflow(budget)
+            budget = min(
+                settings.batch_records,
+                self._receivers.credit(receiver, in_flight.get(receiver, 0)),
+            )
+            columns = self._unit.pop_overflow(budget, settings.max_frame_bytes)
             if columns is None:
                 return
             batch_id = self._in_flight.next_id()
@@ -277,22 +326,17 @@ class ForwardingUnit:
                 sockets.dealers[receiver].send_multipart(
                     [codec.KIND_BATCH, frame], flags=zmq.NOBLOCK, copy=False
                 )
-            except zmq.Again:
+            except zmq.ZMQError:  # EAGAIN: not connected yet, or its pipe is full
                 self._unit.return_overflow(columns)
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
                 continue
-            self._receivers.spend(receiver, len(columns))
             self._in_flight.sent(batch_id, receiver, columns, now)
             self._count.batches_sent += 1
             self._count.records_sent += len(columns)
             self._count.bytes_sent += len(frame)
 
     def _expire(self, now: float) -> None:
-        for flight in self._in_flight.expired(now):
-            # The receiver may never have admitted the batch (it dropped a frame from a
-            # peer it did not know yet): without the refund its credit would be gone for
-            # good. If it did admit it, its ledger rejects whatever goes beyond its window.
-            self._receivers.refund(flight.receiver, len(flight.columns))
+        for flight in self._in_flight.expired(now, self._receivers.heard_at):
             self._receivers.suppress(flight.receiver, now + 2 * self._settings.ack_timeout_s)
             self._unit.return_overflow(flight.columns)
             self._count.batches_timed_out += 1
@@ -323,95 +367,69 @@ class ForwardingUnit:
         if state_changed:
             self._publish_state(sockets)  # the current state covers every change
         for origin, batch_id, records in trained:
-            self._answer(sockets, origin, batch_id, BatchAck.ACKED, "")
-            grant = self._ledger.trained(origin, records)
-            if grant:
-                self._grant(sockets, origin, grant)
-
-    def _answer(
-        self,
-        sockets: PeerSockets,
-        origin: str,
-        batch_id: str,
-        status: BatchAck.Status,
-        reason: str,
-    ) -> None:
-        ack = codec.encode_ack(
-            job=self._settings.job,
-            batch_id=batch_id,
-            receiver=self._settings.worker_id,
-            status=status,
-            reason=reason,
-            at_ms=time.time_ns() // 1_000_000,
-        )
-        self._to_peer(sockets, origin, codec.KIND_ACK, ack)
-
-    def _grant(self, sockets: PeerSockets, sender: str, records: int) -> None:
-        grant = codec.encode_grant(
-            job=self._settings.job,
-            receiver=self._settings.worker_id,
-            sender=sender,
-            records=records,
-        )
-        self._to_peer(sockets, sender, codec.KIND_CREDIT, grant)
-
-    def _to_peer(self, sockets: PeerSockets, worker: str, kind: bytes, payload: bytes) -> None:
-        try:
-            sockets.router.send_multipart([worker.encode(), kind, payload], flags=zmq.NOBLOCK)
-        except zmq.Again:
-            # the sender's pipe is full or gone: it times the batch out and re-routes it
-            self._count.control_send_failures += 1
+            self._ledger.trained(origin, records)
+            self._replies.send(sockets.router, origin, batch_id, BatchAck.ACKED)
 
     # receiving -------------------------------------------------------------------------
 
-    def _dropped(self, drop: Drop) -> None:
-        if drop is Drop.MALFORMED:
-            self._count.malformed_frames_dropped += 1
-        else:
-            self._count.unknown_peer_frames_dropped += 1
-
     def _read_router(self, sockets: PeerSockets) -> None:
-        curve = self._settings.curve is not None
+        settings = self._settings
+        curve = settings.curve is not None
         for _ in range(_MAX_FRAMES_PER_ROUND):
             try:
                 frames = sockets.router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(frames) != 3 or frames[1].bytes != codec.KIND_BATCH:
-                self._dropped(Drop.MALFORMED)
+            sender = sender_of(frames[0].bytes)
+            if len(frames) != 3 or frames[1].bytes != codec.KIND_BATCH or sender is None:
+                self._count.dropped(Drop.MALFORMED)
                 continue
-            sender = frames[0].bytes.decode("utf-8", errors="replace")
-            payload = frames[2].buffer
+            route, payload = frames[0].bytes, frames[2].buffer
             batch = check_batch(
                 sender,
                 payload,
                 members=self._members,
-                job=self._settings.job,
+                job=settings.job,
                 curve=curve,
-                user_id=frames[1].get("User-Id") if curve else None,
+                user_id=frames[2].get("User-Id") if curve else None,
+                topics=settings.topics or None,
             )
-            if isinstance(batch, Drop):
-                self._dropped(batch)
-                refused = (
-                    refusable_batch_id(sender, payload, job=self._settings.job)
-                    if batch is Drop.NOT_A_MEMBER
-                    else None
+            if isinstance(batch, Refusal):
+                self._count.dropped(batch.why)
+                self._replies.send(
+                    sockets.router,
+                    sender,
+                    batch.batch_id,
+                    BatchAck.REJECTED,
+                    batch.reason,
+                    route=route,
                 )
-                if refused is not None:
-                    self._answer(sockets, sender, refused, BatchAck.REJECTED, "unknown peer")
                 continue
-            records = len(batch.columns)
-            if not self._ledger.admit(sender, records):
-                self._count.credit_violations += 1
-                self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "no credit")
-            elif self._unit.deliver_remote(sender, batch.batch_id, batch.columns):
-                self._count.batches_received += 1
-                self._count.records_received += records
-                self._count.bytes_received += len(payload)
-            else:
-                self._ledger.release(sender, records)  # the sender refunds a rejected batch
-                self._count.batches_refused += 1
-                self._answer(sockets, sender, batch.batch_id, BatchAck.REJECTED, "not receiving")
+            if isinstance(batch, Drop):
+                self._count.dropped(batch)
+                continue
+            self._replies.remember(sender, route)
+            self._take(sockets, sender, batch, len(payload))
+
+    def _take(
+        self, sockets: PeerSockets, sender: str, batch: codec.DecodedBatch, size: int
+    ) -> None:
+        records = len(batch.columns)
+        if self._unit.holds_remote(sender, batch.batch_id):
+            status, reason = BatchAck.RECEIVED, ""  # the same frame twice: queued once
+        elif not self._ledger.admit(sender, records):
+            self._count.credit_violations += 1
+            status, reason = BatchAck.REJECTED, "no credit"
+        elif self._unit.deliver_remote(sender, batch.batch_id, batch.columns):
+            self._count.batches_received += 1
+            self._count.records_received += records
+            self._count.bytes_received += size
+            status, reason = BatchAck.RECEIVED, ""
+        else:
+            self._ledger.release(sender, records)
+            self._count.batches_refused += 1
+            status, reason = BatchAck.REJECTED, "not receiving"
+        self._replies.send(sockets.router, sender, batch.batch_id, status, reason)
 
     def _read_dealer(self, receiver: str, socket: zmq.Socket[bytes]) -> None:
         for _ in range(_MAX_FRAMES_PER_ROUND):
@@ -420,18 +438,20 @@ class ForwardingUnit:
             except zmq.Again:
                 return
             if isinstance(message, Drop):
-                self._dropped(message)
-            elif isinstance(message, BatchAck):
+                self._count.dropped(message)
+                continue
+            self._receivers.heard(receiver, time.monotonic())
+            if isinstance(message, BatchAck):
                 self._on_ack(receiver, message)
-            else:
-                self._receivers.on_credit(receiver, int(message.credit_records))
+            # a CreditGrant comes from an older worker: credit is ACK-clocked, nothing to do
 
     def _on_ack(self, receiver: str, ack: BatchAck) -> None:
-        flight = (
-            self._in_flight.answered(ack.batch_id, receiver)
-            if ack.receiver_worker == receiver
-            else None
-        )
+        now = time.monotonic()
+        if ack.status == BatchAck.RECEIVED:
+            if not self._in_flight.received(ack.batch_id, receiver, now):
+                self._count.late_acks += 1
+            return
+        flight = self._in_flight.answered(ack.batch_id, receiver)
         if flight is None:
             self._count.late_acks += 1
             if ack.status == BatchAck.ACKED:
@@ -441,28 +461,28 @@ class ForwardingUnit:
             self._unit.ack_forwarded(flight.columns)
             self._count.batches_acked += 1
             self._count.records_acked += len(flight.columns)
-            self._counters.add_rtt((time.monotonic() - flight.sent_at) * 1000.0)
+            self._counters.add_rtt((now - flight.sent_at) * 1000.0)
         else:
             self._count.batches_rejected += 1
-            self._receivers.refund(receiver, len(flight.columns))
-            self._receivers.suppress(receiver, time.monotonic() + _REJECT_BACKOFF_S)
+            self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
             self._unit.return_overflow(flight.columns)
 
-    def _read_events(self, sockets: PeerSockets) -> None:
+    def _read_events(self, peer: str, socket: zmq.Socket[bytes]) -> None:
         for _ in range(_MAX_FRAMES_PER_ROUND):
             try:
-                frames = sockets.sub.recv_multipart(flags=zmq.NOBLOCK)
+                frames = socket.recv_multipart(flags=zmq.NOBLOCK)
             except zmq.Again:
                 return
-            event = check_event(frames, members=self._members, job=self._settings.job)
+            event = check_event(frames, peer=peer, job=self._settings.job)
             if isinstance(event, Drop):
-                self._dropped(event)
+                self._count.dropped(event)
                 continue
+            self._receivers.heard(peer, time.monotonic())
             self._count.events_received += 1
             if event.state == WorkerStateEvent.LEFT:
-                self._receivers.on_left(event.worker_id)
-                self._reroute_from(event.worker_id)
+                self._receivers.on_left(peer)
+                self._reroute_from(peer)
             elif event.state in (WorkerStateEvent.RECEIVING, WorkerStateEvent.NOT_RECEIVING):
                 receiving = event.state == WorkerStateEvent.RECEIVING
-                if not self._receivers.on_state(event.worker_id, receiving, event.sequence):
+                if not self._receivers.on_state(peer, receiving, event.sequence):
                     self._count.stale_events += 1

@@ -6,8 +6,18 @@ interval and a tombstone on a clean exit; every worker reads the topic from the 
 and keeps the latest record per key. A peer is live while its last heartbeat is younger
 than the timeout (its age is taken when the record is read, so history replayed at
 start-up does not revive dead workers); a tombstone removes it at once. No central
-service: the topic is the only shared state. One background thread per worker does the
-producing and reading; :meth:`KafkaMembership.peers` is a thread-safe snapshot.
+service: the topic is the only shared state (created with the cluster's replication
+factor). One background thread per worker does the producing and reading;
+:meth:`KafkaMembership.peers` is a thread-safe snapshot.
+
+A record cannot choose its own fate: one whose endpoints, CURVE key or heartbeat fields
+are unusable (:mod:`~streamtrain.shuffle.announcements`: a wildcard or unresolvable
+form of address, a key of the wrong length, a heartbeat time more than
+``MAX_CLOCK_SKEW_MS`` (or the heartbeat timeout, if longer) ahead, an interval above the
+reader's own timeout) is dropped, counted in
+``invalid_records`` and logged once per worker and reason. A peer's timeout is the
+larger of the reader's and three of its intervals, so at most three times the
+reader's: no record keeps a dead worker live for longer.
 """
 
 from __future__ import annotations
@@ -25,12 +35,18 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, KafkaError, SchemaError
 from streamtrain.kafka import create_topic
 from streamtrain.proto.data_plane_pb2 import Member
+from streamtrain.shuffle.announcements import heartbeat_problem
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.settings import check_heartbeat
 
-__all__ = ["KafkaMembership", "MembershipStats", "members_topic"]
+__all__ = ["MAX_CLOCK_SKEW_MS", "KafkaMembership", "MembershipStats", "members_topic"]
 
 _LOG = logging.getLogger(__name__)
+
+MAX_CLOCK_SKEW_MS = 30_000
+"""How far ahead of the reader's clock a heartbeat may be (at least the heartbeat
+timeout): hosts' clocks differ a little; a record from further ahead would stay "live"
+for as long as its writer liked."""
 
 
 def members_topic(job: str) -> str:
@@ -44,6 +60,7 @@ class MembershipStats:
     malformed_records: int
     expired_peers: int
     tombstones_read: int
+    invalid_records: int = 0
 
 
 @dataclass(slots=True)
@@ -73,6 +90,7 @@ class KafkaMembership:
         self._interval_s = heartbeat_interval_ms / 1000.0
         self._interval_ms = heartbeat_interval_ms
         self._timeout_s = heartbeat_timeout_ms / 1000.0
+        self._timeout_ms = heartbeat_timeout_ms
         self._clock = clock
         self._wall_ms = wall_clock_ms
         self._lock = threading.Lock()
@@ -88,6 +106,8 @@ class KafkaMembership:
         self._malformed = 0
         self._expired = 0
         self._tombstones = 0
+        self._invalid = 0
+        self._logged: dict[str, str] = {}  # worker -> the last reason logged for it
 
     @property
     def topic(self) -> str:
@@ -96,7 +116,7 @@ class KafkaMembership:
     def start(self, me: PeerInfo) -> None:
         """Create the topic if needed, announce ``me`` and start reading."""
         self._me = me
-        create_topic(
+        create_topic(  # with the cluster's replication factor
             self._kafka,
             self._topic,
             1,
@@ -149,7 +169,12 @@ class KafkaMembership:
     def stats(self) -> MembershipStats:
         with self._lock:
             return MembershipStats(
-                self._heartbeats, self._read, self._malformed, self._expired, self._tombstones
+                self._heartbeats,
+                self._read,
+                self._malformed,
+                self._expired,
+                self._tombstones,
+                self._invalid,
             )
 
     def close(self) -> None:
@@ -233,18 +258,33 @@ class KafkaMembership:
             return
         try:
             record = wire.decode(Member, value)
-            info = PeerInfo(
-                worker_id=record.worker_id,
-                data_endpoint=record.data_endpoint,
-                event_endpoint=record.event_endpoint,
-                incarnation=record.incarnation,
-                curve_public_key=record.curve_public_key.encode("ascii") or None,
-            )
-        except (SchemaError, ConfigError, UnicodeEncodeError):
+        except SchemaError:
             self._malformed += 1
             return
         if record.job != self._job or record.worker_id != worker:
             self._malformed += 1
+            return
+        problem = heartbeat_problem(
+            record.heartbeat_at_ms,
+            record.heartbeat_interval_ms,
+            now_ms=now_ms,
+            max_skew_ms=max(self._timeout_ms, MAX_CLOCK_SKEW_MS),
+            max_interval_ms=self._timeout_ms,
+        )
+        info: PeerInfo | None = None
+        if problem is None:
+            try:
+                info = PeerInfo(
+                    worker_id=record.worker_id,
+                    data_endpoint=record.data_endpoint,
+                    event_endpoint=record.event_endpoint,
+                    incarnation=record.incarnation,
+                    curve_public_key=record.curve_public_key.encode("ascii") or None,
+                )
+            except (ConfigError, UnicodeEncodeError) as exc:
+                problem = str(exc)
+        if info is None:
+            self._refuse(worker, problem or "unusable record")
             return
         age_s = max(0.0, (now_ms - record.heartbeat_at_ms) / 1000.0)
         timeout_s = max(self._timeout_s, 3 * record.heartbeat_interval_ms / 1000.0)
@@ -252,3 +292,12 @@ class KafkaMembership:
         if previous is not None and previous.info.incarnation > info.incarnation:
             return  # a late record of an earlier incarnation
         self._seen[worker] = _Seen(info, now - age_s, timeout_s)
+        self._logged.pop(worker, None)
+
+    def _refuse(self, worker: str, problem: str) -> None:
+        """Drop ``worker``'s record (and any older view of it); log each new reason once."""
+        self._invalid += 1
+        self._seen.pop(worker, None)
+        if self._logged.get(worker) != problem:
+            self._logged[worker] = problem
+            _LOG.warning("ignoring the %s record of %r: %s", self._topic, worker, problem)

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from streamtrain.errors import ConfigError
+from streamtrain.shuffle.announcements import (
+    curve_key_problem,
+    endpoint_problem,
+    worker_id_problem,
+)
 
 __all__ = ["MemberDirectory", "Membership", "PeerInfo", "StaticMembership", "new_incarnation"]
 
@@ -31,6 +36,8 @@ class PeerInfo:
 
     ``curve_public_key`` is the Z85 key its sockets serve with (``None`` without CURVE);
     ``incarnation`` changes on every restart, so peers reset what they knew about it.
+    Every field is checked here (:mod:`~streamtrain.shuffle.announcements`), so a peer
+    that announced something unusable never reaches the sockets: :class:`ConfigError`.
     """
 
     worker_id: str
@@ -40,11 +47,19 @@ class PeerInfo:
     curve_public_key: bytes | None = None
 
     def __post_init__(self) -> None:
-        if not self.worker_id:
-            raise ConfigError("a peer needs a worker id")
+        problem = worker_id_problem(self.worker_id)
+        if problem is not None:
+            raise ConfigError(f"peer: {problem}")
         for endpoint in (self.data_endpoint, self.event_endpoint):
-            if not endpoint.startswith(("tcp://", "ipc://", "inproc://")):
-                raise ConfigError(f"peer {self.worker_id!r}: {endpoint!r} is not a ZeroMQ endpoint")
+            problem = endpoint_problem(endpoint)
+            if problem is not None:
+                raise ConfigError(f"peer {self.worker_id!r}: {problem}")
+        if self.curve_public_key is not None:
+            problem = curve_key_problem(self.curve_public_key)
+            if problem is not None:
+                raise ConfigError(f"peer {self.worker_id!r}: {problem}")
+        if self.incarnation < 0:
+            raise ConfigError(f"peer {self.worker_id!r}: negative incarnation {self.incarnation}")
 
 
 class Membership(Protocol):

@@ -3,15 +3,24 @@
 Owned here (no I/O, no threads; the ForwardingUnit's thread drives both):
 
 * :class:`ReceiverList`: the sender side. Per peer: its receiver state from broadcast
-  events (newer sequence wins; reset when the peer's incarnation changes), the credit it
-  granted and the sender has not used (a rejected or timed-out batch's credit is
-  refunded), and a suppression deadline after a rejection or an ACK timeout.
-  :meth:`ReceiverList.choose` picks uniformly at random among the peers that may take a
-  batch now (KALE §3.5.2).
-* :class:`CreditLedger`: the receiver side. Each sender starts with
-  ``window_records`` of credit; the receiver admits a batch only within it, and returns
-  credit as its trainer acknowledges records, coalesced into grants of at least a
-  quarter window (or whatever is left once nothing is outstanding).
+  events (newer sequence wins; reset when the peer's incarnation changes), when it was
+  last heard from (any event or answer: a batch the receiver has queued stays in flight
+  while it keeps talking), and a suppression deadline after a rejection or an ACK
+  timeout. :meth:`ReceiverList.choose` picks uniformly at random among the peers that
+  may take a batch now (KALE §3.5.2), given how many records are in flight to each.
+* :class:`CreditLedger`: the receiver side. Each sender may have at most
+  ``window_records`` records admitted and not yet trained; the receiver admits a batch
+  only within that window and frees it as its trainer acknowledges records.
+
+Credit is ACK-clocked, never granted: a sender's credit at a receiver is the window
+minus the records of its batches still in flight there
+(:meth:`~streamtrain.shuffle.inflight.InFlightBatches.records_to`), and every batch
+leaves the in-flight set exactly once (answered, timed out, or its receiver gone). No
+message can be lost that would leave credit behind, so credit heals itself: a peer is
+never starved because a grant went astray. The receiver's outstanding records for a
+sender are never more than the sender's in-flight records to it (it frees them on
+training, before its ACK travels back), so a sender within its credit never exceeds
+the receiver's window.
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ class _Peer:
     receiving: bool = False
     sequence: int = -1
     left: bool = False
-    credit_records: int = 0
     suppressed_until: float = float("-inf")
+    heard_at: float = float("-inf")
 
 
 class ReceiverList:
@@ -72,7 +81,7 @@ class ReceiverList:
             del self._peers[info.worker_id]
         added = [info for worker, info in members.items() if worker not in self._peers]
         for info in added:
-            self._peers[info.worker_id] = _Peer(info, credit_records=self._window)
+            self._peers[info.worker_id] = _Peer(info)
         return MembershipDiff(tuple(added), tuple(removed))
 
     def on_state(self, worker_id: str, receiving: bool, sequence: int) -> bool:
@@ -90,16 +99,16 @@ class ReceiverList:
         peer.left, peer.receiving = True, False
         return True
 
-    def on_credit(self, worker_id: str, records: int) -> None:
+    def heard(self, worker_id: str, now: float) -> None:
+        """``worker_id`` said something (an event, an answer) at ``now``: it is alive."""
         peer = self._peers.get(worker_id)
         if peer is not None:
-            peer.credit_records = min(peer.credit_records + records, self._window)
+            peer.heard_at = max(peer.heard_at, now)
 
-    def spend(self, worker_id: str, records: int) -> None:
-        self._peers[worker_id].credit_records -= records
-
-    def refund(self, worker_id: str, records: int) -> None:
-        self.on_credit(worker_id, records)
+    def heard_at(self, worker_id: str) -> float:
+        """When ``worker_id`` was last heard from (``-inf``: never, or not a peer)."""
+        peer = self._peers.get(worker_id)
+        return float("-inf") if peer is None else peer.heard_at
 
     def suppress(self, worker_id: str, until: float) -> None:
         peer = self._peers.get(worker_id)
@@ -111,35 +120,38 @@ class ReceiverList:
         if peer is not None:
             peer.suppressed_until = float("-inf")
 
-    def credit(self, worker_id: str) -> int:
-        peer = self._peers.get(worker_id)
-        return 0 if peer is None else peer.credit_records
+    def credit(self, worker_id: str, in_flight_records: int) -> int:
+        """What ``worker_id`` may still be sent: the window less ``in_flight_records``
+        (0 for a worker that is not a peer)."""
+        if worker_id not in self._peers:
+            return 0
+        return max(self._window - in_flight_records, 0)
 
-    def available(self, now: float, policy: ShufflePolicy) -> list[str]:
-        """Peers that may take a batch now, sorted by worker id."""
+    def available(
+        self, now: float, policy: ShufflePolicy, in_flight: Mapping[str, int] | None = None
+    ) -> list[str]:
+        """Peers that may take a batch now, sorted by worker id; ``in_flight`` maps a
+        peer to the records of its batches still awaiting an answer (default: none)."""
         if policy is ShufflePolicy.NONE:
             return []
+        in_flight = in_flight or {}
         return sorted(
             worker
             for worker, peer in self._peers.items()
             if not peer.left
-            and peer.credit_records > 0
+            and in_flight.get(worker, 0) < self._window
             and peer.suppressed_until <= now
             and (peer.receiving or policy is ShufflePolicy.BASIC)
         )
 
-    def choose(self, now: float, policy: ShufflePolicy) -> str | None:
+    def choose(
+        self, now: float, policy: ShufflePolicy, in_flight: Mapping[str, int] | None = None
+    ) -> str | None:
         """A receiver drawn uniformly from :meth:`available`, or ``None``."""
-        candidates = self.available(now, policy)
+        candidates = self.available(now, policy, in_flight)
         if not candidates:
             return None
         return candidates[int(self._rng.integers(len(candidates)))]
-
-
-@dataclass(slots=True)
-class _Account:
-    outstanding: int = 0
-    ungranted: int = 0
 
 
 class CreditLedger:
@@ -147,39 +159,34 @@ class CreditLedger:
 
     def __init__(self, window_records: int) -> None:
         self._window = window_records
-        self._accounts: dict[str, _Account] = {}
+        self._outstanding: dict[str, int] = {}
 
     def admit(self, sender: str, records: int) -> bool:
         """Take a batch of ``records`` if the sender had the credit for it."""
-        account = self._accounts.setdefault(sender, _Account())
-        if account.outstanding + account.ungranted + records > self._window:
+        outstanding = self._outstanding.get(sender, 0)
+        if outstanding + records > self._window:
             return False
-        account.outstanding += records
+        self._outstanding[sender] = outstanding + records
         return True
 
-    def trained(self, sender: str, records: int) -> int:
-        """``records`` of ``sender`` were acknowledged; the credit to grant now (maybe 0)."""
-        account = self._accounts.get(sender)
-        if account is None:
-            return 0
-        freed = min(records, account.outstanding)
-        account.outstanding -= freed
-        account.ungranted += freed
-        if account.ungranted >= max(self._window // 4, 1) or account.outstanding == 0:
-            grant, account.ungranted = account.ungranted, 0
-            return grant
-        return 0
+    def trained(self, sender: str, records: int) -> None:
+        """``records`` of ``sender`` were trained: their credit is free again (the
+        sender learns it from the ACK)."""
+        self.release(sender, records)
 
     def release(self, sender: str, records: int) -> None:
-        """Undo :meth:`admit` for a batch refused after all (the sender refunds it)."""
-        account = self._accounts.get(sender)
-        if account is not None:
-            account.outstanding = max(account.outstanding - records, 0)
+        """Free ``records`` of ``sender``'s window (trained, or refused after all)."""
+        outstanding = self._outstanding.get(sender)
+        if outstanding is not None:
+            left = max(outstanding - records, 0)
+            if left:
+                self._outstanding[sender] = left
+            else:
+                del self._outstanding[sender]
 
     def reset(self, sender: str) -> None:
         """The sender restarted or left: its old batches no longer count against it."""
-        self._accounts.pop(sender, None)
+        self._outstanding.pop(sender, None)
 
     def outstanding(self, sender: str) -> int:
-        account = self._accounts.get(sender)
-        return 0 if account is None else account.outstanding
+        return self._outstanding.get(sender, 0)

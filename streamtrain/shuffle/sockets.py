@@ -1,27 +1,46 @@
 """The sockets of one ForwardingUnit, created, used and closed on its thread.
 
 Owned here: :class:`PeerSockets`: one ZeroMQ context (one per worker process), the
-ROUTER that receives record batches, the PUB that broadcasts state events, the SUB that
-reads the peers' events, one DEALER per peer, and with CURVE the ZAP handler and the
-handshake-failure monitors. Every socket has ``linger`` set explicitly. pyzmq sockets
-are not thread-safe, so nothing here is touched from another thread.
+ROUTER that receives record batches, the PUB that broadcasts state events, per peer a
+DEALER (batches out, answers in) and a SUB (that peer's events, and only that peer's),
+and with CURVE the ZAP handler and the handshake-failure monitors.
+
+Every socket is owned from the moment it exists: a peer whose sockets cannot be set up
+(an address that does not resolve, a key libzmq refuses) has them closed at once and is
+reported to the caller, and :meth:`PeerSockets.close` destroys the context with every
+socket it ever made, so closing never waits on a socket someone forgot. Every socket has
+``linger`` set explicitly and a bound on the frames it accepts (``MAXMSGSIZE``: a peer
+that sends more is disconnected by libzmq). The ROUTER never hands a connected routing
+id over to a new connection, and is ``ROUTER_MANDATORY``: an answer to a sender that is
+not connected fails loudly (and is counted) instead of vanishing. pyzmq sockets are not
+thread-safe, so nothing here is touched from another thread.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
+import secrets
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import zmq
 
 from streamtrain.shuffle import codec
+from streamtrain.shuffle.frames import routing_id
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.security import ZapHandler, make_curve_client, make_curve_server
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.stats import ForwardingCounters
 
-__all__ = ["PeerSockets"]
+__all__ = ["CONTROL_FRAME_BYTES", "PeerSockets"]
+
+_LOG = logging.getLogger(__name__)
+
+CONTROL_FRAME_BYTES: Final = 64 * 1024
+"""The largest ACK, grant or state event a socket accepts (they are a few dozen bytes)."""
+UNREACHABLE_RETRY_S: Final = 30.0
+"""How long a peer whose sockets could not be set up is left out before trying again
+(unless it announces something new)."""
 
 _FAILED_HANDSHAKES = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -36,27 +55,29 @@ class PeerSockets:
     def __init__(self, settings: ShuffleSettings) -> None:
         self._settings = settings
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.router = self._server(zmq.ROUTER)
-        self.router.router_handover = 1
-        self.pub = self._server(zmq.PUB)
-        self.pub.linger = 200  # let LEFT go out
-        self.sub = self.context.socket(zmq.SUB)
-        self.sub.linger = 0
-        self.sub.setsockopt(zmq.SUBSCRIBE, codec.KIND_STATE)
+        self.route = routing_id(settings.worker_id, secrets.token_bytes(16))
         self.dealers: dict[str, zmq.Socket[bytes]] = {}
-        self._connected: dict[str, PeerInfo] = {}
+        self.subs: dict[str, zmq.Socket[bytes]] = {}
         self.zap: ZapHandler | None = None
         self.monitors: list[zmq.Socket[bytes]] = []
+        self._refused: dict[str, tuple[PeerInfo, float]] = {}
         try:
-            self.data_endpoint = _bind(self.router, settings.host, settings.data_port)
-            self.event_endpoint = _bind(self.pub, settings.host, settings.event_port)
+            self.router = self._server(zmq.ROUTER, settings.max_frame_bytes)
+            self.router.router_handover = 0
+            self.router.router_mandatory = 1
+            self.pub = self._server(zmq.PUB, CONTROL_FRAME_BYTES)
+            self.pub.linger = 200  # let LEFT go out
+            self.data_endpoint = _bind(self.router, settings)
+            self.event_endpoint = _bind(self.pub, settings)
         except zmq.ZMQError:
             self.close()
             raise
 
-    def _server(self, kind: int) -> zmq.Socket[bytes]:
+    def _server(self, kind: int, max_frame_bytes: int) -> zmq.Socket[bytes]:
         socket = self.context.socket(kind)
         socket.linger = 0
+        socket.maxmsgsize = max_frame_bytes
+        socket.ipv6 = self._settings.bind_host.startswith("[")
         if self._settings.curve is not None:
             make_curve_server(socket, self._settings.curve)
         return socket
@@ -83,41 +104,83 @@ class PeerSockets:
                         break
                     counters.handshakes_failed += 1
 
-    def connect(self, info: PeerInfo, poller: zmq.Poller) -> None:
-        dealer = self.context.socket(zmq.DEALER)
-        dealer.linger = 0
-        dealer.immediate = 1
-        dealer.routing_id = self._settings.worker_id.encode()
-        if self._settings.curve is not None and info.curve_public_key is not None:
-            make_curve_client(dealer, self._settings.curve, info.curve_public_key)
-            make_curve_client(self.sub, self._settings.curve, info.curve_public_key)
-        dealer.connect(info.data_endpoint)
-        self.sub.connect(info.event_endpoint)
-        self.dealers[info.worker_id] = dealer
-        self._connected[info.worker_id] = info
-        poller.register(dealer, zmq.POLLIN)
+    def refused_recently(self, info: PeerInfo, now: float) -> bool:
+        """Whether :meth:`connect` failed for this very ``info`` within
+        ``UNREACHABLE_RETRY_S`` (no point trying again, nor logging it again)."""
+        entry = self._refused.get(info.worker_id)
+        if entry is None:
+            return False
+        refused, retry_at = entry
+        if refused != info or now >= retry_at:
+            del self._refused[info.worker_id]
+            return False
+        return True
 
-    def disconnect(self, info: PeerInfo, poller: zmq.Poller) -> None:
-        dealer = self.dealers.pop(info.worker_id, None)
-        if dealer is not None:
-            poller.unregister(dealer)
-            dealer.close(linger=0)
-        if self._connected.pop(info.worker_id, None) is not None:
-            with contextlib.suppress(zmq.ZMQError):
-                self.sub.disconnect(info.event_endpoint)
+    def connect(self, info: PeerInfo, poller: zmq.Poller, now: float) -> bool:
+        """Connect a DEALER and a SUB to ``info``; ``False`` (nothing left open, the reason
+        logged, the peer left out for a while) when libzmq refuses its address or key."""
+        worker = info.worker_id
+        made: list[zmq.Socket[bytes]] = []
+        try:
+            dealer = self._client(zmq.DEALER, info, made)
+            dealer.immediate = 1
+            dealer.routing_id = self.route
+            dealer.maxmsgsize = CONTROL_FRAME_BYTES
+            dealer.connect(info.data_endpoint)
+            sub = self._client(zmq.SUB, info, made)
+            sub.maxmsgsize = CONTROL_FRAME_BYTES
+            sub.setsockopt(zmq.SUBSCRIBE, codec.KIND_STATE)
+            sub.connect(info.event_endpoint)
+        except zmq.ZMQError as exc:
+            for socket in made:
+                socket.close(linger=0)
+            self._refused[worker] = (info, now + UNREACHABLE_RETRY_S)
+            _LOG.warning(
+                "cannot connect to peer %s at %s / %s (%s): leaving it out",
+                worker,
+                info.data_endpoint,
+                info.event_endpoint,
+                exc,
+            )
+            return False
+        self.dealers[worker], self.subs[worker] = dealer, sub
+        poller.register(dealer, zmq.POLLIN)
+        poller.register(sub, zmq.POLLIN)
+        return True
+
+    def _client(
+        self, kind: int, info: PeerInfo, made: list[zmq.Socket[bytes]]
+    ) -> zmq.Socket[bytes]:
+        socket = self.context.socket(kind)
+        made.append(socket)
+        socket.linger = 0
+        socket.ipv6 = "[" in info.data_endpoint or "[" in info.event_endpoint
+        if self._settings.curve is not None and info.curve_public_key is not None:
+            make_curve_client(socket, self._settings.curve, info.curve_public_key)
+        return socket
+
+    def disconnect(self, worker_id: str, poller: zmq.Poller) -> None:
+        for sockets in (self.dealers, self.subs):
+            socket = sockets.pop(worker_id, None)
+            if socket is not None:
+                poller.unregister(socket)
+                socket.close(linger=0)
 
     def close(self) -> None:
-        for dealer in self.dealers.values():
-            dealer.close(linger=0)
-        self.dealers.clear()
+        """Close every socket and the context; never blocks on a socket left open."""
+        for sockets in (self.dealers, self.subs):
+            for socket in sockets.values():
+                socket.close(linger=0)
+            sockets.clear()
         for monitor in self.monitors:
             monitor.close(linger=0)
         if self.zap is not None:
             self.zap.close()
-        self.sub.close(linger=0)
-        self.router.close(linger=0)
-        self.pub.close()
-        self.context.term()
+        pub = getattr(self, "pub", None)
+        if pub is not None:
+            pub.close()  # its linger lets LEFT go out
+        # destroy() closes whatever is still open with linger 0, then terminates
+        self.context.destroy(linger=0)
 
     def __enter__(self) -> PeerSockets:
         return self
@@ -126,10 +189,13 @@ class PeerSockets:
         self.close()
 
 
-def _bind(socket: zmq.Socket[bytes], host: str, port: int) -> str:
+def _bind(socket: zmq.Socket[bytes], settings: ShuffleSettings) -> str:
+    """Bind ``socket`` as ``settings`` say; return the endpoint peers connect to (the
+    advertised host, never a wildcard)."""
+    host = settings.bind_host
+    port = settings.data_port if socket.type == zmq.ROUTER else settings.event_port
     if port:
-        endpoint = f"tcp://{host}:{port}"
-        socket.bind(endpoint)
-        return endpoint
-    socket.bind_to_random_port(f"tcp://{host}")
-    return socket.get_string(zmq.LAST_ENDPOINT)
+        socket.bind(f"tcp://{host}:{port}")
+    else:
+        port = socket.bind_to_random_port(f"tcp://{host}")
+    return f"tcp://{settings.announced_host}:{port}"

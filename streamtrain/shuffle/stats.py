@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from streamtrain.shuffle.frames import Drop
+
 __all__ = ["COUNTER_NAMES", "Counters", "ForwardingCounters", "ForwardingStats"]
 
 
@@ -41,12 +43,30 @@ class ForwardingCounters:
     credit_violations: int = 0
     malformed_frames_dropped: int = 0
     unknown_peer_frames_dropped: int = 0
+    impostor_frames_dropped: int = 0
+    newer_schema_batches_refused: int = 0
+    foreign_topic_batches_refused: int = 0
     handshakes_failed: int = 0
     zap_refused: int = 0
+    peers_unreachable: int = 0
     events_sent: int = 0
     events_received: int = 0
     stale_events: int = 0
     control_send_failures: int = 0
+    answers_lost: int = 0
+
+    def dropped(self, drop: Drop) -> None:
+        """Count a frame dropped (or a batch refused) for ``drop``."""
+        if drop is Drop.MALFORMED:
+            self.malformed_frames_dropped += 1
+        elif drop is Drop.NOT_A_MEMBER:
+            self.unknown_peer_frames_dropped += 1
+        elif drop is Drop.IMPOSTOR:
+            self.impostor_frames_dropped += 1
+        elif drop is Drop.NEWER_SCHEMA:
+            self.newer_schema_batches_refused += 1
+        else:
+            self.foreign_topic_batches_refused += 1
 
 
 @dataclass(slots=True)

@@ -12,9 +12,10 @@ The ShuffleUnit is responsible for (KALE §3.5, Fig. 6):
 * taking forwarded batches from peers (:meth:`ShuffleUnit.deliver_remote`) when the
   receiver state allows, and the state itself: watermark hysteresis, every transition
   reported to a listener that broadcasts it;
-* the origin side of forwarding: overflow records handed to the ForwardingUnit, put back
-  in front when a receiver rejected them or timed out, and acknowledged to the tracker
-  only when the receiver's ACK arrived (:meth:`ShuffleUnit.ack_forwarded`).
+* the origin side of forwarding: overflow records handed to the ForwardingUnit (cut to
+  fit a frame: a record too large for any frame is trained here instead), put back in
+  front when a receiver rejected them or timed out, and acknowledged to the tracker only
+  when the receiver's ACK arrived (:meth:`ShuffleUnit.ack_forwarded`).
 
 It is thread-safe: the consumer, the trainer and the ForwardingUnit's thread call it.
 It does no I/O.
@@ -23,6 +24,7 @@ It does no I/O.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections import deque
@@ -30,13 +32,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from streamtrain.errors import ConfigError
 from streamtrain.records import Acknowledger, RecordColumns, contiguous_runs, drop_partitions
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.watermarks import basic_local_share, next_receiving
 
-__all__ = ["ShuffleListener", "ShuffleUnit", "ShuffledBatch", "UnitStats"]
+__all__ = [
+    "FRAME_BYTES_PER_RECORD",
+    "FRAME_HEADER_BYTES",
+    "ShuffleListener",
+    "ShuffleUnit",
+    "ShuffledBatch",
+    "UnitStats",
+    "frame_bytes",
+]
+
+FRAME_BYTES_PER_RECORD = 40
+"""What a record adds to a ``RecordBatch`` frame beyond its payload, at most: its
+partition, offset, timestamp and length as varints, with their share of the tags."""
+FRAME_HEADER_BYTES = 2048
+"""The rest of a frame: job, batch id, origin worker, topic (each bounded well below)."""
+
+
+def frame_bytes(records: int, payload_bytes: int) -> int:
+    """An upper bound on the size of a ``RecordBatch`` frame of ``records`` records."""
+    return FRAME_HEADER_BYTES + FRAME_BYTES_PER_RECORD * records + payload_bytes
 
 
 class ShuffleListener(Protocol):
@@ -75,6 +98,7 @@ class UnitStats:
     records_trained: int
     forwarded_records_acked: int
     state_transitions: int
+    oversized_records_kept: int = 0
 
 
 @dataclass(slots=True)
@@ -123,6 +147,7 @@ class ShuffleUnit:
         self._trained = 0
         self._forwarded_acked = 0
         self._transitions = 0
+        self._oversized_kept = 0
 
     @property
     def settings(self) -> ShuffleSettings:
@@ -290,6 +315,11 @@ class ShuffleUnit:
 
     # receiver side (ForwardingUnit thread) ------------------------------------------
 
+    def holds_remote(self, origin_worker: str, batch_id: str) -> bool:
+        """Whether a peer's batch is queued here, or handed out and not yet trained."""
+        with self._lock:
+            return (origin_worker, batch_id) in self._remote
+
     def deliver_remote(self, origin_worker: str, batch_id: str, columns: RecordColumns) -> bool:
         """Queue a peer's forwarded batch if the policy and state allow; ``False`` refuses."""
         with self._lock:
@@ -310,21 +340,39 @@ class ShuffleUnit:
 
     # origin side (ForwardingUnit thread) ---------------------------------------------
 
-    def pop_overflow(self, max_records: int) -> RecordColumns | None:
-        """Take up to ``max_records`` overflow records to forward (counted in flight)."""
+    def pop_overflow(
+        self, max_records: int, max_frame_bytes: float = math.inf
+    ) -> RecordColumns | None:
+        """Take up to ``max_records`` overflow records to forward (counted in flight), no
+        more than fit a frame of ``max_frame_bytes`` (:func:`frame_bytes`). A record too
+        large for any frame goes to the local queue instead (trained here)."""
         with self._lock:
-            if not self._overflow or max_records < 1:
-                return None
-            head = self._overflow[0]
-            if len(head) > max_records:
-                part = head.take(slice(0, max_records))
-                self._overflow[0] = head.take(slice(max_records, None))
-            else:
-                part = self._overflow.popleft()
-            self._overflow_records -= len(part)
-            self._in_flight_records += len(part)
-            self._changed.notify_all()
-            return part
+            while self._overflow and max_records >= 1:
+                head = self._overflow[0]
+                take = min(len(head), max_records, _fitting(head, max_frame_bytes))
+                if take == 0:  # the head record alone does not fit a frame
+                    self._keep_oversized_locked(head)
+                    continue
+                if len(head) > take:
+                    part = head.take(slice(0, take))
+                    self._overflow[0] = head.take(slice(take, None))
+                else:
+                    part = self._overflow.popleft()
+                self._overflow_records -= len(part)
+                self._in_flight_records += len(part)
+                self._changed.notify_all()
+                return part
+            return None
+
+    def _keep_oversized_locked(self, head: RecordColumns) -> None:
+        one = head.take(slice(0, 1))
+        if len(head) > 1:
+            self._overflow[0] = head.take(slice(1, None))
+        else:
+            self._overflow.popleft()
+        self._overflow_records -= 1
+        self._oversized_kept += 1
+        self._append_locked(_Chunk(one, None, None))
 
     def drop(self, topic: str, partitions: set[int]) -> int:
         """Remove this worker's own queued and overflow records of revoked partitions.
@@ -385,6 +433,7 @@ class ShuffleUnit:
                 records_trained=self._trained,
                 forwarded_records_acked=self._forwarded_acked,
                 state_transitions=self._transitions,
+                oversized_records_kept=self._oversized_kept,
             )
 
     # internals (lock held) -----------------------------------------------------------
@@ -444,3 +493,14 @@ class ShuffleUnit:
         self._transitions += 1
         if self._listener is not None:
             self._listener.state_changed(receiving, self._queue_records, self._sequence)
+
+
+def _fitting(columns: RecordColumns, max_frame_bytes: float) -> int:
+    """How many leading records of ``columns`` fit one frame of ``max_frame_bytes``."""
+    if math.isinf(max_frame_bytes) or frame_bytes(len(columns), columns.payload_bytes) <= (
+        max_frame_bytes
+    ):
+        return len(columns)
+    n = np.arange(1, len(columns) + 1, dtype=np.int64)
+    sizes = FRAME_HEADER_BYTES + FRAME_BYTES_PER_RECORD * n + columns.payload_bounds[1:]
+    return int(np.searchsorted(sizes, max_frame_bytes, side="right"))

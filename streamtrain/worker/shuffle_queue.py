@@ -20,7 +20,12 @@ acknowledges trained records through one callable. :class:`ShuffleQueue` puts a
   identity check), or parts of it (records sent to the dead-letter topic are
   acknowledged when their delivery is confirmed, the rest when the step ends). A chunk
   is acknowledged to the node once every record of it is, so the node acknowledges the
-  worker's own records to the offset tracker and a peer's batch to its origin;
+  worker's own records to the offset tracker and a peer's batch to its origin. The
+  worker's own records acknowledged in parts also go to the tracker at once: a dead
+  letter whose delivery is still being retried holds back its own offset only, not the
+  rest of its chunk;
+* **failure**: once the node's forwarding thread died, ``get`` raises, so the worker
+  stops with the shuffle's error instead of waiting for ACKs that cannot come;
 * **drop** removes the worker's own records of revoked partitions.
 
 :func:`shuffled_consumer` wires one tracker, node, queue and consumer together.
@@ -29,12 +34,11 @@ acknowledges trained records through one callable. :class:`ShuffleQueue` puts a
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 import time
 from dataclasses import dataclass
-
-import numpy as np
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import StreamtrainError
@@ -191,21 +195,24 @@ class ShuffleQueue:
         """Acknowledge trained (or dead-lettered) records; return how many."""
         done: list[ShuffledBatch] = []
         unmatched: list[RecordKey] = []
+        whole = False
         with self._acks_lock:
             entry = self._handed_out.get(id(records))
             if entry is not None and entry.batch.columns is records and entry.pending is None:
                 del self._handed_out[id(records)]
                 done.append(entry.batch)
+                whole = True
             else:
                 unmatched = self._match_locked(records, done)
         for batch in done:
             self._node.ack(batch)
-        if unmatched and not records.forwarded:
-            parts, offsets = zip(*unmatched, strict=True)
-            runs = contiguous_runs(
-                np.asarray(parts, dtype=np.int32), np.asarray(offsets, dtype=np.int64)
-            )
-            for partition, first, last in runs:
+        if whole:
+            return len(records)
+        if not records.forwarded:
+            # the worker's own records, in parts: straight to the tracker as well (a
+            # repeated acknowledgement is harmless), so the part still waiting holds back
+            # only its own offsets
+            for partition, first, last in contiguous_runs(records.partitions, records.offsets):
                 self._tracker.ack(records.topic, partition, first, last)
         elif unmatched:
             log.debug("%d forwarded record(s) acknowledged twice: ignored", len(unmatched))
@@ -252,6 +259,8 @@ def shuffled_consumer(
     does both), so that the consumer's last commit still counts the peers'
     acknowledgements that arrived until then.
     """
+    if not shuffle.topics:  # a peer's batch of another topic is refused
+        shuffle = dataclasses.replace(shuffle, topics=settings.topics)
     tracker = OffsetTracker()
     node = ShuffleNode(shuffle, tracker, membership)
     queue = ShuffleQueue(node, tracker)

@@ -81,7 +81,10 @@ def test_torch_dataset_trains_mmoe_and_commits_what_was_trained(ctr_topic):
     assert {p: o for (_, p), o in consumer.last_committed.items()} == expected_commits(trained_ids)
 
 
-def test_keras_fit_on_a_tf_dataset_acks_one_batch_per_step(ctr_topic):
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_keras_fit_on_a_tf_dataset_acks_one_batch_per_step(ctr_topic, steps_per_execution):
+    """With ``steps_per_execution=2`` Keras calls back every second step (issue #18 item
+    10: the callback then acknowledged half of the trained batches)."""
     tf: Any = importlib.import_module("tensorflow")  # no type stubs
     keras = tf.keras
     settings, topic = ctr_topic
@@ -92,6 +95,7 @@ def test_keras_fit_on_a_tf_dataset_acks_one_batch_per_step(ctr_topic):
     model.compile(
         optimizer=keras.optimizers.Adam(0.01),
         loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        steps_per_execution=steps_per_execution,
     )
     before = [w.copy() for w in model.get_weights()]
     consumer = consumer_for(settings, topic, unique("keras"))

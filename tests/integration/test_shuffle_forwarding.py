@@ -12,15 +12,17 @@ import pytest
 import zmq
 
 from streamtrain import wire
-from streamtrain.errors import KafkaError
+from streamtrain.errors import KafkaError, StreamtrainError
 from streamtrain.ingest.tracker import OffsetTracker
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
+from streamtrain.shuffle.frames import routing_id
 from streamtrain.shuffle.membership import MemberDirectory, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.testing import RecordingAcknowledger, records
+from streamtrain.worker.shuffle_queue import ShuffleQueue
 from tests.integration.waiting import wait_for
 
 SMALL: dict[str, Any] = {
@@ -116,8 +118,16 @@ def test_a_busy_receiver_rejects_and_the_batch_goes_elsewhere(directory):
         wait_for(lambda: origin.stats().forwarding.events_received >= 2, what="states")
         busy_trainer.paused.set()
         assert origin.put(records(0, 1_100), timeout_s=10) is None
-        wait_for(lambda: origin_acks.acked_records("t", 0) == 1_000, what="all forwarded")
+
+        def all_but_the_busy_ones():
+            held = busy.stats().forwarding.records_received
+            return origin_acks.acked_records("t", 0) == 1_000 - held
+
+        wait_for(all_but_the_busy_ones, what="everything the busy receiver did not take")
+        # what the busy receiver queued waits for its trainer (it is alive: no timeout)
+        assert origin.stats().forwarding.batches_timed_out == 0
         busy_trainer.paused.clear()
+        wait_for(lambda: origin_acks.acked_records("t", 0) == 1_000, what="all forwarded")
         stats = origin.stats().forwarding
     # the paused receiver took no more than its credit allowed; the idle one took the rest
     assert stats.records_acked == 1_000
@@ -158,10 +168,10 @@ def test_policy_none_forwards_nothing_and_basic_spreads_evenly(directory):
     assert to.seen == []
 
 
-def _raw_dealer(context, routing_id, endpoint):
+def _raw_dealer(context, worker, endpoint):
     socket = context.socket(zmq.DEALER)
     socket.linger = 0
-    socket.routing_id = routing_id
+    socket.routing_id = routing_id(worker, b"test-nonce")
     socket.connect(endpoint)
     return socket
 
@@ -192,13 +202,20 @@ def _good(worker="known", batch_id="x", n=3):
     )
 
 
+def _is_acked(kind, payload):
+    if kind != codec.KIND_ACK:
+        return False
+    answer = codec.decode_control(kind, payload)
+    return isinstance(answer, BatchAck) and answer.status == BatchAck.ACKED
+
+
 def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, impostor):
     context, pub = impostor
     receiver = _node(directory, "receiver")
     with receiver, Trainer(receiver) as trained:
         endpoint = receiver.me.data_endpoint
-        known = _raw_dealer(context, b"known", endpoint)
-        stranger = _raw_dealer(context, b"stranger", endpoint)
+        known = _raw_dealer(context, "known", endpoint)
+        stranger = _raw_dealer(context, "stranger", endpoint)
         try:
             wait_for(lambda: receiver.forwarding.known_peers() == ["known"], what="membership")
             known.send_multipart([codec.KIND_BATCH, b"\xff\xfe garbage"])
@@ -209,7 +226,8 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
             wait_for(
                 lambda: (
                     receiver.stats().forwarding.malformed_frames_dropped >= 3
-                    and receiver.stats().forwarding.unknown_peer_frames_dropped >= 2
+                    and receiver.stats().forwarding.impostor_frames_dropped >= 1
+                    and receiver.stats().forwarding.unknown_peer_frames_dropped >= 1
                 ),
                 what="data frames dropped and counted",
             )
@@ -225,7 +243,8 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
                 "unknown peer",
             )
             assert not stranger.poll(300)  # the spoofed-origin frame got no answer
-            # events: garbage, a stranger's, and a foreign job's are dropped and counted
+            # events: garbage, another worker's (on known's socket), and a foreign job's
+            # are dropped and counted
             before = receiver.stats().forwarding
             stranger_event = WorkerStateEvent(
                 job="job-f", worker_id="nobody", state=WorkerStateEvent.RECEIVING, sequence=9
@@ -241,7 +260,7 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
                 after = receiver.stats().forwarding
                 return (
                     after.malformed_frames_dropped > before.malformed_frames_dropped
-                    and after.unknown_peer_frames_dropped >= before.unknown_peer_frames_dropped + 2
+                    and after.impostor_frames_dropped >= before.impostor_frames_dropped + 2
                 )
 
             wait_for(publish, what="event frames dropped and counted")
@@ -251,12 +270,13 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
             answers = []
             while known.poll(2_000):
                 answers.append(known.recv_multipart())
-                if any(a[0] == codec.KIND_ACK for a in answers):
+                if any(_is_acked(kind, payload) for kind, payload in answers):
                     break
             acks = [codec.decode_control(k, p) for k, p in answers if k == codec.KIND_ACK]
             assert all(isinstance(a, BatchAck) for a in acks)
             assert [(a.batch_id, a.status) for a in acks if isinstance(a, BatchAck)] == [
-                ("x", BatchAck.ACKED)
+                ("x", BatchAck.RECEIVED),
+                ("x", BatchAck.ACKED),
             ]
         finally:
             known.close()
@@ -269,7 +289,7 @@ def test_a_worker_that_is_not_receiving_rejects_batches(directory, impostor):
     context, _ = impostor
     receiver = _node(directory, "receiver", policy=ShufflePolicy.NONE)
     with receiver:
-        known = _raw_dealer(context, b"known", receiver.me.data_endpoint)
+        known = _raw_dealer(context, "known", receiver.me.data_endpoint)
         try:
             wait_for(lambda: receiver.forwarding.known_peers() == ["known"], what="membership")
             known.send_multipart([codec.KIND_BATCH, _good()])
@@ -330,3 +350,40 @@ def test_the_origin_tracker_commits_only_past_records_acked_locally_or_remotely(
         wait_for(lambda: tracker.committable() == {("t", 0): 300}, what="remote ACKs")
     assert tracker.in_flight_records() == 0
     assert tracker.stale_acks == 0
+
+
+class _MembershipThatBreaks:
+    """A membership whose view raises an unexpected error once ``broken`` is set."""
+
+    def __init__(self):
+        self.broken = threading.Event()
+
+    def start(self, me):
+        pass
+
+    def peers(self):
+        if self.broken.is_set():
+            raise RuntimeError("membership view corrupted")
+        return {}
+
+    def close(self):
+        pass
+
+
+def test_a_dead_forwarding_thread_fails_the_worker_loudly():
+    """Issue #18 item 1: a forwarding thread that died must stop the worker with its
+    error, not leave batches in flight that can never be answered."""
+    settings = ShuffleSettings(job="job-f", worker_id="fragile", **SMALL)
+    acks = RecordingAcknowledger()
+    membership = _MembershipThatBreaks()
+    node = ShuffleNode(settings, acks, membership)
+    queue = ShuffleQueue(node, acks)
+    with node:
+        queue.put(records(0, 10))
+        assert queue.get(10, timeout_s=5) is not None
+        membership.broken.set()
+        wait_for(lambda: node.forwarding.failure is not None, what="the failure recorded")
+        with pytest.raises(StreamtrainError, match="membership view corrupted"):
+            queue.get(10, timeout_s=5)
+    alive = [t.name for t in threading.enumerate() if t.name == "forwarding-fragile"]
+    assert alive == []  # its sockets were closed, its thread is gone

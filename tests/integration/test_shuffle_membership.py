@@ -1,7 +1,9 @@
 """Membership through the compacted ``<job>.members`` topic on the embedded broker."""
 
+import threading
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -9,6 +11,9 @@ from streamtrain import wire
 from streamtrain.proto.data_plane_pb2 import Member
 from streamtrain.shuffle.kafka_membership import KafkaMembership, members_topic
 from streamtrain.shuffle.membership import PeerInfo
+from streamtrain.shuffle.node import ShuffleNode
+from streamtrain.shuffle.settings import ShuffleSettings
+from streamtrain.testing import RecordingAcknowledger, records
 from tests.integration import waiting
 
 
@@ -106,3 +111,72 @@ def test_malformed_member_records_are_counted(broker):
         assert watcher.peers() == {}
     finally:
         watcher.close()
+
+
+def test_unusable_announcements_are_dropped_and_the_shuffle_keeps_working(broker):
+    """Issue #18 item 1: one record announcing ``tcp://nohost``, a 9-byte key or
+    ``tcp://*:5555`` made ``connect()`` raise on every worker's forwarding thread, whose
+    socket was left unowned, so closing hung and no batch ever timed out; a record with
+    a far-future heartbeat or a huge interval stayed "live" for as long as it liked."""
+    job = f"job-{uuid.uuid4().hex[:8]}"
+    now_ms = time.time_ns() // 1_000_000
+    bad: dict[str, dict[str, Any]] = {
+        "no-port": {"data_endpoint": "tcp://nohost"},
+        "wildcard": {"data_endpoint": "tcp://*:5555", "event_endpoint": "tcp://*:5556"},
+        "short-key": {"curve_public_key": "123456789"},
+        "from-the-future": {"heartbeat_at_ms": now_ms + 3_600_000},
+        "forever": {"heartbeat_interval_ms": 30 * 86_400_000},
+    }
+    producer = Producer(broker.kafka_settings().confluent_config())
+    for worker, fields in bad.items():
+        record = Member(
+            job=job,
+            worker_id=worker,
+            data_endpoint="tcp://127.0.0.1:5",
+            event_endpoint="tcp://127.0.0.1:6",
+            incarnation=1,
+            heartbeat_at_ms=now_ms,
+            heartbeat_interval_ms=200,
+        )
+        for name, value in fields.items():
+            setattr(record, name, value)
+        producer.produce(members_topic(job), key=worker.encode(), value=wire.encode(record))
+    assert producer.flush(10) == 0
+
+    settings: dict[str, Any] = {
+        "queue_capacity_records": 100,
+        "low_watermark_records": 20,
+        "high_watermark_records": 80,
+        "batch_records": 50,
+        "credit_window_records": 200,
+        "state_rebroadcast_ms": 200,
+    }
+    memberships = {w: _membership(broker, job, timeout=3_000) for w in ("origin", "receiver")}
+    acks = RecordingAcknowledger()
+    origin = ShuffleNode(
+        ShuffleSettings(job=job, worker_id="origin", **settings), acks, memberships["origin"]
+    )
+    receiver = ShuffleNode(
+        ShuffleSettings(job=job, worker_id="receiver", **settings),
+        RecordingAcknowledger(),
+        memberships["receiver"],
+    )
+    trained: list[int] = []
+    with origin, receiver:
+        wait_for(lambda: origin.forwarding.known_peers() == ["receiver"], what="the real peer")
+        wait_for(lambda: memberships["origin"].stats().invalid_records >= len(bad), what="drops")
+        wait_for(lambda: origin.stats().forwarding.events_received > 0, what="receiver state")
+        assert origin.put(records(0, 400), timeout_s=10) is None
+        deadline = time.monotonic() + 30
+        while acks.acked_records("t", 0) < 300 and time.monotonic() < deadline:
+            batch = receiver.take(100, timeout_s=0.05)
+            if batch is not None:
+                trained.extend(batch.columns.offsets.tolist())
+                receiver.ack(batch)
+        assert set(memberships["origin"].peers()) == {"receiver"}
+        assert origin.forwarding.failure is None and receiver.forwarding.failure is None
+    # closing never waits on a forgotten socket: both forwarding threads are gone
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("forwarding-")]
+    assert alive == []
+    assert sorted(trained) == list(range(100, 400))
+    assert acks.covered("t", 0) == [(100, 399)]

@@ -105,6 +105,29 @@ def test_tf_feed_callback_mode_acks_oldest_per_step():
     assert feed.outstanding == 1
 
 
+def test_keras_callback_acks_every_step_of_an_execution():
+    """Issue #18 item 10: with ``steps_per_execution=N`` Keras calls back once per N
+    steps, and the callback acknowledged one batch per call: N - 1 of every N trained
+    batches stayed unacknowledged (commits fell behind, and a restart re-trained them)."""
+    source = FakeSource(10)
+    feed = TfFeed(source, ack="callback", poll_s=0.0, max_batches=10)
+    generator = feed._generate()
+    for _ in range(6):
+        next(generator)
+    callback = feed.ack_callback()
+    callback.on_train_batch_begin(0)
+    callback.on_train_batch_end(3)  # an execution of steps 0..3
+    assert source.acked == [0, 1, 2, 3]
+    callback.on_train_batch_begin(4)
+    callback.on_train_batch_end(4)  # one step per execution: one batch
+    assert source.acked == [0, 1, 2, 3, 4]
+    callback.on_train_batch_end(5)  # no begin seen: one step
+    assert source.acked == [0, 1, 2, 3, 4, 5]
+    callback.on_train_batch_begin(6)
+    callback.on_train_batch_end(9)  # more steps than batches out: only what is out
+    assert feed.outstanding == 0
+
+
 def test_tf_feed_needs_declared_fields():
     source = FakeSource(1)
     source.decoder = RawDecoder()  # ragged: fields unknown

@@ -184,3 +184,50 @@ def test_bad_settings():
         SampleSettings(min_coverage=0)
     with pytest.raises(ConfigError):
         SampleSettings(prior_single_worker_records_per_s=-1.0)
+    with pytest.raises(ConfigError, match="clock skew"):
+        SampleSettings(max_clock_skew_s=-1.0)
+    with pytest.raises(ConfigError, match="max_pool_workers"):
+        SampleSettings(max_pool_workers=0)
+    with pytest.raises(ConfigError, match="max_records_per_s"):
+        SampleSettings(max_records_per_s=math.inf)
+
+
+def test_a_future_dated_sample_cannot_pin_the_pool_size():
+    """Issue #18 item 5: the book kept the pool size of the newest timestamp, so a worker
+    whose clock ran an hour ahead pinned the planner's worker count for an hour."""
+    book = SampleBook("demo", SampleSettings(max_clock_skew_s=60))
+    now_s = T0_MS / 1000
+    assert book.add(sample("w0", 3, 10.0), now_s) is None
+    ahead = sample("w1", 40, 10.0, at_ms=T0_MS + 3_600_000)
+    why = book.add(ahead, now_s)
+    assert why is not None and "3,600 s in the future" in why
+    assert (book.rejected, book.skewed, book.accepted) == (1, 1, 1)
+    assert book.pool_size == (now_s, 3)
+    # within the skew allowed, a sample counts (clocks are never quite equal)
+    assert book.add(sample("w1", 3, 10.0, at_ms=T0_MS + 30_000), now_s) is None
+    assert book.skewed == 1
+
+
+def test_absurd_values_are_refused():
+    """Issue #18 item 5: ``sample_problem`` checked neither the pool size nor the range
+    of the rates: one sample could report a pool of four billion workers."""
+    assert "pool of 4000000000" in problem(sample("w0", 4_000_000_000, 5.0))
+    assert "records_per_s_trained" in problem(sample("w0", 1, 1e15))
+    consumed = sample("w0", 1, 5.0)
+    consumed.records_per_s_consumed = math.inf
+    assert "records_per_s_consumed" in problem(consumed)
+    busy = sample("w0", 1, 5.0)
+    busy.busy_fraction = math.nan
+    assert "busy_fraction" in problem(busy)
+    roomy = SampleSettings(max_pool_workers=50_000)
+    assert sample_problem(sample("w0", 20_000, 5.0), "demo", settings=roomy) is None
+    book = SampleBook("demo")
+    assert book.add(sample("w0", 4_000_000_000, 5.0), T0_MS / 1000) is not None
+    assert book.pool_size is None and book.rejected == 1
+
+
+def test_sample_problem_checks_the_clock_when_given_now():
+    future = sample("w0", 1, 5.0, at_ms=T0_MS + 120_000)
+    assert sample_problem(future, "demo") is None  # no clock given: not checked
+    assert "in the future" in str(sample_problem(future, "demo", now_ms=T0_MS))
+    assert sample_problem(future, "demo", now_ms=T0_MS + 60_000) is None

@@ -146,11 +146,13 @@ def test_control_encoders_round_trip():
         7,
     )
     assert ack.status == BatchAck.REJECTED
-    grant = codec.decode_control(
-        codec.KIND_CREDIT, codec.encode_grant(job="j", receiver="r", sender="s", records=9)
+    received = codec.decode_control(
+        codec.KIND_ACK,
+        codec.encode_ack(
+            job="j", batch_id="b", receiver="r", status=BatchAck.RECEIVED, reason="", at_ms=7
+        ),
     )
-    assert isinstance(grant, CreditGrant)
-    assert (grant.receiver_worker, grant.sender_worker, grant.credit_records) == ("r", "s", 9)
+    assert isinstance(received, BatchAck) and received.status == BatchAck.RECEIVED
     event = codec.decode_control(
         codec.KIND_STATE,
         codec.encode_state(
@@ -170,3 +172,14 @@ def test_control_encoders_round_trip():
         8,
     )
     assert event.state == WorkerStateEvent.RECEIVING
+
+
+def test_peek_reads_the_header_of_a_batch_decode_refuses():
+    newer = RecordBatch(
+        schema_version=wire.SCHEMA_VERSION + 1, job="j", batch_id="b", origin_worker="w", topic="t"
+    ).SerializeToString()
+    with pytest.raises(SchemaError):
+        codec.decode_batch(newer)
+    header = codec.peek_batch(newer)
+    assert header == codec.BatchHeader(wire.SCHEMA_VERSION + 1, "j", "b", "w", "t")
+    assert codec.peek_batch(b"\xff\xff") is None

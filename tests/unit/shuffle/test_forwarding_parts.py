@@ -4,14 +4,17 @@ mailbox, and the typed counters (no sockets, no threads)."""
 import dataclasses
 import select
 
-from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, WorkerStateEvent
+from streamtrain import wire
+from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, RecordBatch, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import (
     Drop,
+    Refusal,
     check_batch,
     check_control,
     check_event,
-    refusable_batch_id,
+    routing_id,
+    sender_of,
 )
 from streamtrain.shuffle.inflight import InFlightBatches
 from streamtrain.shuffle.mailbox import Mailbox
@@ -71,7 +74,7 @@ def _batch(origin="w1", job="j", batch_id="b-1"):
 
 def test_a_members_own_batch_of_this_job_passes():
     batch = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False)
-    assert not isinstance(batch, Drop)
+    assert not isinstance(batch, Drop | Refusal)
     assert (batch.batch_id, len(batch.columns), batch.columns.forwarded) == ("b-1", 4, True)
     curved = check_batch("w1", _batch(), members={"w1"}, job="j", curve=True, user_id="w1")
     assert not isinstance(curved, Drop)
@@ -83,19 +86,69 @@ def test_batches_are_dropped_for_a_reason():
     def check(sender, payload, **kw):
         return check_batch(sender, payload, members=members, job="j", **({"curve": False} | kw))
 
-    assert check("w9", _batch("w9")) is Drop.NOT_A_MEMBER
     assert check("w1", _batch(), curve=True, user_id="w2") is Drop.IMPOSTOR
     assert check("w1", _batch(), curve=True, user_id=None) is Drop.IMPOSTOR
     assert check("w1", b"\xff\xff") is Drop.MALFORMED
     assert check("w1", _batch(origin="w2")) is Drop.IMPOSTOR
     assert check("w1", _batch(job="other")) is Drop.IMPOSTOR
+    assert check("w9", _batch("w8")) is Drop.NOT_A_MEMBER  # not its own batch: no answer
 
 
 def test_only_a_non_members_own_well_formed_batch_is_answered():
-    assert refusable_batch_id("w9", _batch("w9", batch_id="x"), job="j") == "x"
-    assert refusable_batch_id("w9", _batch("w8"), job="j") is None
-    assert refusable_batch_id("w9", _batch("w9", job="other"), job="j") is None
-    assert refusable_batch_id("w9", b"junk", job="j") is None
+    def check(sender, payload):
+        return check_batch(sender, payload, members={"w1"}, job="j", curve=False)
+
+    refusal = check("w9", _batch("w9", batch_id="x"))
+    assert refusal == Refusal("x", "unknown peer", Drop.NOT_A_MEMBER)
+    assert check("w9", _batch("w8")) is Drop.NOT_A_MEMBER
+    assert check("w9", _batch("w9", job="other")) is Drop.NOT_A_MEMBER
+    assert check("w9", b"junk") is Drop.NOT_A_MEMBER
+
+
+def _newer(origin="w1", job="j", batch_id="b-9"):
+    frame = RecordBatch(
+        schema_version=wire.SCHEMA_VERSION + 1,
+        job=job,
+        batch_id=batch_id,
+        origin_worker=origin,
+        topic="t",
+        partitions=[0],
+        offsets=[1],
+        timestamps_ms=[0],
+        payload_lengths=[1],
+        payloads=b"x",
+    )
+    return frame.SerializeToString()
+
+
+def test_a_batch_of_a_newer_schema_version_is_answered_rejected():
+    """Issue #18 item 10: a newer ``schema_version`` was dropped without an answer, so each
+    cost its sender a whole ACK timeout during a rolling upgrade."""
+    refusal = check_batch("w1", _newer(), members={"w1"}, job="j", curve=False)
+    assert isinstance(refusal, Refusal)
+    assert (refusal.batch_id, refusal.why) == ("b-9", Drop.NEWER_SCHEMA)
+    assert f"schema version {wire.SCHEMA_VERSION + 1}" in refusal.reason
+    # only the sender's own batch of this job is answered
+    assert check_batch("w1", _newer("w2"), members={"w1"}, job="j", curve=False) is (Drop.MALFORMED)
+
+
+def test_a_batch_of_a_topic_the_job_does_not_read_is_refused():
+    """Issue #18 item 2: a peer's batch must not make this worker dead-letter (and so
+    create) arbitrary ``<topic>.dlq`` topics."""
+    got = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False, topics={"other"})
+    assert isinstance(got, Refusal) and got.why is Drop.FOREIGN_TOPIC
+    assert "'t'" in got.reason
+    taken = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False, topics={"t"})
+    assert not isinstance(taken, Drop | Refusal)
+
+
+def test_routing_ids_name_the_worker_and_carry_a_nonce():
+    route = routing_id("w1", b"0123456789abcdef")
+    assert sender_of(route) == "w1"
+    assert route != routing_id("w1", b"fedcba9876543210")
+    assert sender_of(b"w1") is None  # a bare worker id is not one of ours
+    assert sender_of(b"\x00nonce") is None
+    assert sender_of(b"\xff\xfe\x00nonce") is None
 
 
 def test_control_frames_from_a_receiver():
@@ -103,9 +156,10 @@ def test_control_frames_from_a_receiver():
         job="j", batch_id="b", receiver="r", status=BatchAck.ACKED, reason="", at_ms=0
     )
     assert isinstance(check_control([codec.KIND_ACK, ack], "r"), BatchAck)
-    grant = codec.encode_grant(job="j", receiver="r", sender="me", records=5)
+    assert check_control([codec.KIND_ACK, ack], "other") is Drop.IMPOSTOR
+    grant = wire.encode(CreditGrant(job="j", receiver_worker="r", credit_records=5))
     assert isinstance(check_control([codec.KIND_CREDIT, grant], "r"), CreditGrant)
-    assert check_control([codec.KIND_CREDIT, grant], "other") is Drop.MALFORMED
+    assert check_control([codec.KIND_CREDIT, grant], "other") is Drop.IMPOSTOR
     assert check_control([codec.KIND_ACK], "r") is Drop.MALFORMED
     assert check_control([codec.KIND_ACK, b"\xff\xff"], "r") is Drop.MALFORMED
     state = codec.encode_state(
@@ -114,27 +168,26 @@ def test_control_frames_from_a_receiver():
     assert check_control([codec.KIND_STATE, state], "r") is Drop.MALFORMED
 
 
-def test_state_events_of_members_of_this_job():
-    def event(worker="w1", job="j"):
-        return codec.encode_state(
-            job=job,
-            worker_id=worker,
-            state=WorkerStateEvent.RECEIVING,
-            sequence=3,
-            queue_records=0,
-            at_ms=0,
-        )
+def _event(worker="w1", job="j", state=WorkerStateEvent.RECEIVING):
+    return codec.encode_state(
+        job=job, worker_id=worker, state=state, sequence=3, queue_records=0, at_ms=0
+    )
 
-    got = check_event([codec.KIND_STATE, event()], members={"w1"}, job="j")
+
+def test_state_events_of_the_peer_whose_socket_they_came_on():
+    got = check_event([codec.KIND_STATE, _event()], peer="w1", job="j")
     assert isinstance(got, WorkerStateEvent) and got.sequence == 3
-    assert check_event([codec.KIND_STATE, event("w9")], members={"w1"}, job="j") is (
-        Drop.NOT_A_MEMBER
-    )
-    assert check_event([codec.KIND_STATE, event(job="x")], members={"w1"}, job="j") is (
-        Drop.NOT_A_MEMBER
-    )
-    assert check_event([codec.KIND_ACK, event()], members={"w1"}, job="j") is Drop.MALFORMED
-    assert check_event([codec.KIND_STATE, b"\xff"], members={"w1"}, job="j") is Drop.MALFORMED
+    assert check_event([codec.KIND_STATE, _event(job="x")], peer="w1", job="j") is Drop.IMPOSTOR
+    assert check_event([codec.KIND_ACK, _event()], peer="w1", job="j") is Drop.MALFORMED
+    assert check_event([codec.KIND_STATE, b"\xff"], peer="w1", job="j") is Drop.MALFORMED
+
+
+def test_nobody_announces_another_workers_state_or_departure():
+    """Issue #18 item 2: a forged ``LEFT`` marked another worker gone; events now count
+    only from the peer whose SUB socket they arrived on."""
+    for state in (WorkerStateEvent.LEFT, WorkerStateEvent.RECEIVING):
+        forged = [codec.KIND_STATE, _event("w2", state=state)]
+        assert check_event(forged, peer="w1", job="j") is Drop.IMPOSTOR
 
 
 # -- mailbox ------------------------------------------------------------------------------

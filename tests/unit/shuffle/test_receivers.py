@@ -2,9 +2,11 @@
 
 import collections
 
+from streamtrain.shuffle.inflight import InFlightBatches
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
+from streamtrain.testing import records
 
 ADV, BASIC, NONE = ShufflePolicy.ADVANCED, ShufflePolicy.BASIC, ShufflePolicy.NONE
 
@@ -38,14 +40,14 @@ def test_stale_events_are_ignored():
     assert not receivers.on_state("zz", True, 9)
 
 
-def test_new_incarnation_resets_sequence_and_credit():
+def test_new_incarnation_resets_sequence_and_what_was_heard():
     receivers = _list("a")
     receivers.on_state("a", True, 50)
-    receivers.spend("a", 100)
+    receivers.heard("a", 5.0)
     diff = receivers.sync({"a": _peer("a", incarnation=2)})
     assert [p.incarnation for p in diff.removed] == [1]
     assert [p.incarnation for p in diff.added] == [2]
-    assert receivers.credit("a") == 100
+    assert receivers.heard_at("a") == float("-inf")
     assert receivers.on_state("a", True, 1)
 
 
@@ -61,18 +63,37 @@ def test_credit_and_suppression_gate_availability():
     receivers = _list("a", "b")
     receivers.on_state("a", True, 1)
     receivers.on_state("b", True, 1)
-    receivers.spend("a", 100)
-    assert receivers.available(0.0, ADV) == ["b"]
-    receivers.on_credit("a", 30)
-    assert receivers.credit("a") == 30
+    assert receivers.available(0.0, ADV, {"a": 100}) == ["b"]  # a's window is in flight
+    assert receivers.credit("a", 70) == 30
+    assert receivers.credit("a", 0) == 100
+    assert receivers.credit("zz", 0) == 0  # not a peer
     receivers.suppress("b", until=10.0)
-    assert receivers.available(5.0, ADV) == ["a"]
+    assert receivers.available(5.0, ADV, {"a": 70}) == ["a"]
     assert receivers.available(10.0, ADV) == ["a", "b"]
     receivers.suppress("b", until=20.0)
     receivers.unsuppress("b")
     assert receivers.available(11.0, ADV) == ["a", "b"]
-    receivers.on_credit("a", 1000)
-    assert receivers.credit("a") == 100  # never above the window
+
+
+def test_credit_heals_itself_whatever_answers_are_lost():
+    """Issue #18 item 7: credit came back only through CreditGrant messages, and a grant
+    sent to a momentarily unknown identity vanished: repeated blips drove a peer's credit
+    to 0 for good. Credit is now the window less what is in flight, and every batch
+    leaves the in-flight set exactly once (answered, timed out or its receiver gone)."""
+    receivers = _list("a", window=100)
+    receivers.on_state("a", True, 1)
+    flights = InFlightBatches(1, ack_timeout_s=1.0)
+    now = 0.0
+    for _ in range(50):  # 50 blips: every batch's answer is lost, each times out
+        in_flight = flights.records_to()
+        assert receivers.choose(now, ADV, in_flight) == "a"
+        budget = receivers.credit("a", in_flight.get("a", 0))
+        assert budget == 100
+        flights.sent(flights.next_id(), "a", records(0, budget), now)
+        assert receivers.available(now, ADV, flights.records_to()) == []  # window used up
+        now += 1.0
+        assert len(flights.expired(now)) == 1
+    assert receivers.credit("a", flights.records_to().get("a", 0)) == 100
 
 
 def test_left_peer_is_never_chosen_and_ignores_later_states():
@@ -92,17 +113,20 @@ def test_choice_is_uniform_over_available():
     assert all(900 < count < 1100 for count in picks.values())
 
 
-def test_ledger_admits_within_window_and_coalesces_grants():
+def test_ledger_admits_within_window_and_frees_on_training():
     ledger = CreditLedger(100)
     assert ledger.admit("s", 60)
     assert ledger.admit("s", 40)
     assert not ledger.admit("s", 1)
-    assert ledger.trained("s", 10) == 0  # below a quarter window: coalesced
-    assert ledger.trained("s", 20) == 30
+    ledger.trained("s", 10)
+    ledger.trained("s", 20)
     assert ledger.outstanding("s") == 70
     assert ledger.admit("s", 30)
-    assert ledger.trained("s", 100) == 100  # nothing outstanding: grant the rest
-    assert ledger.trained("unknown", 5) == 0
+    assert not ledger.admit("s", 1)
+    ledger.trained("s", 1000)  # never below zero
+    assert ledger.outstanding("s") == 0
+    ledger.trained("unknown", 5)
+    assert ledger.outstanding("unknown") == 0
 
 
 def test_ledger_release_and_reset():

@@ -6,6 +6,8 @@ from streamtrain.errors import ConfigError
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.worker.settings import worker_shuffle_settings
 
+WILDCARD = "0.0.0.0"  # noqa: S104 - a value under test, nothing binds it
+
 
 def test_defaults_follow_the_queue_and_batch_sizes():
     settings = worker_shuffle_settings(
@@ -54,3 +56,21 @@ def test_bad_values_are_config_errors():
         )
     with pytest.raises(ValueError, match="'sometimes'"):
         worker_shuffle_settings("j", "w", policy="sometimes", batch_records=1, queue_records=1)
+
+
+def test_curve_is_the_default_beyond_loopback_only():
+    """Issue #18 item 2: the shuffle was open by default (CURVE off) wherever it bound."""
+
+    def settings(host, **kw):
+        return worker_shuffle_settings(
+            "j", "w", policy="advanced", batch_records=10, queue_records=100, host=host, **kw
+        )
+
+    assert settings("127.0.0.1").curve is None  # loopback stays usable without keys
+    assert settings("localhost").curve is None
+    assert settings("10.0.0.7").curve is not None
+    assert settings("worker-3.svc").curve is not None
+    assert settings(WILDCARD, advertise_host="10.0.0.7").curve is not None
+    assert settings("127.0.0.1", curve=True).curve is not None
+    with pytest.raises(ConfigError, match="must authenticate"):
+        settings("10.0.0.7", curve=False)

@@ -49,7 +49,9 @@ def test_whole_chunk_acknowledgement_reaches_the_tracker():
     assert queue.settled
 
 
-def test_partial_acknowledgements_complete_a_chunk_only_when_all_parts_are_in():
+def test_a_record_waiting_for_its_dead_letter_holds_back_only_its_own_offset():
+    """Issue #18 item 8: one record whose dead letter was not delivered held back the
+    acknowledgement of its whole chunk."""
     queue, acks, _ = _queue()
     queue.put(records(0, 10))
     chunk = queue.get(10, timeout_s=0.1)
@@ -57,9 +59,12 @@ def test_partial_acknowledgements_complete_a_chunk_only_when_all_parts_are_in():
     dead_lettered = chunk.take(np.array([3, 7]))
     trained = chunk.take(np.array([0, 1, 2, 4, 5, 6, 8, 9]))
     queue.acknowledge(trained)
-    assert acks.partitions() == []  # two records still wait for the dead-letter delivery
+    # the trained records count at once; 3 and 7 still wait for the dead-letter delivery
+    assert acks.covered("t", 0) == [(0, 2), (4, 6), (8, 9)]
+    assert queue.node.unit.stats().records_trained == 0  # the chunk is not complete yet
     queue.acknowledge(dead_lettered)
     assert acks.covered("t", 0) == [(0, 9)]
+    assert queue.node.unit.stats().records_trained == 10
 
 
 def test_forwarded_batch_is_acknowledged_to_its_origin_once_every_part_is():

@@ -8,6 +8,8 @@ from click.testing import CliRunner
 
 from streamtrain.commands.worker import worker
 
+WILDCARD = "0.0.0.0"  # noqa: S104 - a value under test, nothing binds it
+
 
 def test_help_shows_the_env_var_behind_each_flag():
     result = CliRunner().invoke(worker, ["--help"], terminal_width=200)
@@ -54,6 +56,7 @@ def test_shuffle_settings_follow_the_queue_and_batch_sizes():
         return {
             "shuffle": "advanced",
             "shuffle_host": "127.0.0.1",
+            "shuffle_advertise_host": None,
             "shuffle_low_watermark_records": None,
             "shuffle_high_watermark_records": None,
             "shuffle_ack_timeout_ms": 3_000,
@@ -75,6 +78,16 @@ def test_shuffle_settings_follow_the_queue_and_batch_sizes():
     assert shuffle_settings("job", "w1", 50, 400, opts(shuffle="none")) is None
     curved = shuffle_settings("job", "w1", 50, 400, opts(shuffle_curve=True))
     assert curved is not None and curved.curve is not None
+    lan = shuffle_settings("job", "w1", 50, 400, opts(shuffle_host="10.1.2.3", shuffle_curve=None))
+    assert lan is not None and lan.curve is not None  # beyond loopback: CURVE by default
+    announced = shuffle_settings(
+        "job",
+        "w1",
+        50,
+        400,
+        opts(shuffle_host=WILDCARD, shuffle_advertise_host="w1.example", shuffle_curve=None),
+    )
+    assert announced is not None and announced.announced_host == "w1.example"
     big_batches = shuffle_settings("job", "w1", 512, 512, opts())
     assert big_batches is not None
     assert big_batches.credit_window_records == 512  # a whole batch always fits the credit
@@ -124,3 +137,29 @@ def test_the_command_line_loads_neither_ingest_nor_zeromq():
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_wildcard_shuffle_host_needs_an_address_to_announce():
+    """Issue #18 item 1: a fixed-port bind on ``*`` announced ``tcp://*:5555``, which
+    made every peer's shuffle thread fail to connect."""
+    result = CliRunner().invoke(
+        worker,
+        ["--topic", "t", "--group", "g", "--shuffle", "advanced", "--shuffle-host", WILDCARD],
+    )
+    assert result.exit_code == 2
+    assert "--shuffle-advertise-host" in result.output
+    assert "embedded" not in result.output
+
+
+def test_no_curve_beyond_loopback_is_refused():
+    """Issue #18 item 2: the shuffle must authenticate whenever it listens beyond
+    loopback."""
+    result = CliRunner().invoke(
+        worker,
+        [
+            *("--topic", "t", "--group", "g", "--shuffle", "advanced"),
+            *("--shuffle-host", "10.1.2.3", "--no-shuffle-curve"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "must authenticate" in result.output

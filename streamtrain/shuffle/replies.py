@@ -1,0 +1,123 @@
+"""The receiver's answers to forwarded batches: where they go, and retrying the ones that
+could not go yet.
+
+Owned here: :class:`Replies`, used on the ForwardingUnit's thread with its ROUTER. An
+answer (``BatchAck``: RECEIVED, ACKED or REJECTED) goes back on the routing id the
+sender's batch arrived with (:meth:`Replies.remember`), never on one the receiver made
+up from a worker id. The ROUTER is ``ROUTER_MANDATORY``: when the sender is not
+connected at that moment (its DEALER is reconnecting) the send fails instead of
+vanishing; the answer is counted (``control_send_failures``) and tried again every
+loop until the sender is back or an ACK timeout passed (then it is counted in
+``answers_lost``, and the sender's own timeout re-routes the batch). An answer lost for
+good costs a duplicate, never a record.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Container
+from dataclasses import dataclass
+
+import zmq
+
+from streamtrain.proto.data_plane_pb2 import BatchAck
+from streamtrain.shuffle import codec
+from streamtrain.shuffle.stats import ForwardingCounters
+
+__all__ = ["Replies"]
+
+
+@dataclass(slots=True)
+class _Answer:
+    """An answer the ROUTER could not send yet."""
+
+    sender: str
+    batch_id: str
+    status: BatchAck.Status
+    reason: str
+    give_up_at: float
+
+
+class Replies:
+    """Routes and pending answers of one receiver (see the module docstring)."""
+
+    def __init__(
+        self, job: str, worker_id: str, retry_for_s: float, counters: ForwardingCounters
+    ) -> None:
+        self._job = job
+        self._worker_id = worker_id
+        self._retry_for_s = retry_for_s
+        self._count = counters
+        self._routes: dict[str, bytes] = {}
+        self._unsent: collections.deque[_Answer] = collections.deque()
+
+    @property
+    def pending(self) -> bool:
+        """Whether answers wait for a retry."""
+        return bool(self._unsent)
+
+    def remember(self, sender: str, route: bytes) -> None:
+        """``sender``'s batches arrive on ``route`` (its latest connection)."""
+        self._routes[sender] = route
+
+    def keep_only(self, members: Container[str]) -> None:
+        """Forget the routes of workers that are no longer members."""
+        for worker in [w for w in self._routes if w not in members]:
+            del self._routes[worker]
+
+    def send(
+        self,
+        router: zmq.Socket[bytes],
+        sender: str,
+        batch_id: str,
+        status: BatchAck.Status,
+        reason: str = "",
+        *,
+        route: bytes | None = None,
+    ) -> None:
+        """Answer ``sender``'s ``batch_id`` (on ``route``, default its remembered one);
+        kept for a retry if it cannot go now."""
+        if not self._try(router, sender, batch_id, status, reason, route):
+            give_up_at = time.monotonic() + self._retry_for_s
+            self._unsent.append(_Answer(sender, batch_id, status, reason, give_up_at))
+
+    def resend(self, router: zmq.Socket[bytes], members: Container[str], now: float) -> None:
+        """Try the waiting answers again; drop those whose sender left or whose time is up."""
+        for _ in range(len(self._unsent)):
+            answer = self._unsent.popleft()
+            if answer.sender not in members or now >= answer.give_up_at:
+                self._count.answers_lost += 1
+                continue
+            if not self._try(
+                router, answer.sender, answer.batch_id, answer.status, answer.reason, None
+            ):
+                self._unsent.append(answer)
+
+    def _try(
+        self,
+        router: zmq.Socket[bytes],
+        sender: str,
+        batch_id: str,
+        status: BatchAck.Status,
+        reason: str,
+        route: bytes | None,
+    ) -> bool:
+        route = route if route is not None else self._routes.get(sender)
+        if route is None:
+            self._count.control_send_failures += 1
+            return False
+        ack = codec.encode_ack(
+            job=self._job,
+            batch_id=batch_id,
+            receiver=self._worker_id,
+            status=status,
+            reason=reason,
+            at_ms=time.time_ns() // 1_000_000,
+        )
+        try:
+            router.send_multipart([route, codec.KIND_ACK, ack], flags=zmq.NOBLOCK)
+        except zmq.ZMQError:  # EHOSTUNREACH (ROUTER_MANDATORY): not connected; EAGAIN: full
+            self._count.control_send_failures += 1
+            return False
+        return True
