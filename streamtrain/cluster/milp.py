@@ -34,7 +34,9 @@ Every count costs a tiny ``epsilon`` per worker-step, so no worker is given wher
 nothing. Constraints shared by all: ``Σ_i n[i,t] ≤ capacity[t]`` and, with the AntMan
 throttle, ``Σ_opportunistic n[i,t] ≤ budget``.
 
-If HiGHS finds no solution within ``time_limit_s`` (or fails), the greedy allocator
+HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the
+best plan's worth) or at ``time_limit_s`` with the best plan found. If it finds none
+(or fails), the greedy allocator
 answers and the status says so; an infeasible pool (floors above capacity) is reported
 with its reason (:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
 """
@@ -68,7 +70,7 @@ _OPTIMAL, _LIMIT = 0, 1  # scipy.optimize.milp statuses
 @dataclass(frozen=True, slots=True)
 class MilpSettings:
     time_limit_s: float = 0.5
-    mip_rel_gap: float = 1e-4
+    mip_rel_gap: float = 0.01
     guarantee_penalty: float = 1_000.0  # per worker-step short of a guarantee job's plan
     serving_penalty: float = 100.0  # per worker-step short of serving's min_scale
     deadline_weight: float = 5.0  # per share of a job's work behind its deadline pace
@@ -127,7 +129,7 @@ class _Model:
             options={
                 "time_limit": settings.time_limit_s,
                 "mip_rel_gap": settings.mip_rel_gap,
-                "presolve": True,
+                "presolve": False,
             },
         )
         return int(result.status), str(result.message), result.x

@@ -18,9 +18,10 @@ servers are chosen. The worked example of Fig. 6(a) (two servers holding jobs A 
 ``N_r = 2``) reclaims those two at a total cost of 2.
 
 :func:`reclaim_workers` applies the rule to elastic jobs at worker granularity (each
-worker a server of its own, so the gain of a job's worker is the job's whole count):
-it disrupts as few jobs as possible. :func:`reclaim_lifo` is the one-way loaning
-baseline: the most recent loans go back first, whatever they cost.
+worker a server of its own; a job's last worker also carries the cost of stopping the
+job): it disrupts as few jobs as possible and shrinks a job rather than stop one.
+:func:`reclaim_lifo` is the one-way loaning baseline: the most recent loans go back
+first, whatever they cost.
 """
 
 from __future__ import annotations
@@ -90,13 +91,16 @@ def reclaim(servers: Mapping[str, frozenset[str]], needed: int) -> Reclaim:
 
 
 def reclaim_workers(workers: Mapping[str, int], needed: int) -> dict[str, int]:
-    """How many workers to take from each job (job -> workers it holds) to free
-    ``needed``, by :func:`reclaim` with every worker a server of its own."""
-    servers = {
-        f"{job}\0{index:06d}": frozenset({job})
-        for job, count in workers.items()
-        for index in range(count)
-    }
+    """How many workers to take from each elastic job (job -> workers it holds) to free
+    ``needed``, by :func:`reclaim` with every worker a server of its own. A job keeps
+    training on the workers it has left, so taking some of its workers costs one
+    disruption; its last worker also carries the cost of stopping it (one more), so
+    the rule shrinks jobs before it stops one."""
+    servers = {}
+    for job, count in workers.items():
+        for index in range(count):
+            jobs = {job, f"{job}\0stop"} if index == 0 else {job}
+            servers[f"{job}\0{index:06d}"] = frozenset(jobs)
     taken: dict[str, int] = {}
     for server in reclaim(servers, needed).servers:
         job = server.split("\0", 1)[0]

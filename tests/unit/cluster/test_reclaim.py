@@ -54,12 +54,14 @@ def test_a_gain_larger_than_needed_is_passed_over_for_one_that_fits():
     assert reclaim(servers, 3).servers == ("big1", "big2", "big3")
 
 
-def test_worker_granularity_disrupts_the_fewest_jobs():
-    # Need 5: one job of 4 fits whole (gain 4 <= 5), then one more from the smallest
-    # job that still has more than needed.
-    taken = reclaim_workers({"a": 4, "b": 8, "c": 2}, 5)
-    assert taken == {"a": 4, "c": 1}
+def test_worker_granularity_shrinks_before_it_stops_and_disrupts_few_jobs():
+    # Need 3: shrinking a (4 -> 1) frees exactly 3 at the cost of one disruption;
+    # stopping c (2 workers, cost 2) would free less for more.
+    assert reclaim_workers({"a": 4, "b": 8, "c": 2}, 3) == {"a": 3}
+    # Need 2 from a job of 8 and one of 3: b shrinks to 1 (gain 2 fits exactly).
     assert reclaim_workers({"a": 8, "b": 3}, 2) == {"b": 2}
+    # Need everything: both jobs stop.
+    assert reclaim_workers({"a": 2, "b": 1}, 3) == {"a": 2, "b": 1}
 
 
 def test_one_way_takes_back_the_newest_loans_first():
