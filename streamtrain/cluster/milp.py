@@ -23,8 +23,11 @@ In order of weight (lexicographic in effect: each penalty outweighs anything bel
    ``Σ_t S[i,t]/d`` (ModelArts' objective (1): progress as a share of the job's work,
    summed over the steps, which favours finishing sooner). A job with a deadline adds
    a penalty ``deadline_weight`` per unit of the share it falls behind a linear pace to
-   its deadline by the horizon's end. A job without remaining work (a best-effort job
-   that wants a count) earns ``F(n)/F(wanted)`` per step. A change of count in the first
+   its deadline by the horizon's end. Each step a job with work waits at 0 workers
+   costs ``wait_penalty`` (ModelArts' constraint that every job runs on at least its
+   minimum, (15), made soft so that an overloaded pool still has an answer). A job
+   without remaining work (a best-effort job that wants a count) earns
+   ``F(n)/F(wanted)`` per step. A change of count in the first
    step (a binary, against the current count: the only step applied) costs
    ``change_cost`` plus the progress its measured pause loses, ``pause_s · F(current)``
    records valued as the objective values them; later steps are a plan only, and a
@@ -63,7 +66,7 @@ from streamtrain.errors import ConfigError
 
 __all__ = ["MilpSettings", "milp_allocate"]
 
-_EPSILON = 1e-4  # cost per worker-step: no worker where it adds nothing
+_EPSILON = 1e-6  # cost per worker-step: no worker where it adds nothing
 _OPTIMAL, _LIMIT = 0, 1  # scipy.optimize.milp statuses
 
 
@@ -74,13 +77,16 @@ class MilpSettings:
     guarantee_penalty: float = 1_000.0  # per worker-step short of a guarantee job's plan
     serving_penalty: float = 100.0  # per worker-step short of serving's min_scale
     deadline_weight: float = 5.0  # per share of a job's work behind its deadline pace
-    change_cost: float = 0.01  # per scaling action, on top of the work its pause loses
+    wait_penalty: float = 1.0  # per plan step an opportunistic job with work waits at 0
+    change_cost: float = 1e-4  # per scaling action, on top of the work its pause loses
 
     def __post_init__(self) -> None:
         if self.time_limit_s <= 0 or not 0 <= self.mip_rel_gap < 1:
             raise ConfigError("the MILP needs a positive time limit and a gap in [0, 1)")
         if not self.guarantee_penalty > self.serving_penalty > self.deadline_weight > 0:
             raise ConfigError("penalties must fall: guarantee > serving > deadline > 0")
+        if not 0 <= self.wait_penalty < self.serving_penalty:
+            raise ConfigError("the wait penalty must be in [0, serving penalty)")
 
 
 class _Model:
@@ -213,6 +219,7 @@ def _progress_rows(
             record_value.append(1.0 / full)
     else:
         record_value = [0.0] * horizon
+    _wait_rows(model, cols, job, horizon, settings.wait_penalty)
     big = job.max_workers + job.current_workers
     first = cols.counts[0]
     changed = model.var(0, 1, settings.change_cost + lost_records * record_value[0], integer=True)
@@ -225,6 +232,26 @@ def _progress_rows(
         moved = model.var(0, big, settings.change_cost)
         model.row([(moved, 1.0), (n, -1.0), (before, 1.0)], 0, np.inf)
         model.row([(moved, 1.0), (n, 1.0), (before, -1.0)], 0, np.inf)
+
+
+def _wait_rows(
+    model: _Model, cols: _JobColumns, job: ClusterJob, horizon: int, penalty: float
+) -> None:
+    """ModelArts' ``n ≥ n_min`` for every job (15), made soft: a step at 0 workers while
+    the job has work (or wants workers) costs ``penalty``."""
+    smallest = next((c for c in job.counts if c > 0), 0)
+    if (
+        penalty <= 0
+        or smallest == 0
+        or (job.remaining_work is not None and job.remaining_work <= 0)
+    ):
+        return
+    wanted = job.demand(horizon)
+    for t, n in enumerate(cols.counts):
+        if job.remaining_work is None and wanted[t] <= 0:
+            continue
+        idle = model.var(0, 1, penalty)
+        model.row([(n, 1.0), (idle, float(smallest))], smallest, np.inf)
 
 
 def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None) -> Allocation:
@@ -265,17 +292,20 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
             fallback.reasons,
         )
     plans = {c.job.name: tuple(round(float(x[n])) for n in c.counts) for c in columns}
-    grants = tuple(_grant(job, plans[job.name], problem) for job in problem.jobs)
+    given = sum(plans[j.name][0] for j in problem.of_class(JobClass.OPPORTUNISTIC))
+    grants = tuple(_grant(job, plans[job.name], problem, given) for job in problem.jobs)
     words = "optimal" if status == _OPTIMAL else "time limit (best solution found)"
     return Allocation(grants, True, "milp", words, solve_ms, _pool_notes(problem, grants))
 
 
-def _grant(job: ClusterJob, plan: tuple[int, ...], problem: ClusterProblem) -> Grant:
+def _grant(
+    job: ClusterJob, plan: tuple[int, ...], problem: ClusterProblem, opportunistic: int
+) -> Grant:
     granted = plan[0]
     if job.job_class is JobClass.OPPORTUNISTIC:
         wanted = job.demand(1)[0] if job.remaining_work is None else job.max_workers
         short = 0
-        why = _opportunistic_why(job, granted, wanted, problem)
+        why = _opportunistic_why(granted, wanted, problem, opportunistic)
     else:
         wanted = job.demand(1)[0]
         short = max(0, wanted - granted)
@@ -300,13 +330,15 @@ def _floor_why(job: ClusterJob, problem: ClusterProblem) -> str:
     return f"guarantee jobs come first ({guaranteed} wanted) and the pool holds {capacity}"
 
 
-def _opportunistic_why(job: ClusterJob, granted: int, wanted: int, problem: ClusterProblem) -> str:
+def _opportunistic_why(
+    granted: int, wanted: int, problem: ClusterProblem, opportunistic: int
+) -> str:
+    """Why an opportunistic job got less than it could use (``opportunistic``: what all
+    of them got)."""
     if granted >= wanted:
         return ""
     budget = problem.opportunistic_budget_workers
-    if budget is not None and budget <= granted + sum(
-        j.current_workers for j in problem.of_class(JobClass.OPPORTUNISTIC) if j is not job
-    ):
+    if budget is not None and opportunistic >= budget:
         return f"opportunistic workers capped at {budget} by the interference throttle"
     return "the MILP's best use of the pool (guarantee and serving first, then progress)"
 

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "scale",
     "simulate",
     "demo",
+    "cluster",
 }
 
 

@@ -63,6 +63,7 @@ def _objective(problem, plans, settings):
             )
             continue
         curve = job.curve()
+        total += settings.wait_penalty * sum(1 for n in plan if n == 0)
         done = 0.0
         for n in plan:
             done = min(job.remaining_work, done + STEP_S * curve.at(n))
