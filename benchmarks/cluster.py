@@ -122,7 +122,15 @@ def main() -> None:
             checks = _goals(other)
             met = sum(ok for _, ok in checks)
             failed = "; ".join(text for text, ok in checks if not ok) or "-"
-            print(f"seed +{offset}: {met}/{len(checks)} goals met; failed: {failed}")
+            o = other.metrics
+            print(
+                f"seed +{offset}: {met}/{len(checks)} goals met; queue "
+                f"{o['milp'].offline_queue_min:.1f} vs greedy {o['greedy'].offline_queue_min:.1f}"
+                f" min, completion {o['milp'].offline_completion_min:.0f} vs "
+                f"{o['greedy'].offline_completion_min:.0f} min, utilization x"
+                f"{o['milp'].utilization / o['partition'].utilization:.2f} the partition's, "
+                f"solve p90 {o['milp'].solve_p90_ms:.0f} ms; failed: {failed}"
+            )
     m = report.metrics
     milp, greedy = m["milp"], m["greedy"]
     no_worse, _ = _online_no_worse(report)

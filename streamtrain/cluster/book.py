@@ -11,10 +11,10 @@ Owned here (pure: the Faust app feeds it and publishes what it returns):
   not declared, one whose class is not the declared one, a negative count, bounds the
   wrong way round, and a *stale* request: created before the allocator's last
   decision for that job (it was computed without knowing that decision) or before the
-  newest request already accepted. A request that wants 0 workers before the job has
-  ever been granted any, and says its model type and traffic level, gets a warm start
-  (DLRover-RM Algorithm 1, :mod:`streamtrain.cluster.warmstart`) from the jobs the
-  book has seen of that type.
+  newest request already accepted (the newest delivered again is no change). A request
+  that wants 0 workers before the job has ever been granted any, and says its model
+  type and traffic level, gets a warm start (DLRover-RM Algorithm 1,
+  :mod:`streamtrain.cluster.warmstart`) from the jobs the book has seen of that type.
   :meth:`~RequestBook.problem` builds the :class:`~streamtrain.cluster.problem.ClusterProblem`
   (a job's current count is the allocator's last grant when that is newer than the
   request); :meth:`~RequestBook.record` keeps the grants of a decision and returns the
@@ -131,7 +131,11 @@ class RequestBook:
         return None
 
     def accept(self, request: Request, now_s: float) -> Refusal | None:
-        """Keep ``request`` as its job's newest, or return why not."""
+        """Keep ``request`` as its job's newest, or return why not. The newest request
+        delivered again (at-least-once) is accepted as it was, without a change."""
+        newest = self.requests.get(request.job)
+        if newest is not None and newest.request_id == request.request_id:
+            return None
         why = self.refusal_reason(request)
         if why is not None:
             return Refusal(request.job, request.request_id, why, now_s)

@@ -187,6 +187,7 @@ class AllocatorService:
         self.accepted = 0
         self.refused = 0
         self.restored = False
+        self.restored_counts = {"requests": 0, "grants": 0}
         self.dirty = False
         self.last_decided_at_s = -float("inf")
         self.last_decision: pb.AllocationDecision | None = None
@@ -347,6 +348,7 @@ class AllocatorService:
             {job: GrantState(**json.loads(v)) for job, v in grants.items()},
         )
         self.restored = True
+        self.restored_counts = {"requests": len(requests), "grants": len(grants)}
         log.info("restored %d requests and %d grants from the tables", len(requests), len(grants))
 
     def status_json(self) -> dict[str, Any]:
@@ -359,6 +361,7 @@ class AllocatorService:
             "requests_accepted": self.accepted,
             "requests_refused": self.refused,
             "requests_undecodable": self.undecodable,
+            "restored": self.restored_counts,
             "pending_commands": len(self.command_outbox),
             "decision": decision_json(latest) if latest is not None else None,
             "requests": {

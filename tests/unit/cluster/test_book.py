@@ -105,3 +105,14 @@ def test_restore_keeps_only_declared_jobs():
     assert set(book.requests) == {"ads"}
     with pytest.raises(ConfigError):
         RequestBook({}, default_max_workers=1)
+
+
+def test_the_newest_request_delivered_again_is_no_change():
+    book = RequestBook(DECLARED, default_max_workers=10)
+    first = _request(at_s=100.0)
+    assert book.accept(first, 100.0) is None
+    problem = book.problem(100.0, capacity_workers=10, step_s=60.0, horizon=1)
+    assert problem is not None
+    book.record(milp_allocate(problem), now_s=150.0)
+    assert book.accept(first, 160.0) is None  # redelivered: not refused as stale
+    assert book.requests["ads"] is first
