@@ -29,7 +29,8 @@ offset by it) and prints the goals for each.
 The last line is machine-readable: ``milp_vs_greedy_queue_pct=<x>
 milp_vs_greedy_completion_pct=<x> milp_vs_partition_util_x=<x>
 milp_vs_one_way_util_x=<x> serving_shortfall_min=<x> online_no_worse=<0|1>
-solve_p90_ms=<x> solve_max_ms=<x> targets=<met>/<all>`` (percentages: reduction against
+solve_p90_ms=<x> solve_max_ms=<x> milp_rounds=<n> milp_fallback_rounds=<n>
+targets=<met>/<all>`` (percentages: reduction against
 the second allocator; positive is better).
 """
 
@@ -147,6 +148,8 @@ def main() -> None:
         "online_no_worse": str(int(no_worse)),
         "solve_p90_ms": f"{milp.solve_p90_ms:.0f}",
         "solve_max_ms": f"{milp.solve_max_ms:.0f}",
+        "milp_rounds": str(milp.rounds),
+        "milp_fallback_rounds": str(milp.fallback_rounds),
         "targets": f"{sum(ok for _, ok in goals)}/{len(goals)}",
     }
     print("\n" + " ".join(f"{k}={v}" for k, v in fields.items()))

@@ -4,7 +4,10 @@
 One solve plans every job's worker count for each of the problem's plan steps; only the
 first step is applied, and the allocator solves again next round (rolling horizon).
 
-Variables, per job ``i`` and plan step ``t``: the count ``n[i,t]`` (integer); for jobs
+Variables, per job ``i`` and plan step ``t``: the count ``n[i,t]``, a whole number in the
+first ``integral_steps`` steps (1 by default: the applied step) and continuous after
+(the rest of the plan is its LP relaxation: it still reserves room and paces progress,
+and keeps the solve fast; the plan's later steps are shown rounded); for jobs
 restricted to powers of two (or whose speed curve is not concave, or that may wait but
 need more than one worker to run) a one-hot choice ``x[i,t,k]`` over the allowed counts,
 with ``n = Σ k·x`` and speed ``Σ F(k)·x`` (ModelArts' indicator constraints (16)-(20),
@@ -38,14 +41,16 @@ nothing. Constraints shared by all: ``Σ_i n[i,t] ≤ capacity[t]`` and, with th
 throttle, ``Σ_opportunistic n[i,t] ≤ budget``.
 
 HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the
-best plan's worth) or at ``time_limit_s`` with the best plan found. If it finds none
-(or fails), the greedy allocator
-answers and the status says so; an infeasible pool (floors above capacity) is reported
-with its reason (:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
+best plan's worth) or at ``time_limit_s`` with the best plan found. If it finds none,
+or only one further than ``accept_gap`` from optimal (cut short at the root, on a busy
+machine, its first plan can be far off), or fails, the greedy allocator answers and
+the status says so; an infeasible pool (floors above capacity) is reported with its
+reason (:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -77,7 +82,9 @@ class MilpSettings:
     guarantee_penalty: float = 1_000.0  # per worker-step short of a guarantee job's plan
     serving_penalty: float = 100.0  # per worker-step short of serving's min_scale
     deadline_weight: float = 5.0  # per share of a job's work behind its deadline pace
-    wait_penalty: float = 1.0  # per plan step an opportunistic job with work waits at 0
+    wait_penalty: float = 1.0  # per whole step an opportunistic job with work waits at 0
+    integral_steps: int = 1  # leading steps with whole counts; the rest is an LP plan
+    accept_gap: float = 0.05  # a plan cut short by the time limit further off is not used
     change_cost: float = 1e-4  # per scaling action, on top of the work its pause loses
 
     def __post_init__(self) -> None:
@@ -87,6 +94,8 @@ class MilpSettings:
             raise ConfigError("penalties must fall: guarantee > serving > deadline > 0")
         if not 0 <= self.wait_penalty < self.serving_penalty:
             raise ConfigError("the wait penalty must be in [0, serving penalty)")
+        if self.integral_steps < 1 or not 0 < self.accept_gap <= 1:
+            raise ConfigError("need at least one integral step and an accepted gap in (0, 1]")
 
 
 class _Model:
@@ -119,7 +128,7 @@ class _Model:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, settings: MilpSettings) -> tuple[int, str, np.ndarray | None]:
+    def solve(self, settings: MilpSettings) -> tuple[int, str, np.ndarray | None, float]:
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_array
 
@@ -138,7 +147,8 @@ class _Model:
                 "presolve": False,
             },
         )
-        return int(result.status), str(result.message), result.x
+        gap = getattr(result, "mip_gap", None)
+        return int(result.status), str(result.message), result.x, 0.0 if gap is None else gap
 
 
 @dataclass(slots=True)
@@ -148,7 +158,9 @@ class _JobColumns:
     speeds: list[list[tuple[int, float]]]  # per step: terms of the job's speed expression
 
 
-def _counts_and_speed(model: _Model, job: ClusterJob, horizon: int) -> _JobColumns:
+def _counts_and_speed(
+    model: _Model, job: ClusterJob, horizon: int, integral_steps: int
+) -> _JobColumns:
     counts = job.counts
     curve = job.curve()
     n_cols: list[int] = []
@@ -159,11 +171,12 @@ def _counts_and_speed(model: _Model, job: ClusterJob, horizon: int) -> _JobColum
     upper = counts[-1]
     if job.remaining_work is not None and job.remaining_work <= 0:
         upper = counts[0]  # finished: nothing left to give workers to
-    for _ in range(horizon):
-        n = model.var(counts[0], upper, _EPSILON, integer=True)
+    for t in range(horizon):
+        whole = t < integral_steps  # the first step is applied; later ones are a plan
+        n = model.var(counts[0], upper, _EPSILON, integer=whole)
         n_cols.append(n)
         if one_hot:
-            picks = [(k, model.var(0, 1 if k <= upper else 0, integer=True)) for k in counts]
+            picks = [(k, model.var(0, 1 if k <= upper else 0, integer=whole)) for k in counts]
             model.row([(x, 1.0) for _, x in picks], 1, 1)
             model.row([(n, 1.0), *((x, -float(k)) for k, x in picks)], 0, 0)
             speeds.append([(x, curve.at(k)) for k, x in picks] if needs_speed else [])
@@ -219,7 +232,7 @@ def _progress_rows(
             record_value.append(1.0 / full)
     else:
         record_value = [0.0] * horizon
-    _wait_rows(model, cols, job, horizon, settings.wait_penalty)
+    _wait_rows(model, cols, job, min(horizon, settings.integral_steps), settings.wait_penalty)
     big = job.max_workers + job.current_workers
     first = cols.counts[0]
     changed = model.var(0, 1, settings.change_cost + lost_records * record_value[0], integer=True)
@@ -235,23 +248,21 @@ def _progress_rows(
 
 
 def _wait_rows(
-    model: _Model, cols: _JobColumns, job: ClusterJob, horizon: int, penalty: float
+    model: _Model, cols: _JobColumns, job: ClusterJob, whole_steps: int, penalty: float
 ) -> None:
-    """ModelArts' ``n ≥ n_min`` for every job (15), made soft: a step at 0 workers while
-    the job has work (or wants workers) costs ``penalty``."""
+    """ModelArts' ``n ≥ n_min`` for every job (15), made soft and for the whole steps (a
+    relaxed step could dodge it with a fraction of a worker): each whole step at 0
+    workers while the job has work (or wants workers) costs ``penalty``."""
     smallest = next((c for c in job.counts if c > 0), 0)
-    if (
-        penalty <= 0
-        or smallest == 0
-        or (job.remaining_work is not None and job.remaining_work <= 0)
-    ):
+    finished = job.remaining_work is not None and job.remaining_work <= 0
+    if penalty <= 0 or smallest == 0 or finished:
         return
-    wanted = job.demand(horizon)
-    for t, n in enumerate(cols.counts):
+    wanted = job.demand(whole_steps)
+    for t in range(whole_steps):
         if job.remaining_work is None and wanted[t] <= 0:
             continue
         idle = model.var(0, 1, penalty)
-        model.row([(n, 1.0), (idle, float(smallest))], smallest, np.inf)
+        model.row([(cols.counts[t], 1.0), (idle, float(smallest))], smallest, np.inf)
 
 
 def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None) -> Allocation:
@@ -263,7 +274,8 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
         return unchanged(problem, why, "milp", (time.perf_counter() - started) * 1000)
     horizon = problem.horizon
     model = _Model()
-    columns = [_counts_and_speed(model, job, horizon) for job in problem.jobs]
+    whole = min(horizon, settings.integral_steps)
+    columns = [_counts_and_speed(model, job, horizon, whole) for job in problem.jobs]
     for cols in columns:
         job = cols.job
         if job.job_class is JobClass.GUARANTEE:
@@ -279,8 +291,11 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     if budget is not None and opportunistic:
         for t in range(horizon):
             model.row([(c.counts[t], 1.0) for c in opportunistic], -np.inf, budget)
-    status, message, x = model.solve(settings)
+    status, message, x, gap = model.solve(settings)
     solve_ms = (time.perf_counter() - started) * 1000
+    if status == _LIMIT and x is not None and gap > settings.accept_gap:
+        message = f"the time limit came with the best plan {gap:.0%} from optimal"
+        x = None
     if x is None or status not in (_OPTIMAL, _LIMIT):
         fallback = greedy_allocate(problem)
         return Allocation(
@@ -291,7 +306,7 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
             solve_ms,
             fallback.reasons,
         )
-    plans = {c.job.name: tuple(round(float(x[n])) for n in c.counts) for c in columns}
+    plans = {c.job.name: tuple(math.floor(float(x[n]) + 0.5) for n in c.counts) for c in columns}
     given = sum(plans[j.name][0] for j in problem.of_class(JobClass.OPPORTUNISTIC))
     grants = tuple(_grant(job, plans[job.name], problem, given) for job in problem.jobs)
     words = "optimal" if status == _OPTIMAL else "time limit (best solution found)"

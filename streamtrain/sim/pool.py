@@ -87,6 +87,7 @@ class PoolRun:
     overcommit: IntArray  # online workers beyond the pool per minute
     offline: tuple[OfflineOutcome, ...]
     solve_ms: tuple[float, ...]
+    fallback_rounds: int = 0  # MILP rounds the greedy rules answered (no plan in time)
     notes: tuple[str, ...] = ()
 
 
@@ -125,6 +126,7 @@ class _Pool:
     solve_ms: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reserved: int | None = None  # what the MILP's last round kept for online and serving
+    fallbacks: int = 0
 
     @property
     def shared(self) -> bool:
@@ -216,6 +218,8 @@ class _Pool:
             )
             allocation = greedy_allocate(problem)
         self.solve_ms.append(allocation.solve_ms)
+        if self.allocator == "milp" and allocation.solver != "milp":
+            self.fallbacks += 1
         if not allocation.feasible:
             self.notes.append(f"minute {minute}: {allocation.status}")
             return
@@ -398,5 +402,6 @@ def run_pool(
         overcommit,
         outcomes,
         tuple(pool.solve_ms),
+        pool.fallbacks,
         tuple(pool.notes),
     )

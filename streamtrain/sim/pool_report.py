@@ -18,7 +18,8 @@ Per class:
   started) at the window's end counts to the end: the means are lower bounds then.
 * **pool**: utilization, the mean share of the capacity in use over the arrival window
   (the first ``arrival_window_h`` hours: while offline jobs keep arriving); solver
-  time per round (p50, p90, max).
+  time per round (p50, p90, max) and the rounds the MILP gave to the greedy rules (no
+  plan close enough to optimal within its time limit).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class PoolMetrics:
     solve_p90_ms: float
     solve_max_ms: float
     rounds: int
+    fallback_rounds: int
 
     @property
     def online_violation_rate(self) -> float:
@@ -121,6 +123,7 @@ def pool_metrics(run: PoolRun, inputs: PoolInputs) -> PoolMetrics:
         solve_p90_ms=float(np.percentile(solve, 90)),
         solve_max_ms=float(np.max(solve)),
         rounds=len(run.solve_ms),
+        fallback_rounds=run.fallback_rounds,
     )
 
 
@@ -174,6 +177,12 @@ def format_pool_table(report: ScenarioReport) -> str:
             f"{m.preemptions:>5} {m.utilization:>6.1%} {m.serving_shortfall_min:>9.0f} min "
             f"{m.online_violation_rate:>11.2%} {m.solve_p90_ms:>12.1f}"
         )
+    for m in report.metrics.values():
+        if m.fallback_rounds:
+            lines.append(
+                f"{m.allocator}: {m.fallback_rounds} of {m.rounds} rounds answered by the "
+                "greedy rules (no plan within the MILP's time limit)"
+            )
     lines.append("")
     lines.append(
         f"{'online job':<12} {'pool viol':>9} {'pool lag-min':>12} {'alone viol':>10} "

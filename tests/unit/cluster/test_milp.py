@@ -9,7 +9,8 @@ import pytest
 from streamtrain.cluster.milp import _EPSILON, MilpSettings, milp_allocate
 from streamtrain.cluster.problem import ClusterJob, ClusterProblem, JobClass, SpeedCurve
 
-EXACT = MilpSettings(mip_rel_gap=0.0, time_limit_s=10.0)
+# Every step in whole numbers, so that brute force over whole counts is the same problem.
+EXACT = MilpSettings(mip_rel_gap=0.0, time_limit_s=10.0, integral_steps=2)
 STEP_S = 100.0
 
 
@@ -123,15 +124,16 @@ def test_power_of_two_jobs_get_powers_of_two_within_capacity():
         for i, c in enumerate((0, 3, 8))  # 3 is not a power of two: it must move
     )
     problem = ClusterProblem(jobs=jobs, capacity_workers=(13, 13, 13), step_s=300.0)
-    allocation = milp_allocate(problem)
-    assert allocation.feasible
-    for grant in allocation.grants:
-        for count in grant.plan:
-            assert count == 0 or count & (count - 1) == 0, grant
-    for t in range(3):
-        assert sum(g.plan[t] for g in allocation.grants) <= 13
-    assert allocation.grants[1].granted_workers != 3
-    assert allocation.used_workers >= 12  # 13 idle workers are not left idle for nothing
+    for settings, steps in ((MilpSettings(), 1), (MilpSettings(integral_steps=3), 3)):
+        allocation = milp_allocate(problem, settings)
+        assert allocation.feasible
+        for grant in allocation.grants:
+            for count in grant.plan[:steps]:
+                assert count == 0 or count & (count - 1) == 0, grant
+        for t in range(steps):
+            assert sum(g.plan[t] for g in allocation.grants) <= 13
+        assert allocation.grants[1].granted_workers != 3
+        assert allocation.used_workers >= 12  # not 13 idle workers left idle for nothing
 
 
 def test_an_infeasible_pool_gives_a_reason_not_an_exception():
@@ -196,3 +198,21 @@ def test_the_throttle_caps_the_opportunistic_jobs():
     allocation = milp_allocate(problem)
     assert allocation.used_workers == 7
     assert any("capped at 7" in g.reason for g in allocation.grants)
+
+
+def test_no_plan_within_the_time_limit_falls_back_to_the_greedy_rules():
+    jobs = tuple(
+        ClusterJob(
+            name=f"b{i}",
+            job_class=JobClass.OPPORTUNISTIC,
+            remaining_work=1e4 * (i + 1),
+            power_of_two=True,
+            max_workers=16,
+        )
+        for i in range(12)
+    )
+    problem = ClusterProblem(jobs=jobs, capacity_workers=(40,) * 5, step_s=300.0)
+    allocation = milp_allocate(problem, MilpSettings(time_limit_s=1e-9))
+    assert allocation.solver == "greedy"
+    assert "greedy fallback" in allocation.status
+    assert allocation.feasible and 0 < allocation.used_workers <= 40
