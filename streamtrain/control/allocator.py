@@ -11,8 +11,9 @@ Faust worker, as ``lag run`` does the lag app):
 * a leader-only timer (every ``tick_s``): after table recovery it restores the book
   once; when a decision is due it runs one in a worker thread (the MILP must not block
   the event loop), publishes the ``ScaleCommand`` of every job whose count changes to
-  the commands topic (key: the job; a command that cannot be sent is kept and re-sent
-  first next tick; executors are idempotent on command id), the
+  the commands topic (key: the job; one at a time, shrinks before grows; a command that
+  cannot be sent is kept, with those after it, and re-sent first next tick; executors
+  are idempotent on command id), the
   ``AllocationDecision`` with every grant's reason to the decisions topic, and the new
   grants to the ``cluster_grants`` table (through the state topic);
 * ``/cluster`` (JSON: the newest decision, the requests, the counters) and ``/health``
@@ -107,12 +108,22 @@ def create_allocator_app(settings: AllocatorSettings) -> tuple[Any, AllocatorSer
         if service.due(now_s):
             decided = await asyncio.to_thread(service.decide, now_s)
         to_send = [*outbox, *(decided.commands if decided else ())]
-        sent = await publish(
-            [(c, commands.send(key=c.job.encode(), value=encode(c))) for c in to_send], timeout
-        )
-        for command, exc in sent.failed:
-            log.error("scale command %s not sent (%s); retrying", command.command_id, exc)
-            service.command_outbox.append(command)
+        for index, command in enumerate(to_send):
+            # One at a time, in order: the shrinks of a decision reach the topic before
+            # its grows (concurrent sends may land in any order).
+            sent = await publish(
+                [(command, commands.send(key=command.job.encode(), value=encode(command)))],
+                timeout,
+            )
+            if sent.failed:
+                log.error(
+                    "scale command %s not sent (%s); retrying it and the %d after it",
+                    command.command_id,
+                    sent.failed[0][1],
+                    len(to_send) - index - 1,
+                )
+                service.command_outbox.extend(to_send[index:])
+                break
         if decided is None:
             return
         key = settings.app_id.encode()

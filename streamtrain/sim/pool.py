@@ -22,7 +22,8 @@ held (the pool runs for ``milp``/``greedy``, the alone runs for the partitions);
 serving holds its ``min_scale``; at a round the allocator decides; offline jobs above
 what is left give workers back (the allocator's reclaim rule); idle workers go to the
 front of the queue, as many as it can use (ModelArts' simulation does this between
-rounds for every allocator); then offline jobs train. An offline job pauses
+rounds for every allocator; under the MILP, not the room its last round kept for the
+online jobs' and serving's forecast); then offline jobs train. An offline job pauses
 ``pause_s`` after every change of its count and ``start_s`` after a start, trains at
 F(n) = r1 · n · 0.8^log2(n) with its true one-worker rate r1, and is preempted (back
 to the queue) when its count reaches 0. The allocators plan with an *estimate* of r1:
@@ -30,7 +31,8 @@ DLRover-RM's warm start from finished jobs of the same model type and a similar 
 (:func:`~streamtrain.cluster.warmstart.warm_start`), 1 record/s without one, the
 measured rate once the job has trained.
 
-Deterministic: no randomness here (the inputs are generated, seeded, beforehand).
+No randomness here (the inputs are generated, seeded, beforehand); the MILP's answers
+can differ between runs only when its wall-clock time limit cuts a solve short.
 """
 
 from __future__ import annotations
