@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from streamtrain import __version__
+from streamtrain.commands.cluster import cluster
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.demo import demo
 from streamtrain.commands.forecast import forecast, trace
@@ -186,6 +187,7 @@ main.add_command(scale)
 main.add_command(simulate)
 main.add_command(demo)
 main.add_command(keda)
+main.add_command(cluster)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -295,6 +295,28 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     "also where the scaled clock starts).",
 )
 @option(
+    "--allocator",
+    env="PLAN_ALLOCATOR",
+    is_flag=True,
+    help="The pool is shared: send the planner's wanted counts to the cluster allocator "
+    "(`cluster run`) as ScaleRequests on --requests-topic instead of ScaleCommands.",
+)
+@option(
+    "--requests-topic",
+    env="PLAN_REQUESTS_TOPIC",
+    default="streamtrain.cluster.requests",
+    show_default=True,
+    help="Where ScaleRequests go with --allocator.",
+)
+@option(
+    "--job-class",
+    env="PLAN_JOB_CLASS",
+    type=click.Choice(["guarantee", "opportunistic"]),
+    default="guarantee",
+    show_default=True,
+    help="With --allocator: served first (guarantee) or with what is left.",
+)
+@option(
     "--cps-window-s",
     env="LAG_CPS_WINDOW_S",
     type=click.FloatRange(min=0, min_open=True),
@@ -338,6 +360,9 @@ def lag_run(
     sample_bucket_s: float,
     plan_time_scale: float,
     plan_history: Path | None,
+    allocator: bool,
+    requests_topic: str,
+    job_class: str,
     cps_window_s: float | None,
     **opts: Any,
 ) -> None:
@@ -422,6 +447,8 @@ def lag_run(
             planner=planner,
             samples_topic=samples_topic,
             commands_topic=commands_topic,
+            requests_topic=requests_topic if allocator and planner is not None else None,
+            job_class=job_class,
         )
         app, _ = create_app(settings)
         # Created up front with one partition each: the history topic must match its
@@ -429,6 +456,7 @@ def lag_run(
         topics_needed = [reports_topic, alerts_topic, settings.history_topic]
         if planner is not None:
             topics_needed += [samples_topic, commands_topic]
+            topics_needed += [requests_topic] if allocator else []
         for name in topics_needed:
             create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         watched = ", ".join(groups) or "-"
@@ -439,9 +467,14 @@ def lag_run(
             err=True,
         )
         if planner is not None:
+            route = (
+                f"requests {requests_topic} ({job_class})"
+                if allocator
+                else f"commands {commands_topic}"
+            )
             click.echo(
                 f"planner for job {planner.job} on group {planner.group}: policy {policy}, "
-                f"samples {samples_topic} -> commands {commands_topic}, "
+                f"samples {samples_topic} -> {route}, "
                 f"http://{web_host}:{web_port}/planner",
                 err=True,
             )

@@ -146,6 +146,16 @@ def _policies(text: str) -> tuple[str, ...]:
 )
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
 @option(
+    "--scenario",
+    "scenario_path",
+    env="SIMULATE_SCENARIO",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Several jobs on one pool (a JSON or TOML file: online jobs, a serving pool, "
+    "offline jobs): compare the cluster allocators instead; the other flags but --json "
+    "are ignored.",
+)
+@option(
     "--plot",
     "plot_path",
     env="SIMULATE_PLOT",
@@ -170,9 +180,13 @@ def simulate(
     forecaster: str,
     step_s: int,
     as_json: bool,
+    scenario_path: Path | None,
     plot_path: Path | None,
 ) -> None:
     """Replay traffic against scaling policies and print KALE Table 3 for it."""
+    if scenario_path is not None:
+        _scenario(scenario_path, as_json)
+        return
     settings = SimSettings(
         policies=_policies(policies),
         peak_workers=peak_workers,
@@ -202,3 +216,14 @@ def simulate(
 
         written = plot_report(report, plot_path)
         click.echo(f"wrote {written}", err=True)
+
+
+def _scenario(path: Path, as_json: bool) -> None:
+    """``--scenario``: every cluster allocator on the scenario's pool (issue #22)."""
+    from streamtrain.sim.pool_report import format_pool_table, simulate_scenario
+    from streamtrain.sim.scenario import load_scenario
+
+    report = simulate_scenario(
+        load_scenario(path), progress=lambda message: click.echo(message, err=True)
+    )
+    click.echo(json.dumps(report.as_json()) if as_json else format_pool_table(report))

@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from streamtrain.control.publish import publish
+from streamtrain.control.request_route import command_sender
 from streamtrain.control.service import LagService
 from streamtrain.errors import SchemaError
 from streamtrain.lag.history_tables import HistoryTables, arrival_message
@@ -117,6 +118,7 @@ def add_planner(
         settings.commands_topic, key_serializer="raw", value_serializer="raw", partitions=1
     )
     group = agent.planner.settings.group
+    send, destination = command_sender(app, settings, commands, agent.planner.settings)
 
     async def take_samples(stream: Any) -> None:
         async for value in stream:
@@ -133,16 +135,14 @@ def add_planner(
         timeout = settings.request_timeout_s
         arrivals = agent.arrivals_to_persist()
         sent, alerted = await asyncio.gather(
-            publish(
-                [(c, commands.send(key=c.job.encode(), value=encode(c))) for c in to_send], timeout
-            ),
+            publish([(c, send(c)) for c in to_send], timeout),
             publish(
                 [(a, alerts.send(key=a.group.encode(), value=encode(a))) for a in new_alerts],
                 timeout,
             ),
         )
         for command in sent.confirmed:
-            log.info("scale command %s sent to %s", command.command_id, commands.get_topic_name())
+            log.info("scale command %s sent to %s", command.command_id, destination)
         for command, exc in sent.failed:
             log.error("scale command %s not sent (%s); retrying", command.command_id, exc)
             agent.command_outbox.append(command)

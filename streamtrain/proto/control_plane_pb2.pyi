@@ -213,3 +213,117 @@ class ScaleCommand(_message.Message):
     created_at_ms: int
     explanation: str
     def __init__(self, schema_version: _Optional[int] = ..., command_id: _Optional[str] = ..., job: _Optional[str] = ..., current_workers: _Optional[int] = ..., target_workers: _Optional[int] = ..., reason: _Optional[_Union[ScaleCommand.Reason, str]] = ..., plan: _Optional[_Iterable[int]] = ..., plan_step_s: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., explanation: _Optional[str] = ...) -> None: ...
+
+class ScaleRequest(_message.Message):
+    __slots__ = ("schema_version", "request_id", "job", "job_class", "current_workers", "wanted_workers", "plan", "plan_step_s", "min_workers", "max_workers", "action_pause_s", "remaining_work", "deadline_at_ms", "records_per_s_per_worker", "step_time_ms", "model_type", "traffic_records_per_s", "reason", "created_at_ms", "explanation", "power_of_two")
+    class JobClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        JOB_CLASS_UNSPECIFIED: _ClassVar[ScaleRequest.JobClass]
+        GUARANTEE: _ClassVar[ScaleRequest.JobClass]
+        OPPORTUNISTIC: _ClassVar[ScaleRequest.JobClass]
+        SERVING: _ClassVar[ScaleRequest.JobClass]
+    JOB_CLASS_UNSPECIFIED: ScaleRequest.JobClass
+    GUARANTEE: ScaleRequest.JobClass
+    OPPORTUNISTIC: ScaleRequest.JobClass
+    SERVING: ScaleRequest.JobClass
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    WANTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    PLAN_STEP_S_FIELD_NUMBER: _ClassVar[int]
+    MIN_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_PAUSE_S_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_WORK_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_PER_WORKER_FIELD_NUMBER: _ClassVar[int]
+    STEP_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_RECORDS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    POWER_OF_TWO_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    request_id: str
+    job: str
+    job_class: ScaleRequest.JobClass
+    current_workers: int
+    wanted_workers: int
+    plan: _containers.RepeatedScalarFieldContainer[int]
+    plan_step_s: int
+    min_workers: int
+    max_workers: int
+    action_pause_s: float
+    remaining_work: float
+    deadline_at_ms: int
+    records_per_s_per_worker: float
+    step_time_ms: float
+    model_type: str
+    traffic_records_per_s: float
+    reason: ScaleCommand.Reason
+    created_at_ms: int
+    explanation: str
+    power_of_two: bool
+    def __init__(self, schema_version: _Optional[int] = ..., request_id: _Optional[str] = ..., job: _Optional[str] = ..., job_class: _Optional[_Union[ScaleRequest.JobClass, str]] = ..., current_workers: _Optional[int] = ..., wanted_workers: _Optional[int] = ..., plan: _Optional[_Iterable[int]] = ..., plan_step_s: _Optional[int] = ..., min_workers: _Optional[int] = ..., max_workers: _Optional[int] = ..., action_pause_s: _Optional[float] = ..., remaining_work: _Optional[float] = ..., deadline_at_ms: _Optional[int] = ..., records_per_s_per_worker: _Optional[float] = ..., step_time_ms: _Optional[float] = ..., model_type: _Optional[str] = ..., traffic_records_per_s: _Optional[float] = ..., reason: _Optional[_Union[ScaleCommand.Reason, str]] = ..., created_at_ms: _Optional[int] = ..., explanation: _Optional[str] = ..., power_of_two: _Optional[bool] = ...) -> None: ...
+
+class AllocationDecision(_message.Message):
+    __slots__ = ("schema_version", "decision_id", "decided_at_ms", "capacity_workers", "grants", "refusals", "notes", "solver", "status", "solve_ms", "feasible", "plan_step_s")
+    class Grant(_message.Message):
+        __slots__ = ("job", "job_class", "current_workers", "wanted_workers", "granted_workers", "plan", "reason", "command_id")
+        JOB_FIELD_NUMBER: _ClassVar[int]
+        JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
+        CURRENT_WORKERS_FIELD_NUMBER: _ClassVar[int]
+        WANTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+        GRANTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+        PLAN_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+        job: str
+        job_class: ScaleRequest.JobClass
+        current_workers: int
+        wanted_workers: int
+        granted_workers: int
+        plan: _containers.RepeatedScalarFieldContainer[int]
+        reason: str
+        command_id: str
+        def __init__(self, job: _Optional[str] = ..., job_class: _Optional[_Union[ScaleRequest.JobClass, str]] = ..., current_workers: _Optional[int] = ..., wanted_workers: _Optional[int] = ..., granted_workers: _Optional[int] = ..., plan: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., command_id: _Optional[str] = ...) -> None: ...
+    class Refusal(_message.Message):
+        __slots__ = ("job", "request_id", "reason", "refused_at_ms")
+        JOB_FIELD_NUMBER: _ClassVar[int]
+        REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        REFUSED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+        job: str
+        request_id: str
+        reason: str
+        refused_at_ms: int
+        def __init__(self, job: _Optional[str] = ..., request_id: _Optional[str] = ..., reason: _Optional[str] = ..., refused_at_ms: _Optional[int] = ...) -> None: ...
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_MS_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    PLAN_STEP_S_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    decision_id: str
+    decided_at_ms: int
+    capacity_workers: int
+    grants: _containers.RepeatedCompositeFieldContainer[AllocationDecision.Grant]
+    refusals: _containers.RepeatedCompositeFieldContainer[AllocationDecision.Refusal]
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    solver: str
+    status: str
+    solve_ms: float
+    feasible: bool
+    plan_step_s: int
+    def __init__(self, schema_version: _Optional[int] = ..., decision_id: _Optional[str] = ..., decided_at_ms: _Optional[int] = ..., capacity_workers: _Optional[int] = ..., grants: _Optional[_Iterable[_Union[AllocationDecision.Grant, _Mapping]]] = ..., refusals: _Optional[_Iterable[_Union[AllocationDecision.Refusal, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., solver: _Optional[str] = ..., status: _Optional[str] = ..., solve_ms: _Optional[float] = ..., feasible: _Optional[bool] = ..., plan_step_s: _Optional[int] = ...) -> None: ...

@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "simulate",
     "demo",
     "keda",
+    "cluster",
 }
 
 

@@ -43,7 +43,7 @@ def test_every_top_level_module_sits_in_a_layer():
 
 COMMAND_LINE = re.compile(
     r"\s*(\.venv/bin/)?streamtrain "
-    r"(broker|topics|worker|lag|scale|forecast|trace|simulate|demo|keda)\b"
+    r"(broker|topics|worker|lag|scale|forecast|trace|simulate|demo|keda|cluster)\b"
 )
 
 
