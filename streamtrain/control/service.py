@@ -4,7 +4,8 @@ Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
 
 * :class:`LagAppSettings`: what ``streamtrain lag run`` configures (Kafka, the watched
   groups and topics, the app id and topic names, the web address, the webhook, the
-  request timeout, the monitor's settings, and the planner's when ``--plan-job`` is set).
+  request timeout, the monitor's settings, the planner's when ``--plan-job`` is set, and
+  the shard coordinator's when ``--shards-job`` is set).
 * :class:`LagService`: the :class:`~streamtrain.lag.monitor.LagMonitor` (over an
   :class:`~streamtrain.lag.offsets.OffsetsReader`) and its Prometheus collector; the
   bounded outbox of alerts not yet delivered (re-sent on the next tick; the oldest are
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtrain.config import KafkaSettings
+from streamtrain.control.shards import ShardJobSettings
 from streamtrain.errors import ConfigError
 from streamtrain.lag.monitor import HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader
@@ -56,6 +58,7 @@ class LagAppSettings:
     planner: PlannerSettings | None = None
     samples_topic: str = "streamtrain.throughput"
     commands_topic: str = "streamtrain.scale.commands"
+    shards: ShardJobSettings | None = None  # --shards-job: cut the job's topics into shards
 
     def __post_init__(self) -> None:
         if not 0 < self.web_port < 65536:

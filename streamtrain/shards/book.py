@@ -250,7 +250,7 @@ class ShardBook:
     def release(self, worker_id: str, ranges: Iterable[ShardRange]) -> int:
         """Requeue (first in line) the shards ``worker_id`` hands back; returns how many."""
         count = 0
-        for rng in ranges:
+        for rng in sorted(ranges, reverse=True):  # the earliest ends up first in line
             shard, _ = self._find(rng)
             if shard is not None and shard.state == _LEASED and shard.worker == worker_id:
                 self._requeue(rng.key, shard)
@@ -277,7 +277,7 @@ class ShardBook:
                             shard.epoch,
                         )
                     )
-        for grant in expired:
+        for grant in sorted(expired, key=lambda g: g.shard, reverse=True):
             part = self._partitions[grant.shard.key]
             self._requeue(grant.shard.key, part.shards[grant.shard.start_offset])
         return expired

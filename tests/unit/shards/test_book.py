@@ -7,7 +7,7 @@ import random
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.shards import Refusal, ShardBook, ShardRange, ShardSettings
+from streamtrain.shards import Grant, Refusal, ShardBook, ShardRange, ShardSettings
 
 T = "clicks"
 
@@ -229,7 +229,7 @@ def test_model_random_workers_crashes_and_restarts_never_commit_past_untrained_r
         hwm = {p: 0 for p in range(3)}
         trained: dict[int, set[int]] = {p: set() for p in range(3)}
         committed = {p: 0 for p in range(3)}
-        held: dict[str, list] = {}
+        held: dict[str, list[Grant]] = {}
         now = 0.0
         for step in range(300):
             now += 0.1
