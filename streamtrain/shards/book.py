@@ -95,6 +95,7 @@ class ShardBook:
         self._queue: collections.deque[tuple[PartitionKey, int]] = collections.deque()
         self._epoch = 0
         self._rates: dict[str, float] = {}
+        self._last_done_s: dict[str, float] = {}
         self._grace_until_s = float("-inf")
         self._dirty: set[PartitionKey] = set()
 
@@ -262,6 +263,7 @@ class ShardBook:
         ranges = [g.shard for g in self.held_by(worker_id)]
         self.release(worker_id, ranges)
         self._rates.pop(worker_id, None)
+        self._last_done_s.pop(worker_id, None)
         return ranges
 
     def expire(self, now_s: float) -> list[Grant]:
@@ -301,7 +303,11 @@ class ShardBook:
         if shard.state == _DONE:
             return Refusal.ALREADY_DONE
         if shard.state == _LEASED and shard.worker == worker_id and shard.epoch == epoch:
-            took_s = max(now_s - shard.granted_at_s, 1e-3)
+            # A worker trains its shards one after another: this one's work began when
+            # it was granted or when the worker's previous shard was done, the later.
+            began_s = max(shard.granted_at_s, self._last_done_s.get(worker_id, 0.0))
+            self._last_done_s[worker_id] = now_s
+            took_s = max(now_s - began_s, 1e-3)
             sample = rng.records / took_s
             old = self._rates.get(worker_id)
             self._rates[worker_id] = (

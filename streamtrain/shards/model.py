@@ -73,7 +73,10 @@ class ShardSettings:
       so lag stays low on a quiet partition (and at the demo's 144x clock, where
       20 simulated minutes are 8.3 wall seconds);
     * ``min_shard_records``: a worker that asks while nothing is queued gets a shard cut
-      from any partition with at least this many uncut records;
+      from any partition with at least this many uncut records (fewer wait for
+      ``max_wait_s``: a crowd of idle workers must not chop partitions into shards of a
+      record or two, each costing a grant and a seek); also the smallest shard a slow
+      worker gets;
     * ``lease_s``: a shard whose holder sent no heartbeat for this long goes back to the
       queue (and a restored book waits this long before handing out shards that were
       queued, so a grant lost in a crash is reclaimed by its holder's heartbeat first);
@@ -84,7 +87,7 @@ class ShardSettings:
 
     shard_records: int = 1_000
     max_wait_s: float = 1.0
-    min_shard_records: int = 1
+    min_shard_records: int = 20
     lease_s: float = 3.0
     target_shard_s: float = 2.0
     max_held_shards: int = 3
@@ -92,11 +95,10 @@ class ShardSettings:
     def __post_init__(self) -> None:
         if self.shard_records < 1 or self.min_shard_records < 1:
             raise ConfigError("shard sizes must be at least 1 record")
-        if self.min_shard_records > self.shard_records:
-            raise ConfigError(
-                f"min_shard_records ({self.min_shard_records}) is above shard_records "
-                f"({self.shard_records})"
-            )
+        # never above a full shard
+        object.__setattr__(
+            self, "min_shard_records", min(self.min_shard_records, self.shard_records)
+        )
         for name in ("max_wait_s", "lease_s", "target_shard_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")

@@ -207,8 +207,7 @@ def test_restore_skips_malformed_entries():
 def test_settings_are_checked():
     with pytest.raises(ConfigError):
         ShardSettings(shard_records=0)
-    with pytest.raises(ConfigError):
-        ShardSettings(min_shard_records=5, shard_records=4)
+    assert ShardSettings(min_shard_records=5, shard_records=4).min_shard_records == 4
     with pytest.raises(ConfigError):
         ShardSettings(lease_s=0)
 
