@@ -50,8 +50,6 @@ def test_each_action_is_measured_until_the_next():
 def test_a_higher_steady_backlog_after_the_action_is_not_charged_to_it():
     produced = steady(100, 0, 40)
     # before: trained 0.1 s behind; after 10 s: 1 s behind for good (fewer workers)
-    late = cumulative(
-        [t + (0.1 if t < 10 else 1.0) for t in np.arange(0, 40, 0.1)], [10] * 400
-    )
+    late = cumulative([t + (0.1 if t < 10 else 1.0) for t in np.arange(0, 40, 0.1)], [10] * 400)
     [cost] = action_costs(produced, late, [10.0], window_s=15)
     assert cost.lost_record_s < 100  # only the step's edge, not 90 records x 15 s
