@@ -124,7 +124,7 @@ def worker_argv(topic: str, job: str, mode: str) -> list[str]:
 @contextlib.contextmanager
 def control_app(kafka: KafkaSettings, job: str, topic: str, out: Path) -> Iterator[None]:
     log = (out / "control.log").open("w")
-    process = subprocess.Popen(  # noqa: S603 - our own CLI
+    process = subprocess.Popen(
         [
             sys.executable,
             "-m",
