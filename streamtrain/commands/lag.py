@@ -273,9 +273,27 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     "--action-pause-s",
     env="PLAN_ACTION_PAUSE_S",
     type=click.FloatRange(min=0),
-    default=600.0,
+    default=None,
+    help="Expected pause per scaling action until one is measured (model seconds). "
+    "Default: the pause measured for --plan-assignment (streamtrain.scale.action_costs, "
+    "benchmarks/scaling.py) on the planner's clock.",
+)
+@option(
+    "--scale-up-prep-s",
+    env="PLAN_SCALE_UP_PREP_S",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Expected preparation of new workers before they take data (model seconds). "
+    "Default: the preparation measured for --plan-assignment, on the planner's clock.",
+)
+@option(
+    "--plan-assignment",
+    env="PLAN_ASSIGNMENT",
+    type=click.Choice(["group", "cooperative", "shards"]),
+    default="group",
     show_default=True,
-    help="Expected pause per scaling action until one is measured.",
+    help="How the planned job's workers get data (their --assignment): picks the "
+    "measured preparation and pause the planner expects per action.",
 )
 @option(
     "--min-action-pause-s",
@@ -376,7 +394,9 @@ def lag_run(
     max_workers: int,
     initial_workers: int | None,
     plan_step_s: int,
-    action_pause_s: float,
+    action_pause_s: float | None,
+    scale_up_prep_s: float | None,
+    plan_assignment: str,
     min_action_pause_s: float,
     throughput_model: str,
     min_distinct_workers: int,
@@ -416,12 +436,14 @@ def lag_run(
     )
     planner = None
     if plan_job is not None:
+        from streamtrain.scale.action_costs import measured_cost
         from streamtrain.scale.timescale import TimeScale, read_seed_history
 
         seed, origin_s = (None, time.time())
         if plan_history is not None:
             seed, origin_s = read_seed_history(plan_history)
         clock = TimeScale(plan_time_scale, origin_s)
+        cost = measured_cost(plan_assignment)
         planner = _planner_settings(
             job=plan_job,
             group=plan_group or (groups[0] if len(groups) == 1 else None),
@@ -431,7 +453,12 @@ def lag_run(
             min_workers=min_workers,
             max_workers=max_workers,
             initial_workers=initial_workers,
-            action_pause_s=action_pause_s,
+            action_pause_s=clock.model_duration(cost.pause_s)
+            if action_pause_s is None
+            else action_pause_s,
+            scale_up_prep_s=clock.model_duration(cost.prep_s)
+            if scale_up_prep_s is None
+            else scale_up_prep_s,
             min_action_pause_s=min_action_pause_s,
             samples=SampleSettings(
                 bucket_s=sample_bucket_s,
