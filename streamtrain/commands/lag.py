@@ -460,6 +460,11 @@ def lag_run(
             if scale_up_prep_s is None
             else scale_up_prep_s,
             min_action_pause_s=min_action_pause_s,
+            # an action is pending (no new decision) until the samples show its size,
+            # at most this long: the measured preparation and pause, with room to spare
+            command_timeout_s=max(
+                900.0, clock.model_duration(max(30.0, 4 * (cost.prep_s + cost.pause_s)))
+            ),
             samples=SampleSettings(
                 bucket_s=sample_bucket_s,
                 # samples may arrive this late: some wall seconds, however fast the clock

@@ -4,17 +4,18 @@ Owned here: :func:`add_shards`, the wiring of
 :class:`~streamtrain.control.shards.ShardCoordinator` (``streamtrain lag run
 --shards-job J``):
 
-* one agent on ``<job>.shards`` does every change to the book, one message at a time:
-  a worker's ``ShardUpdate`` (answered with a ``ShardGrant`` on ``<job>.shard-grants``,
-  key = worker id), or a tick marker (empty key) the timer sends, on which the newest
-  offsets are cut into shards and silent holders' shards are requeued;
+* an agent on ``<job>.shards`` applies each worker's ``ShardUpdate`` to the book and
+  answers with a ``ShardGrant`` on ``<job>.shard-grants`` (key = worker id);
+* a leader-only timer every ``tick_s`` reads the job's offsets (in a thread), cuts what
+  arrived into shards, requeues silent holders' shards, grants the new shards to the
+  workers whose request found nothing, and every ``commit_interval_s`` commits each
+  partition's done prefix under the job's group id. Both run on the event loop and
+  change the book without awaiting in between, so they never interleave;
 * after every change the partitions that changed are written to the ``shards`` table
-  (JSON per partition, changelogged), so the book survives a restart: on the first
-  message after table recovery the book is restored from it
-  (:meth:`~streamtrain.shards.book.ShardBook.restore`, with its grace for lost grants);
-* a leader-only timer every ``tick_s`` reads the job's offsets (in a thread), sends the
-  tick marker, and every ``commit_interval_s`` commits each partition's done prefix
-  under the job's group id.
+  (JSON per partition, changelogged; ``use_partitioner`` so the timer may write it), so
+  the book survives a restart: once the table is recovered the book is restored from
+  it (:meth:`~streamtrain.shards.book.ShardBook.restore`, with its grace for lost
+  grants).
 """
 
 from __future__ import annotations
@@ -43,12 +44,19 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
     coordinator = ShardCoordinator(job)
     offsets = ShardOffsets(settings.kafka, job, settings.request_timeout_s)
     io = ThreadPoolExecutor(1, thread_name_prefix="streamtrain-shards-io")
-    table = app.Table("shards", default=None, partitions=1, key_type=str, value_type=str)
+    # use_partitioner: the timer writes it too, outside any stream (one partition anyway)
+    table = app.Table(
+        "shards",
+        default=None,
+        partitions=1,
+        key_type=str,
+        value_type=str,
+        use_partitioner=True,
+    )
     updates = app.topic(
         job.updates_topic, key_serializer="raw", value_serializer="raw", partitions=1
     )
     grants = app.topic(job.grants_topic, key_serializer="raw", value_serializer="raw", partitions=1)
-    latest: dict[str, Any] = {"highs": {}, "starts": {}}
     next_commit = [0.0]
 
     def restore(now_s: float) -> None:
@@ -62,20 +70,19 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
         coordinator.restored = True
         log.info("shard book of job %s restored: %d partition(s)", job.job, count)
 
+    async def persist_and_send(answers: list[Any]) -> None:
+        for table_key, snapshot in coordinator.book.take_dirty().items():
+            table[table_key] = json.dumps(snapshot, separators=(",", ":"))
+        for answer in answers:
+            await grants.send(key=answer.worker_id.encode(), value=wire.encode(answer))
+
     async def on_update(stream: Any) -> None:
-        async for key, value in stream.items():
+        async for value in stream:
             now_s = time.time()
             if not coordinator.restored:
                 restore(now_s)
-            grant = None
-            if not key:
-                coordinator.tick(latest["highs"], latest["starts"], now_s)
-            else:
-                grant = coordinator.handle(value or b"", now_s)
-            for table_key, snapshot in coordinator.book.take_dirty().items():
-                table[table_key] = json.dumps(snapshot, separators=(",", ":"))
-            if grant is not None:
-                await grants.send(key=grant.worker_id.encode(), value=wire.encode(grant))
+            grant = coordinator.handle(value or b"", now_s)
+            await persist_and_send([] if grant is None else [grant])
 
     async def tick() -> None:
         if not app.tables.recovery.completed.is_set():
@@ -86,11 +93,12 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
         except KafkaError as exc:
             log.warning("shards: %s", exc)
             return
-        latest["highs"], latest["starts"] = highs, dict(starts)
-        await updates.send(key=b"", value=b"")
-        now_s = time.monotonic()
-        if coordinator.restored and now_s >= next_commit[0]:
-            next_commit[0] = now_s + job.commit_interval_s
+        now_s = time.time()
+        if not coordinator.restored:
+            restore(now_s)
+        await persist_and_send(coordinator.tick(highs, dict(starts), now_s))
+        if time.monotonic() >= next_commit[0]:
+            next_commit[0] = time.monotonic() + job.commit_interval_s
             positions = coordinator.book.committable()
             if positions:
                 try:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from streamtrain import wire
 from streamtrain.config import KafkaSettings
@@ -42,7 +44,7 @@ from streamtrain.errors import ConfigError, KafkaError, SchemaError
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.shards.book import ShardBook
 from streamtrain.shards.messages import default_topics, from_range, grant_range, to_range
-from streamtrain.shards.model import Refusal, ShardRange, ShardSettings
+from streamtrain.shards.model import Grant, Refusal, ShardRange, ShardSettings
 
 __all__ = ["ShardCoordinator", "ShardJobSettings", "ShardOffsets"]
 
@@ -121,14 +123,24 @@ class ShardCoordinator:
         revoked = self.book.heartbeat(worker, held, now_s)
         for rng, refusal in revoked:
             log.info("worker %s holds %s, which it must let go: %s", worker, rng, refusal)
-        grants = self.book.request(worker, update.want_shards, now_s)
+        # ``want_shards`` is beyond what the update lists as held: leases the worker does
+        # not list yet are grants on their way to it, and count against it
+        listed = {rng for rng, _ in held}
+        in_flight = [g for g in self.book.held_by(worker) if g.shard not in listed]
+        want = max(0, update.want_shards - len(in_flight))
+        grants = self.book.request(worker, want, now_s)
         if not grants and not revoked:
             return None
+        return self._grant_message(worker, grants, [rng for rng, _ in revoked])
+
+    def _grant_message(
+        self, worker: str, grants: list[Grant], revoked: list[ShardRange] | None = None
+    ) -> pb.ShardGrant:
         return pb.ShardGrant(
             job=self.settings.job,
             worker_id=worker,
             shards=[grant_range(g) for g in grants],
-            revoked=[to_range(rng) for rng, _ in revoked],
+            revoked=[to_range(rng) for rng in revoked or ()],
         )
 
     def _parse(self, worker: str, message: pb.ShardUpdate.Range) -> tuple[ShardRange, int] | None:
@@ -146,8 +158,9 @@ class ShardCoordinator:
         high_watermarks: dict[PartitionKey, int],
         starts: dict[PartitionKey, int],
         now_s: float,
-    ) -> int:
-        """Cut what arrived and requeue the shards of silent holders; returns expired."""
+    ) -> list[pb.ShardGrant]:
+        """Cut what arrived, requeue the shards of silent holders, and serve the workers
+        waiting for shards; returns the grants to send."""
         for key, high in high_watermarks.items():
             self.book.observe(key[0], key[1], high, starts.get(key, 0), now_s)
         expired = self.book.expire(now_s)
@@ -158,7 +171,10 @@ class ShardCoordinator:
                 self.settings.book.lease_s,
                 grant.shard,
             )
-        return len(expired)
+        by_worker: dict[str, list[Grant]] = {}
+        for grant in self.book.serve_waiting(now_s):
+            by_worker.setdefault(grant.worker_id, []).append(grant)
+        return [self._grant_message(w, grants) for w, grants in sorted(by_worker.items())]
 
     def state_json(self) -> dict[str, Any]:
         stats = self.book.stats()
@@ -200,29 +216,32 @@ class ShardOffsets:
                 }
             )
         )
+        self._admin = AdminClient(kafka.confluent_config())
         self._partitions: list[TopicPartition] = []
         self._starts: dict[PartitionKey, int] = {}
         self._probed: dict[PartitionKey, int] = {}  # the watermark the last probe read at
         self._ends: dict[PartitionKey, int] = {}  # one past the last offset seen
 
     def read(self) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
-        """``(high watermarks, start offsets)`` of the job's partitions."""
+        """``(partition ends, start offsets)`` of the job's partitions (one batched
+        ListOffsets, then the probe of the partitions whose watermark moved)."""
         try:
             if not self._partitions:
                 self._discover()
-            highs: dict[PartitionKey, int] = {}
-            for tp in self._partitions:
-                low, high = self._consumer.get_watermark_offsets(
-                    tp, timeout=self.timeout_s, cached=False
-                )
-                key = (tp.topic, tp.partition)
-                highs[key] = high
-                self._starts.setdefault(key, low)
+            highs = self._list(OffsetSpec.latest())  # type: ignore[no-untyped-call]
             self._probe_ends(highs)
         except KafkaException as exc:
             raise KafkaError(f"reading the offsets of job {self.settings.job!r}: {exc}") from exc
         ends = {key: max(high, self._ends.get(key, 0)) for key, high in highs.items()}
         return ends, self._starts
+
+    def _list(self, spec: Any) -> dict[PartitionKey, int]:
+        if not self._partitions:
+            return {}
+        futures = self._admin.list_offsets(
+            {tp: spec for tp in self._partitions}, request_timeout=self.timeout_s
+        )
+        return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
     def _probe_ends(self, highs: dict[PartitionKey, int], wait_s: float = 0.5) -> None:
         """Read the last batch of each partition whose watermark moved (module doc)."""
@@ -257,10 +276,12 @@ class ShardOffsets:
             if meta is None or meta.error is not None:
                 continue
             found += [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+        self._partitions = found
+        for key, low in self._list(OffsetSpec.earliest()).items():  # type: ignore[no-untyped-call]
+            self._starts.setdefault(key, low)
         for tp in self._consumer.committed(found, timeout=self.timeout_s) if found else []:
             if tp.error is None and tp.offset >= 0:
                 self._starts[(tp.topic, tp.partition)] = tp.offset
-        self._partitions = found
 
     def commit(self, positions: dict[PartitionKey, int]) -> None:
         """Commit ``positions`` under the job's group id."""

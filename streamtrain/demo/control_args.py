@@ -64,8 +64,8 @@ PLAN_STEP_S = 300
 # the model clock; the measured pause is also the floor under the pause the planner
 # measures itself from the pool's size (which moves when the new workers are admitted,
 # before they have data).
-# With shards, records wait at most half a wall second uncut (72 simulated seconds).
-SHARD_MAX_WAIT_WALL_S = 0.5
+# With shards, records wait at most a wall second uncut (144 simulated seconds).
+SHARD_MAX_WAIT_WALL_S = 1.0
 # Throughput samples arrive once a wall second; 3 wall seconds of them at one pool size
 # make one job-level observation (7.2 simulated minutes at 144x), at least one step.
 SAMPLE_BUCKET_WALL_S = 3.0

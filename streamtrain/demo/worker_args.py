@@ -57,6 +57,9 @@ def pool_size_path(run_dir: Path) -> Path:
 
 # Two-phase start: a new worker waits this long at most for the executor's ADMITTED.
 ADMISSION_TIMEOUT_S = 60
+# A leaving shard worker finishes its current shards for this long at most (below the
+# pool's 10 s grace before SIGKILL).
+DRAIN_TIMEOUT_S = 5
 
 
 def states_topic(names: DemoNames) -> str:
@@ -94,6 +97,8 @@ def worker_argv(
         states_topic(names),
         "--admission-timeout-s",
         str(ADMISSION_TIMEOUT_S),
+        "--drain-timeout-s",
+        str(DRAIN_TIMEOUT_S),
         "--shuffle-heartbeat-interval-ms",
         str(SHUFFLE_HEARTBEAT_INTERVAL_MS),
         "--shuffle-heartbeat-timeout-ms",

@@ -57,11 +57,15 @@ from streamtrain.shards.holdings import HeldShard, Holdings
 from streamtrain.shards.messages import default_topics, from_range, grant_range
 from streamtrain.shards.model import Grant
 
-__all__ = ["ShardConsumer"]
+__all__ = ["SHARD_FETCH_TUNING", "ShardConsumer"]
 
 log = logging.getLogger(__name__)
 
-_REQUEST_RETRY_S = 1.0  # ask again when a request got no grant within this long
+#: A shard worker assigns new partitions (and reads its grants) all the time; a fetch
+#: that finds no data would otherwise hold the next one back for librdkafka's default
+#: 500 ms (measured on the embedded broker: a grant took 0.1 s to arrive at 500 ms and
+#: 0.05 s at 10 ms; records of a quiet night waited 7 s instead of 2.7 s at the median).
+SHARD_FETCH_TUNING = {"fetch.wait.max.ms": 10}
 
 
 class ShardConsumer:
@@ -74,7 +78,7 @@ class ShardConsumer:
         decoder: Decoder | None = None,
         *,
         metrics: WorkerMetrics | None = None,
-        prefetch_shards: int = 2,
+        prefetch_shards: int = 4,
         heartbeat_interval_s: float = 0.5,
         topics: tuple[str, str] | None = None,
     ) -> None:
@@ -113,7 +117,7 @@ class ShardConsumer:
         self._failure: BaseException | None = None
         self._positions: dict[PartitionKey, int] = {}  # assigned partitions: next offset
         self._last_update_s = 0.0
-        self._requested_at_s: float | None = None
+        self._last_want = 0
         self._done: list[HeldShard] = []
         self._returned: list[Grant] = []
         self.shards_done = 0
@@ -126,7 +130,10 @@ class ShardConsumer:
             raise StreamtrainError("shard consumer already started")
         for topic in (self.updates_topic, self.grants_topic):
             create_topic(self.kafka, topic, 1, exist_ok=True)
-        config = self.settings.consumer_config(self.kafka, error_cb=self._on_error)
+        config = {
+            **self.settings.consumer_config(self.kafka, error_cb=self._on_error),
+            **SHARD_FETCH_TUNING,
+        }
         self._consumer = Consumer(config)
         grants_config = {
             **config,
@@ -319,7 +326,7 @@ class ShardConsumer:
             self._apply_grant(grant)
 
     def _apply_grant(self, grant: pb.ShardGrant) -> None:
-        self._requested_at_s = None
+        self._last_want = 0  # what it wants now is worth saying at once
         with self._lock:
             for message in grant.revoked:
                 parsed = from_range(message)
@@ -387,16 +394,17 @@ class ShardConsumer:
     # -- talking to the control app ---------------------------------------------------------
 
     def _report(self, now_s: float) -> None:
+        """Send an update when something is done or handed back, when it wants more
+        shards than it asked for last, or when a heartbeat is due. ``want_shards`` is
+        always the whole wish beyond the shards listed as held (the control app counts
+        its grants still on their way), so a repeated wish never doubles a grant."""
         with self._lock:
             self._done.extend(self.holdings.take_finished())
             unread = self.holdings.unread()
-        want = 0 if self._leaving.is_set() else max(0, self.prefetch_shards + 1 - unread)
-        asked_lately = (
-            self._requested_at_s is not None and now_s - self._requested_at_s < _REQUEST_RETRY_S
-        )
-        urgent = bool(self._done or self._returned) or (want > 0 and not asked_lately)
+        want = 0 if self._leaving.is_set() else max(0, self.prefetch_shards - unread)
+        urgent = bool(self._done or self._returned) or want > self._last_want
         if urgent or now_s - self._last_update_s >= self.heartbeat_interval_s:
-            self._send_update(now_s, want=0 if asked_lately else want)
+            self._send_update(now_s, want=want)
 
     def _send_update(self, now_s: float, *, want: int, leaving: bool = False) -> None:
         producer = self._producer
@@ -422,8 +430,7 @@ class ShardConsumer:
         producer.poll(0)
         self.shards_done += len(done)
         self._last_update_s = now_s
-        if want:
-            self._requested_at_s = now_s
+        self._last_want = want
 
     def _on_error(self, error: ClientError) -> None:
         if error.fatal():

@@ -9,7 +9,9 @@ epoch, until a deadline) or ``done``. It is responsible for:
   lists anyway): a partition's new records become shards of ``shard_records`` as soon as
   that many are available, or a smaller shard once the oldest uncut record waited
   ``max_wait_s``; a worker that asks while the queue is empty gets a shard cut on demand;
-* **leasing** (:meth:`~ShardBook.request`): up to ``max_held_shards`` per worker; the
+* **leasing** (:meth:`~ShardBook.request`, and :meth:`~ShardBook.serve_waiting` for
+  requests that found nothing, as soon as shards are cut): up to ``max_held_shards``
+  per worker; the
   continuation of a shard the worker holds first (it reads on without a seek), then the
   queue, requeued shards first; a worker whose measured rate would need longer than
   ``target_shard_s`` for a shard gets a smaller one (the queued shard is split);
@@ -96,6 +98,7 @@ class ShardBook:
         self._epoch = 0
         self._rates: dict[str, float] = {}
         self._last_done_s: dict[str, float] = {}
+        self._waiting: dict[str, tuple[int, float]] = {}  # worker -> (shards, asked at)
         self._grace_until_s = float("-inf")
         self._dirty: set[PartitionKey] = set()
 
@@ -158,7 +161,37 @@ class ShardBook:
     # -- leasing ----------------------------------------------------------------------
 
     def request(self, worker_id: str, want: int, now_s: float) -> list[Grant]:
-        """Lease up to ``want`` shards to ``worker_id`` (never above ``max_held_shards``)."""
+        """Lease up to ``want`` shards to ``worker_id`` (never above ``max_held_shards``).
+
+        What cannot be granted now is remembered (the worker's latest ``want`` replaces
+        its earlier one) and served by :meth:`serve_waiting` as soon as shards are cut:
+        a worker never waits for its next request to learn that data arrived.
+        """
+        grants = self._grant(worker_id, want, now_s)
+        rest = want - len(grants)
+        if rest > 0:
+            self._waiting[worker_id] = (rest, now_s)
+        else:
+            self._waiting.pop(worker_id, None)
+        return grants
+
+    def serve_waiting(self, now_s: float) -> list[Grant]:
+        """Grants for the workers still waiting (oldest request first); a wait older
+        than ``lease_s`` (the worker went silent) is dropped."""
+        grants: list[Grant] = []
+        for worker_id, (want, asked_s) in sorted(self._waiting.items(), key=lambda w: w[1][1]):
+            if now_s - asked_s > self.settings.lease_s:
+                del self._waiting[worker_id]
+                continue
+            given = self._grant(worker_id, want, now_s)
+            grants += given
+            if len(given) >= want:
+                del self._waiting[worker_id]
+            elif given:
+                self._waiting[worker_id] = (want - len(given), asked_s)
+        return grants
+
+    def _grant(self, worker_id: str, want: int, now_s: float) -> list[Grant]:
         if now_s < self._grace_until_s or want < 1:
             return []
         held = self.held_by(worker_id)
@@ -264,6 +297,7 @@ class ShardBook:
         self.release(worker_id, ranges)
         self._rates.pop(worker_id, None)
         self._last_done_s.pop(worker_id, None)
+        self._waiting.pop(worker_id, None)
         return ranges
 
     def expire(self, now_s: float) -> list[Grant]:

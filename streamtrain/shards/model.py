@@ -90,7 +90,7 @@ class ShardSettings:
     min_shard_records: int = 20
     lease_s: float = 3.0
     target_shard_s: float = 2.0
-    max_held_shards: int = 3
+    max_held_shards: int = 8
 
     def __post_init__(self) -> None:
         if self.shard_records < 1 or self.min_shard_records < 1:

@@ -118,7 +118,8 @@ class LocalProcessPool:
         self._cwd = cwd
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._size_path = Path(size_path) if size_path is not None else None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the slots
+        self._scaling = threading.Lock()  # one scale_to at a time
         self._slots: dict[int, _Worker] = {}
         self._closed = False
         self._spawner: ThreadPoolExecutor | None = None
@@ -145,48 +146,60 @@ class LocalProcessPool:
             )
 
     def scale_to(self, target_workers: int, command: cp.ScaleCommand | None = None) -> int:
-        """Start or stop workers until ``target_workers`` run; returns the live count."""
+        """Start or stop workers until ``target_workers`` run; returns the live count.
+
+        Waiting (for READY, for stopped workers to exit) happens outside the lock that
+        guards the slots, so :meth:`current_workers` and :meth:`reap` answer meanwhile;
+        scaling calls themselves are one at a time.
+        """
         if target_workers < 0:
             raise ExecutorError(f"cannot scale to {target_workers} workers", retriable=False)
-        with self._lock:
-            if self._closed:
-                raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
-            self._reap_locked(replace=False)
-            live = sorted(self._slots)
-            if target_workers > len(live):
-                needed, index, started = target_workers - len(live), 0, []
-                began_s, wall_s = time.monotonic(), time.time()
-                while needed:
-                    if index not in self._slots:
-                        self._slots[index] = self._spawn(index, restarts=0)
-                        started.append(index)
-                        needed -= 1
-                    index += 1
-                if self.readiness is not None:
-                    self._admit(started, wall_s)
-                self.last_prep_s = time.monotonic() - began_s
-            elif target_workers < len(live):
-                doomed = [self._slots.pop(i) for i in live[target_workers:]]
+        with self._scaling:
+            started: list[int] = []
+            doomed: list[_Worker] = []
+            began_s, wall_s = time.monotonic(), time.time()
+            with self._lock:
+                if self._closed:
+                    raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
+                self._reap_locked(replace=False)
+                live = sorted(self._slots)
+                if target_workers > len(live):
+                    needed, index = target_workers - len(live), 0
+                    while needed:
+                        if index not in self._slots:
+                            self._slots[index] = self._spawn(index, restarts=0)
+                            self._slots[index].admitted = self.readiness is None
+                            started.append(index)
+                            needed -= 1
+                        index += 1
+                elif target_workers < len(live):
+                    doomed = [self._slots.pop(i) for i in live[target_workers:]]
                 self._write_size()
+            if doomed:
                 self._stop(doomed)
-            self._write_size()
-            return len(self._slots)
+            if started and self.readiness is not None:
+                self._admit(started, wall_s)
+            if started:
+                self.last_prep_s = time.monotonic() - began_s
+            with self._lock:
+                self._write_size()
+                return len(self._slots)
 
     def _admit(self, indexes: list[int], since_s: float) -> None:
         """Wait for READY from the new slots, replace once those that stay silent, and
-        admit the ready ones together (module docstring)."""
+        admit the ready ones together (module docstring). Called without the lock."""
         readiness = self.readiness
         assert readiness is not None  # noqa: S101 - the caller checks
-        for worker in (self._slots[i] for i in indexes):
-            worker.admitted = False
+        pending = list(indexes)
         for attempt in (1, 2):
-            silent = readiness.wait_ready(
-                [self._slots[i].worker_id for i in indexes], since_s, self.prep_timeout_s
-            )
-            late = [i for i in indexes if self._slots[i].worker_id in silent]
+            with self._lock:
+                ids = {i: self._slots[i].worker_id for i in pending if i in self._slots}
+            silent = readiness.wait_ready(ids.values(), since_s, self.prep_timeout_s)
+            late = [i for i, worker_id in ids.items() if worker_id in silent]
             if not late:
                 break
-            doomed = [self._slots.pop(i) for i in late]
+            with self._lock:
+                doomed = [self._slots.pop(i) for i in late if i in self._slots]
             self.not_ready += len(doomed)
             log.error(
                 "worker(s) %s did not say READY within %.0f s: %s",
@@ -198,13 +211,18 @@ class LocalProcessPool:
             if attempt == 2:
                 break
             since_s = time.time()
-            for worker in doomed:
-                self._slots[worker.index] = self._spawn(worker.index, restarts=worker.restarts + 1)
-                self._slots[worker.index].admitted = False
-        ready = [self._slots[i] for i in indexes if i in self._slots]
-        readiness.admit(w.worker_id for w in ready)
-        for worker in ready:
-            worker.admitted = True
+            with self._lock:
+                for worker in doomed:
+                    replacement = self._spawn(worker.index, restarts=worker.restarts + 1)
+                    replacement.admitted = False
+                    self._slots[worker.index] = replacement
+            pending = [w.index for w in doomed]
+        with self._lock:
+            ready = [self._slots[i] for i in indexes if i in self._slots]
+        readiness.admit([w.worker_id for w in ready])
+        with self._lock:
+            for worker in ready:
+                worker.admitted = True
 
     def _write_size(self) -> None:
         if self._size_path is None:

@@ -62,7 +62,7 @@ def test_worker_argv_and_env_are_unchanged():
         *("--batch-records", "128", "--queue-records", "1024", "--shuffle", "advanced"),
         *("--assignment", "group"),
         *("--states-topic", "streamtrain-demo-abcd1234.worker-states"),
-        *("--admission-timeout-s", "60"),
+        *("--admission-timeout-s", "60", "--drain-timeout-s", "5"),
         *("--shuffle-heartbeat-interval-ms", "500", "--shuffle-heartbeat-timeout-ms", "3000"),
         *("--pool-size-file", "/tmp/run/pool-size"),
         *("--throughput-topic", "streamtrain.demo.abcd1234.throughput"),

@@ -44,7 +44,7 @@ DEFAULT_ARGV = [
     *("--policy-setting", "trigger_lag_enter_s=720"),
     *("--policy-setting", "trigger_lag_exit_s=360"),
     *("--plan-time-scale", "144", "--plan-history", "/tmp/run/seed-history.json"),
-    *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "0.5"),
+    *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "1.0"),
 ]
 
 
