@@ -61,7 +61,7 @@ from streamtrain.demo.observe import (
     planner_forecast,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
-from streamtrain.demo.summary import RecordCounts, summarize
+from streamtrain.demo.summary import RecordCounts, action_marks, summarize
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
@@ -334,6 +334,7 @@ class _Demo:
 
     def state(self) -> dict[str, Any]:
         """What the dashboard's ``api/state`` returns."""
+        timeline = self.timeline.to_json()
         return {
             "now_s": time.time(),
             "started_at_s": self.start_at_s,
@@ -348,7 +349,8 @@ class _Demo:
                 "trained_unique": self.trained.unique,
                 "trained_from_peers": self.trained.forwarded,
             },
-            "timeline": self.timeline.to_json(),
+            "timeline": timeline,
+            "action_marks": action_marks(timeline),
         }
 
     def summary(self, ended_at_s: float) -> dict[str, Any]:
@@ -419,6 +421,8 @@ def run_demo(
                 job=demo.names.job,
                 commands_topic=demo.names.control("commands"),
                 alerts_topic=demo.names.control("alerts"),
+                outcomes_topic=demo.names.control("outcomes"),
+                assignment=settings.assignment,
                 consumer_config=FAST_GROUP_CONFIG,
             ),
             on_result=demo.on_applied,

@@ -37,7 +37,7 @@ from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 # An action's cost is measured until the next action, over this many wall seconds at most.
 ACTION_WINDOW_S = 20.0
 
-__all__ = ["RecordCounts", "format_summary", "summarize", "workers_at"]
+__all__ = ["RecordCounts", "action_marks", "format_summary", "summarize", "workers_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,19 +86,45 @@ def _pool_minutes(workers: Sequence[Sequence[float]], start_s: float, end_s: flo
     return total / MINUTE_S
 
 
-def _actions(timeline: dict[str, Any], started_at_s: float, speed: float) -> list[dict[str, Any]]:
-    """Each command with what applying it cost: mode, preparation, pause (wall and
-    simulated seconds), trained records/s before and after
-    (:func:`~streamtrain.scale.handover.action_costs` on the produced/trained progress)."""
-    applied = {a.get("command_id"): a for a in timeline["actions"] if a.get("outcome") == "applied"}
+def action_marks(timeline: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per applied action, for the dashboard's workers chart: when it began, its
+    preparation and its measured pause (wall seconds; the pause once measurable)."""
+    costs = _costs(timeline)
+    marks = []
+    for action in timeline["actions"]:
+        if action.get("outcome") != "applied" or "at_s" not in action:
+            continue
+        cost = costs.get(action["at_s"])
+        marks.append(
+            {
+                "at_s": action["at_s"],
+                "prep_s": action.get("prep_s"),
+                "pause_s": None if cost is None else round(cost.pause_s, 2),
+            }
+        )
+    return marks
+
+
+def _costs(timeline: dict[str, Any]) -> dict[float, ActionCost]:
+    """:func:`~streamtrain.scale.handover.action_costs` of the applied actions, by start."""
+    applied = [a for a in timeline["actions"] if a.get("outcome") == "applied" and "at_s" in a]
     progress = np.asarray(timeline.get("progress") or [], dtype=np.float64).reshape(-1, 3)
-    starts = sorted(a["at_s"] for a in applied.values() if "at_s" in a)
+    starts = sorted(a["at_s"] for a in applied)
     costs: dict[float, ActionCost] = {}
     if progress.shape[0] > 1 and starts:
         produced = (progress[:, 0], progress[:, 1])
         trained = (progress[:, 0], progress[:, 2])
         for measured in action_costs(produced, trained, starts, window_s=ACTION_WINDOW_S):
             costs[measured.at_s] = measured
+    return costs
+
+
+def _actions(timeline: dict[str, Any], started_at_s: float, speed: float) -> list[dict[str, Any]]:
+    """Each command with what applying it cost: mode, preparation, pause (wall and
+    simulated seconds), trained records/s before and after
+    (:func:`~streamtrain.scale.handover.action_costs` on the produced/trained progress)."""
+    applied = {a.get("command_id"): a for a in timeline["actions"] if a.get("outcome") == "applied"}
+    costs = _costs(timeline)
     out = []
     for c in timeline["commands"]:
         entry: dict[str, Any] = {
