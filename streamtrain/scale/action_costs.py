@@ -16,10 +16,12 @@ simulated policy and the live one make the same assumption.
 
 Measured by ``python -m benchmarks.scaling --json FILE`` (embedded Tansu 0.6.0 broker,
 16 partitions, 800 records/s, workers of 300 records/s whose step sleeps, 4 -> 8 -> 4 ->
-12 -> 4 workers, 20 s at each size; a 2-core machine shared with other jobs; the run
-recorded in docs/benchmarks.md, "Scaling a live job"). Means and population standard
-deviations over its four actions (``prep_s``: over the two scale-ups). Re-measure and
-update these numbers together with that section when the hand-over changes.
+12 -> 4 workers, 20 s at each size; a 2-core machine shared with other jobs; the runs
+are recorded in docs/benchmarks.md, "Scaling a live job"). Means and population
+standard deviations over the actions of two runs for ``group`` and ``cooperative`` (8
+actions; ``prep_s`` over their 4 scale-ups) and of the second run for ``shards`` (4
+actions: the shard hand-over changed between the runs). Re-measure and update these
+numbers together with that section when the hand-over changes.
 """
 
 from __future__ import annotations
@@ -45,15 +47,15 @@ class ActionCostEstimate:
 MEASURED_COSTS: Mapping[AssignmentMode, ActionCostEstimate] = {
     # every join or leave stops every worker for the eager rebalance
     AssignmentMode.GROUP: ActionCostEstimate(
-        prep_s=2.03, prep_spread_s=0.47, pause_s=3.37, pause_spread_s=0.32
+        prep_s=2.08, prep_spread_s=0.85, pause_s=3.63, pause_spread_s=1.0
     ),
     # joins move only what changes hands; leaves stall the moved partitions ~3 s on Tansu
     AssignmentMode.COOPERATIVE: ActionCostEstimate(
-        prep_s=2.48, prep_spread_s=0.38, pause_s=2.14, pause_spread_s=1.04
+        prep_s=2.64, prep_spread_s=0.9, pause_s=2.02, pause_spread_s=1.14
     ),
     # no group: a join or leave moves no partition; the pause is shard hand-over noise
     AssignmentMode.SHARDS: ActionCostEstimate(
-        prep_s=2.31, prep_spread_s=0.46, pause_s=0.65, pause_spread_s=0.49
+        prep_s=1.9, prep_spread_s=0.54, pause_s=0.75, pause_spread_s=0.56
     ),
 }
 
