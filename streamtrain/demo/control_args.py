@@ -24,6 +24,7 @@ from streamtrain.scale.action_costs import measured_cost
 __all__ = [
     "CPS_WINDOW_MIN_S",
     "CPS_WINDOW_PLAN_STEPS",
+    "DEMO_WORKER_PREP_WALL_S",
     "FALLBACK_COOLDOWN_WALL_S",
     "HISTORY_STEP_S",
     "LAG_TICK_S",
@@ -64,6 +65,12 @@ PLAN_STEP_S = 300
 # the model clock; the measured pause is also the floor under the pause the planner
 # measures itself from the pool's size (which moves when the new workers are admitted,
 # before they have data).
+# The preparation of a demo worker (process up, torch and the MMoE model loaded, the
+# newest checkpoint read, READY) measured in `streamtrain demo` runs on the 2-core
+# machine: 2.8-8.2 s, 5.8 s on average (docs/benchmarks.md). It is longer than the
+# benchmark's (streamtrain.scale.action_costs: a worker that imports no torch), so the
+# demo tells the planner its own; the pause is the mode's measured one.
+DEMO_WORKER_PREP_WALL_S = 6.0
 # With shards, records wait at most a wall second uncut (144 simulated seconds).
 SHARD_MAX_WAIT_WALL_S = 1.0
 # Throughput samples arrive once a wall second; 3 wall seconds of them at one pool size
@@ -186,7 +193,7 @@ def control_app_argv(
         "--action-pause-s",
         model_s(cost.pause_s),
         "--scale-up-prep-s",
-        model_s(cost.prep_s),
+        model_s(max(cost.prep_s, DEMO_WORKER_PREP_WALL_S)),
         "--min-action-pause-s",
         model_s(cost.pause_s),
         "--prior-rate",

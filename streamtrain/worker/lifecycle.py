@@ -30,6 +30,7 @@ __all__ = ["Lifecycle", "default_states_topic"]
 log = logging.getLogger(__name__)
 
 State = dp.WorkerStateEvent.State
+_FLUSH_S = 2.0
 
 
 def default_states_topic(job: str) -> str:
@@ -64,7 +65,6 @@ class Lifecycle:
     ) -> None:
         if self._producer is not None:
             self._publish(dp.WorkerStateEvent.LEFT)
-            self._producer.flush(5.0)
             self._producer = None
 
     def ready(self, admission_timeout_s: float | None = None) -> None:
@@ -98,7 +98,9 @@ class Lifecycle:
             self._producer.produce(
                 self.topic, key=self.settings.worker_id.encode(), value=wire.encode(event)
             )
-            self._producer.flush(5.0)
+            # best effort, bounded: a leaving worker must not outwait its executor's grace
+            if self._producer.flush(_FLUSH_S):
+                log.warning("state %s not delivered within %.0f s", State.Name(state), _FLUSH_S)
         except (KafkaException, BufferError) as exc:
             log.warning("could not announce state %s: %s", State.Name(state), exc)
 

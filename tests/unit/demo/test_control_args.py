@@ -35,7 +35,7 @@ DEFAULT_ARGV = [
     *("--min-workers", "1", "--max-workers", "8", "--initial-workers", "2"),
     *("--plan-step-s", "300", "--plan-assignment", "shards"),
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
-    *("--scale-up-prep-s", model_s(SHARDS.prep_s, 144)),
+    *("--scale-up-prep-s", "864"),  # the demo worker's measured 6 s
     *("--min-action-pause-s", model_s(SHARDS.pause_s, 144)),
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
