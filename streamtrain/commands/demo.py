@@ -111,7 +111,20 @@ __all__ = ["demo"]
     default="advanced",
     show_default=True,
     help="The workers' shuffle policy (streamtrain worker --shuffle): `advanced` lets a "
-    "worker with hot partitions hand its overflow to idle peers.",
+    "worker with hot partitions hand its overflow to idle peers. With --assignment "
+    "shards the workers run without it (free workers pulling shards balance hot "
+    "partitions).",
+)
+@option(
+    "--assignment",
+    env="DEMO_ASSIGNMENT",
+    type=click.Choice(["group", "cooperative", "shards"]),
+    default="shards",
+    show_default=True,
+    help="How the workers get data (streamtrain worker --assignment): `shards` (the "
+    "control app leases offset ranges; a scaling action moves no partition), "
+    "`cooperative` (incremental rebalancing) or `group` (eager rebalancing: every action "
+    "pauses every worker). Run the demo once per mode to compare them.",
 )
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print the summary as one JSON object.")
 @kafka_options
@@ -134,6 +147,7 @@ def demo(
     dashboard_port: int,
     kill_worker_at_s: float | None,
     shuffle: str,
+    assignment: str,
     as_json: bool,
     **opts: Any,
 ) -> None:
@@ -175,6 +189,7 @@ def demo(
         dashboard_port=dashboard_port,
         kill_worker_at_s=kill_worker_at_s,
         shuffle=shuffle,
+        assignment=assignment,
     )
 
     def echo(line: str) -> None:

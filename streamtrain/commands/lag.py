@@ -177,6 +177,47 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
 )
 @option("--plan-job", env="PLAN_JOB", default=None, help="Run the planner for this job.")
 @option(
+    "--shards-job",
+    env="SHARDS_JOB",
+    default=None,
+    help="Coordinate `streamtrain worker --assignment shards` for this job: cut its --topic "
+    "partitions into offset-range shards, lease them to the job's workers on "
+    "<job>.shards / <job>.shard-grants, and commit each partition's done prefix under the "
+    "job's group id. State survives a restart (the changelogged `shards` table).",
+)
+@option(
+    "--shard-records",
+    env="SHARD_RECORDS",
+    type=click.IntRange(min=1),
+    default=1_000,
+    show_default=True,
+    help="Records in a full shard (a slow worker gets smaller ones).",
+)
+@option(
+    "--shard-max-wait-s",
+    env="SHARD_MAX_WAIT_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Cut a smaller shard once the oldest uncut record waited this long.",
+)
+@option(
+    "--shard-lease-s",
+    env="SHARD_LEASE_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3.0,
+    show_default=True,
+    help="A shard whose worker sent no heartbeat for this long goes back to the queue.",
+)
+@option(
+    "--shard-tick-s",
+    env="SHARD_TICK_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=0.25,
+    show_default=True,
+    help="How often new offsets are cut into shards and leases checked.",
+)
+@option(
     "--plan-group",
     env="PLAN_GROUP",
     default=None,
@@ -232,9 +273,27 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     "--action-pause-s",
     env="PLAN_ACTION_PAUSE_S",
     type=click.FloatRange(min=0),
-    default=600.0,
+    default=None,
+    help="Expected pause per scaling action until one is measured (model seconds). "
+    "Default: the pause measured for --plan-assignment (streamtrain.scale.action_costs, "
+    "benchmarks/scaling.py) on the planner's clock.",
+)
+@option(
+    "--scale-up-prep-s",
+    env="PLAN_SCALE_UP_PREP_S",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Expected preparation of new workers before they take data (model seconds). "
+    "Default: the preparation measured for --plan-assignment, on the planner's clock.",
+)
+@option(
+    "--plan-assignment",
+    env="PLAN_ASSIGNMENT",
+    type=click.Choice(["group", "cooperative", "shards"]),
+    default="group",
     show_default=True,
-    help="Expected pause per scaling action until one is measured.",
+    help="How the planned job's workers get data (their --assignment): picks the "
+    "measured preparation and pause the planner expects per action.",
 )
 @option(
     "--min-action-pause-s",
@@ -343,6 +402,11 @@ def lag_run(
     data_dir: Path | None,
     faust_log_level: str,
     plan_job: str | None,
+    shards_job: str | None,
+    shard_records: int,
+    shard_max_wait_s: float,
+    shard_lease_s: float,
+    shard_tick_s: float,
     plan_group: str | None,
     policy: str,
     policy_settings: tuple[str, ...],
@@ -352,7 +416,9 @@ def lag_run(
     max_workers: int,
     initial_workers: int | None,
     plan_step_s: int,
-    action_pause_s: float,
+    action_pause_s: float | None,
+    scale_up_prep_s: float | None,
+    plan_assignment: str,
     min_action_pause_s: float,
     throughput_model: str,
     min_distinct_workers: int,
@@ -395,12 +461,14 @@ def lag_run(
     )
     planner = None
     if plan_job is not None:
+        from streamtrain.scale.action_costs import measured_cost
         from streamtrain.scale.timescale import TimeScale, read_seed_history
 
         seed, origin_s = (None, time.time())
         if plan_history is not None:
             seed, origin_s = read_seed_history(plan_history)
         clock = TimeScale(plan_time_scale, origin_s)
+        cost = measured_cost(plan_assignment)
         planner = _planner_settings(
             job=plan_job,
             group=plan_group or (groups[0] if len(groups) == 1 else None),
@@ -410,8 +478,18 @@ def lag_run(
             min_workers=min_workers,
             max_workers=max_workers,
             initial_workers=initial_workers,
-            action_pause_s=action_pause_s,
+            action_pause_s=clock.model_duration(cost.pause_s)
+            if action_pause_s is None
+            else action_pause_s,
+            scale_up_prep_s=clock.model_duration(cost.prep_s)
+            if scale_up_prep_s is None
+            else scale_up_prep_s,
             min_action_pause_s=min_action_pause_s,
+            # an action is pending (no new decision) until the samples show its size,
+            # at most this long: the measured preparation and pause, with room to spare
+            command_timeout_s=max(
+                900.0, clock.model_duration(max(30.0, 4 * (cost.prep_s + cost.pause_s)))
+            ),
             samples=SampleSettings(
                 bucket_s=sample_bucket_s,
                 # samples may arrive this late: some wall seconds, however fast the clock
@@ -427,6 +505,23 @@ def lag_run(
         )
         if planner.group not in groups:
             groups = (*groups, planner.group)
+    shards = None
+    if shards_job is not None:
+        from streamtrain.control.shards import ShardJobSettings
+        from streamtrain.shards.model import ShardSettings
+
+        shards = ShardJobSettings(
+            job=shards_job,
+            topics=topics,
+            book=ShardSettings(
+                shard_records=shard_records,
+                max_wait_s=shard_max_wait_s,
+                lease_s=shard_lease_s,
+            ),
+            tick_s=shard_tick_s,
+        )
+        if shards_job not in groups:
+            groups = (*groups, shards_job)
     if not port_is_free(web_host, web_port, reuse_address=True):
         raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
     with kafka_connection(opts) as kafka:
@@ -449,6 +544,7 @@ def lag_run(
             commands_topic=commands_topic,
             requests_topic=requests_topic if allocator and planner is not None else None,
             job_class=job_class,
+            shards=shards,
         )
         app, _ = create_app(settings)
         # Created up front with one partition each: the history topic must match its
@@ -457,6 +553,8 @@ def lag_run(
         if planner is not None:
             topics_needed += [samples_topic, commands_topic]
             topics_needed += [requests_topic] if allocator else []
+        if shards is not None:
+            topics_needed += [shards.updates_topic, shards.grants_topic]
         for name in topics_needed:
             create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         watched = ", ".join(groups) or "-"

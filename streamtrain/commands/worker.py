@@ -309,6 +309,53 @@ def shuffle_settings(
     default=None,
     help="Serve Prometheus /metrics on this port (0: a free one). Default: no HTTP.",
 )
+@option(
+    "--assignment",
+    env="WORKER_ASSIGNMENT",
+    type=click.Choice(["group", "cooperative", "shards"]),
+    default="group",
+    show_default=True,
+    help="How partitions reach this worker: `group`, consumer-group membership with the "
+    "eager assignor (every join or leave pauses every worker); `cooperative`, "
+    "incremental cooperative-sticky rebalancing (only the partitions that change hands "
+    "pause); `shards`, no group: the control app (`streamtrain lag run --shards-job`) "
+    "leases offset-range shards, so joining and leaving move nothing and more workers "
+    "than partitions all train.",
+)
+@option(
+    "--static-membership/--no-static-membership",
+    env="WORKER_STATIC_MEMBERSHIP",
+    default=False,
+    show_default=True,
+    help="Join with group.instance.id = --worker-id (a restarted worker gets its "
+    "partitions back without a rebalance). Off by default: the embedded broker (Tansu "
+    "0.6.0) orphans partitions with cooperative + static membership and notices an "
+    "eager static member leave only after --session-timeout-ms.",
+)
+@option(
+    "--states-topic",
+    env="WORKER_STATES_TOPIC",
+    default=None,
+    help="Announce STARTING / READY / DRAINING / LEFT (WorkerStateEvent) on this topic. "
+    "Default: none.",
+)
+@option(
+    "--admission-timeout-s",
+    env="WORKER_ADMISSION_TIMEOUT_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="After READY, wait this long at most for the executor's ADMITTED on "
+    "--states-topic before taking data (two-phase start). Default: do not wait.",
+)
+@option(
+    "--drain-timeout-s",
+    env="WORKER_DRAIN_TIMEOUT_S",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="With --assignment shards, a stopping worker finishes the shards it reads for "
+    "this long (the ones it has not started go back at once).",
+)
 @shuffle_options
 @kafka_options
 @handle_errors
@@ -336,6 +383,11 @@ def worker(
     column_builder: ColumnBuilder,
     metrics_host: str,
     metrics_port: int | None,
+    assignment: str,
+    static_membership: bool,
+    states_topic: str | None,
+    admission_timeout_s: float | None,
+    drain_timeout_s: float,
     **opts: Any,
 ) -> None:
     """Run a training worker on its share of --topic as a member of --group.
@@ -347,6 +399,7 @@ def worker(
     With --shuffle, records of this worker that overflow its queue are trained by idle
     peers of the same --group, and acknowledged back before they are committed.
     """
+    from streamtrain.config import AssignmentMode
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
     from streamtrain.worker import WorkerRun, load_app, run_worker
 
@@ -367,6 +420,8 @@ def worker(
         session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=heartbeat_interval_ms,
         column_builder=column_builder,
+        assignment=AssignmentMode(assignment),
+        static_membership=static_membership,
     )
     run = WorkerRun(
         max_records=max_records,
@@ -377,6 +432,9 @@ def worker(
         pool_size_file=pool_size_file,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
+        states_topic=states_topic,
+        admission_timeout_s=admission_timeout_s,
+        drain_timeout_s=drain_timeout_s,
     )
     app = load_app(entry, app_dir)
     stop = threading.Event()

@@ -23,7 +23,10 @@ a Faust worker):
 * optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
   samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
   ``/planner``, its series on ``/metrics`` (:mod:`streamtrain.control.planner_metrics`).
-  Without a planner the app is exactly the lag app.
+  Without a planner the app is exactly the lag app;
+* optionally (``settings.shards``) the shard coordinator of ``--assignment shards``
+  (:mod:`streamtrain.control.shard_agent`): offset-range shards cut, leased, committed;
+  ``/shards``.
 
 The state the pieces share is a :class:`~streamtrain.control.service.LagService`. Faust is
 imported here only (and by the modules this one wires), so the rest of
@@ -141,6 +144,10 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         agent = PlannerAgent(Planner(planner))
         add_planner(app, service, agent, alerts, history_topic, history)
         service.extra_collectors.append(PlannerCollector(agent))
+    if settings.shards is not None:
+        from streamtrain.control.shard_agent import add_shards
+
+        add_shards(app, settings)
     return app, service
 
 

@@ -4,7 +4,8 @@ Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
 
 * :class:`LagAppSettings`: what ``streamtrain lag run`` configures (Kafka, the watched
   groups and topics, the app id and topic names, the web address, the webhook, the
-  request timeout, the monitor's settings, and the planner's when ``--plan-job`` is set).
+  request timeout, the monitor's settings, the planner's when ``--plan-job`` is set, and
+  the shard coordinator's when ``--shards-job`` is set).
 * :class:`LagService`: the :class:`~streamtrain.lag.monitor.LagMonitor` (over an
   :class:`~streamtrain.lag.offsets.OffsetsReader`) and its Prometheus collector (plus
   ``extra_collectors``, e.g. the planner's, served on the same ``/metrics``); the
@@ -25,6 +26,7 @@ from typing import Any
 from prometheus_client.registry import Collector
 
 from streamtrain.config import KafkaSettings
+from streamtrain.control.shards import ShardJobSettings
 from streamtrain.errors import ConfigError
 from streamtrain.lag.monitor import HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader
@@ -63,6 +65,7 @@ class LagAppSettings:
     # ScaleRequests (streamtrain.control.request_route) instead of ScaleCommands.
     requests_topic: str | None = None
     job_class: str = "guarantee"
+    shards: ShardJobSettings | None = None  # --shards-job: cut the job's topics into shards
 
     def __post_init__(self) -> None:
         if not 0 < self.web_port < 65536:

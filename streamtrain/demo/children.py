@@ -26,7 +26,7 @@ from streamtrain.errors import ConfigError
 __all__ = ["CONTROL_TOPIC_KINDS", "DemoNames", "kafka_env", "streamtrain_command"]
 
 # The control plane's topics, one partition each (see DemoNames.control).
-CONTROL_TOPIC_KINDS = ("throughput", "commands", "reports", "alerts")
+CONTROL_TOPIC_KINDS = ("throughput", "commands", "reports", "alerts", "outcomes")
 
 
 @dataclass(frozen=True, slots=True)

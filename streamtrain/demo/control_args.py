@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import Protocol
 
 from streamtrain.demo.children import DemoNames, streamtrain_command
+from streamtrain.scale.action_costs import measured_cost
 
 __all__ = [
     "CPS_WINDOW_MIN_S",
     "CPS_WINDOW_PLAN_STEPS",
+    "DEMO_WORKER_PREP_WALL_S",
     "FALLBACK_COOLDOWN_WALL_S",
     "HISTORY_STEP_S",
     "LAG_TICK_S",
     "PLAN_STEP_S",
-    "REBALANCE_PAUSE_WALL_S",
     "SAMPLE_BUCKET_WALL_S",
+    "SHARD_MAX_WAIT_WALL_S",
     "SLO_WARNING_FRACTION",
     "TOLERATED_LAG_WALL_S",
     "TRIGGER_ENTER_MIN_WALL_S",
@@ -58,11 +60,19 @@ CPS_WINDOW_MIN_S = 3.0
 # The planner's step: 5 simulated minutes (model seconds), KALE's planning granularity;
 # the seed history is built per step of this length too.
 PLAN_STEP_S = 300
-# A rebalance pauses the group for about 3-6 wall seconds here; the planner expects the
-# upper end (864 model seconds, 14.4 simulated minutes, at 144x). The same value is the
-# floor under the measured pause: the pool's size file moves before the new workers
-# join, so measured pauses come out too short.
-REBALANCE_PAUSE_WALL_S = 6.0
+# The pause and preparation the planner expects per action are the ones measured for
+# the demo's --assignment (streamtrain.scale.action_costs, benchmarks/scaling.py), on
+# the model clock; the measured pause is also the floor under the pause the planner
+# measures itself from the pool's size (which moves when the new workers are admitted,
+# before they have data).
+# The preparation of a demo worker (process up, torch and the MMoE model loaded, the
+# newest checkpoint read, READY) measured in `streamtrain demo` runs on the 2-core
+# machine: 2.8-8.2 s, 5.8 s on average (docs/benchmarks.md). It is longer than the
+# benchmark's (streamtrain.scale.action_costs: a worker that imports no torch), so the
+# demo tells the planner its own; the pause is the mode's measured one.
+DEMO_WORKER_PREP_WALL_S = 6.0
+# With shards, records wait at most a wall second uncut (144 simulated seconds).
+SHARD_MAX_WAIT_WALL_S = 1.0
 # Throughput samples arrive once a wall second; 3 wall seconds of them at one pool size
 # make one job-level observation (7.2 simulated minutes at 144x), at least one step.
 SAMPLE_BUCKET_WALL_S = 3.0
@@ -109,6 +119,9 @@ class ControlSettings(Protocol):
     @property
     def worker_capacity_records_per_s(self) -> float: ...
 
+    @property
+    def assignment(self) -> str: ...
+
 
 def control_app_argv(
     settings: ControlSettings,
@@ -126,6 +139,12 @@ def control_app_argv(
         """A wall-clock duration as whole model seconds."""
         return f"{wall_s * s.speed:.0f}"
 
+    cost = measured_cost(s.assignment)
+    shards = (
+        ("--shards-job", n.job, "--shard-max-wait-s", str(SHARD_MAX_WAIT_WALL_S))
+        if s.assignment == "shards"
+        else ()
+    )
     return streamtrain_command(
         "lag",
         "run",
@@ -169,10 +188,14 @@ def control_app_argv(
         str(s.initial_workers),
         "--plan-step-s",
         str(PLAN_STEP_S),
+        "--plan-assignment",
+        s.assignment,
         "--action-pause-s",
-        model_s(REBALANCE_PAUSE_WALL_S),
+        model_s(cost.pause_s),
+        "--scale-up-prep-s",
+        model_s(max(cost.prep_s, DEMO_WORKER_PREP_WALL_S)),
         "--min-action-pause-s",
-        model_s(REBALANCE_PAUSE_WALL_S),
+        model_s(cost.pause_s),
         "--prior-rate",
         f"{s.worker_capacity_records_per_s:.3f}",
         "--sample-bucket-s",
@@ -192,4 +215,5 @@ def control_app_argv(
         f"{s.speed:g}",
         "--plan-history",
         str(history_path),
+        *shards,
     )

@@ -158,6 +158,7 @@ class Timeline:
     forecast: dict[int, float] = field(default_factory=dict)  # step start (ms) -> records/s
     auc: list[tuple[float, float]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[tuple[float, int, int]] = field(default_factory=list)  # t, produced, trained
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_auc: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
@@ -201,8 +202,15 @@ class Timeline:
         with self.lock:
             self.commands.append(entry)
 
-    def add_action(self, at_s: float, result: ApplyResult) -> None:
-        """What the demo's executor did with one ScaleCommand."""
+    def add_action(
+        self,
+        at_s: float,
+        result: ApplyResult,
+        *,
+        assignment: str | None = None,
+        prep_s: float | None = None,
+    ) -> None:
+        """What the demo's executor did with one ScaleCommand (``at_s``: when it began)."""
         entry = {
             "at_s": at_s,
             "command_id": result.command_id,
@@ -210,9 +218,17 @@ class Timeline:
             "workers_before": result.workers_before,
             "workers_after": result.workers_after,
             "error": result.error,
+            "assignment": assignment,
+            "prep_s": None if prep_s is None else round(prep_s, 2),
+            "duration_s": round(result.duration_s, 2),
         }
         with self.lock:
             self.actions.append(entry)
+
+    def add_progress(self, at_s: float, produced: int, trained: int) -> None:
+        """Records produced and trained so far (the actions' costs are measured on it)."""
+        with self.lock:
+            self.progress.append((at_s, produced, trained))
 
     def add_event(self, at_s: float, message: str) -> None:
         log.info("%s", message)
@@ -265,6 +281,7 @@ class Timeline:
                 "forecast": sorted([k / 1000, v] for k, v in self.forecast.items()),
                 "auc": [list(p) for p in self.auc],
                 "events": list(self.events),
+                "progress": [list(p) for p in self.progress],
             }
 
 

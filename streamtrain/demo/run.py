@@ -13,7 +13,10 @@ broker):
    subprocess;
 3. starts the **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool`
    of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
-   and environment from :mod:`streamtrain.demo.worker_args`), and a
+   and environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
+   default, with the control app as shard coordinator), two-phase (new workers
+   warm-start from the newest checkpoint, say READY and are admitted together:
+   :class:`~streamtrain.scale.executors.readiness.Readiness`), and a
    :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
 4. starts the **traffic** (:class:`~streamtrain.demo.traffic.TrafficGenerator`) at the
@@ -45,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from streamtrain.config import KafkaSettings
+from streamtrain.config import AssignmentMode, KafkaSettings
 from streamtrain.demo.children import DemoNames, kafka_env
 from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
@@ -58,7 +61,7 @@ from streamtrain.demo.observe import (
     planner_forecast,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
-from streamtrain.demo.summary import RecordCounts, summarize
+from streamtrain.demo.summary import RecordCounts, action_marks, summarize
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
@@ -66,6 +69,7 @@ from streamtrain.demo.worker_args import (
     FAST_GROUP_CONFIG,
     WORKER_BATCH_RECORDS,
     pool_size_path,
+    states_topic,
     worker_argv,
     worker_env,
 )
@@ -74,6 +78,7 @@ from streamtrain.forecast.trace import synth_trace
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
+from streamtrain.scale.executors.readiness import Readiness
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.sim.metrics import SLO_LAG_S
 from streamtrain.units import DAY_S
@@ -108,8 +113,9 @@ class DemoSettings:
     kill_worker_at_s: float | None = None
     burst_records: int | None = None  # per dashboard burst; default BURST_PEAK_S of the peak
     progress_interval_s: float = 10.0
-    shuffle: str = "advanced"  # the workers' --shuffle policy
+    shuffle: str = "advanced"  # the workers' --shuffle policy (group, cooperative)
     worker_queue_records: int = 1_024
+    assignment: str = "shards"  # the workers' --assignment (benchmarks/scaling.py: best)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.speed) or self.speed <= 0:
@@ -130,6 +136,10 @@ class DemoSettings:
         if self.shuffle not in {p.value for p in ShufflePolicy}:
             raise ConfigError(
                 f"the shuffle policy must be none, basic or advanced: {self.shuffle!r}"
+            )
+        if self.assignment not in {m.value for m in AssignmentMode}:
+            raise ConfigError(
+                f"the assignment must be group, cooperative or shards: {self.assignment!r}"
             )
         if self.worker_queue_records < WORKER_BATCH_RECORDS:
             raise ConfigError(
@@ -177,6 +187,7 @@ class _Demo:
             drain_timeout_s=settings.drain_timeout_s,
         )
         self.generator: TrafficGenerator | None = None
+        self.readiness: Readiness | None = None
         self.pool: LocalProcessPool | None = None
         self.control: LocalProcessPool | None = None
         self.control_port = 0
@@ -232,6 +243,7 @@ class _Demo:
             run_dir=self.run_dir,
             shuffle=s.shuffle,
             queue_records=s.worker_queue_records,
+            assignment=s.assignment,
         )
         return LocalProcessPool(
             argv,
@@ -241,12 +253,20 @@ class _Demo:
             replace_dead=True,
             log_dir=self.run_dir / "logs",
             size_path=pool_size_path(self.run_dir),
+            readiness=self.readiness,
         )
 
     # -- while running ---------------------------------------------------------------
 
     def on_applied(self, result: ApplyResult) -> None:
-        self.timeline.add_action(time.time(), result)
+        before, after = result.workers_before or 0, result.workers_after or 0
+        prep_s = self.pool.last_prep_s if self.pool is not None and after > before else None
+        self.timeline.add_action(
+            time.time() - result.duration_s,
+            result,
+            assignment=self.settings.assignment,
+            prep_s=prep_s,
+        )
         if result.outcome is Outcome.APPLIED:
             self.echo(
                 f"scaled {result.workers_before} -> {result.workers_after} workers "
@@ -306,6 +326,7 @@ class _Demo:
             self.timeline.add_planned(now, self.plan.rate_at(now - self.start_at_s))
         self.timeline.add_evaluations(self.stats.read_new())
         self.trained.refresh()
+        self.timeline.add_progress(now, self.produced(), self.trained.unique)
 
     def produced(self) -> int:
         generator = self.generator
@@ -313,6 +334,7 @@ class _Demo:
 
     def state(self) -> dict[str, Any]:
         """What the dashboard's ``api/state`` returns."""
+        timeline = self.timeline.to_json()
         return {
             "now_s": time.time(),
             "started_at_s": self.start_at_s,
@@ -327,7 +349,8 @@ class _Demo:
                 "trained_unique": self.trained.unique,
                 "trained_from_peers": self.trained.forwarded,
             },
-            "timeline": self.timeline.to_json(),
+            "timeline": timeline,
+            "action_marks": action_marks(timeline),
         }
 
     def summary(self, ended_at_s: float) -> dict[str, Any]:
@@ -377,6 +400,9 @@ def run_demo(
         demo.create_topics()
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
+        demo.readiness = stack.enter_context(
+            Readiness(kafka, demo.names.job, states_topic(demo.names))
+        )
         demo.pool = stack.enter_context(demo.worker_pool())
         dashboard = Dashboard(
             demo.state, demo.burst, host=settings.dashboard_host, port=settings.dashboard_port
@@ -395,6 +421,8 @@ def run_demo(
                 job=demo.names.job,
                 commands_topic=demo.names.control("commands"),
                 alerts_topic=demo.names.control("alerts"),
+                outcomes_topic=demo.names.control("outcomes"),
+                assignment=settings.assignment,
                 consumer_config=FAST_GROUP_CONFIG,
             ),
             on_result=demo.on_applied,

@@ -12,6 +12,9 @@ The metrics follow KALE §4.1 (and :mod:`streamtrain.sim.metrics`), measured liv
 * ``workers``: the pool at the start, at the traffic peak and at the end of the day,
   and whether it grew before the peak and shrank after it;
 * ``auc``: mean and last online AUC (click task, on the traffic of that moment);
+* ``actions``: each ScaleCommand with its reason and, once applied, the assignment
+  mode, the preparation seconds of its new workers, its pause (wall and simulated
+  seconds) and the trained records/s before and after it;
 * ``records``: produced (acknowledged by the broker) versus trained ids: ``lost`` is
   produced ids no worker trained, ``duplicates`` ids trained more than once (allowed:
   at-least-once), ``trained_from_peers`` records a worker trained after another
@@ -26,9 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from streamtrain.scale.handover import ActionCost, action_costs
 from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 
-__all__ = ["RecordCounts", "format_summary", "summarize", "workers_at"]
+# An action's cost is measured until the next action, over this many wall seconds at most.
+ACTION_WINDOW_S = 20.0
+
+__all__ = ["RecordCounts", "action_marks", "format_summary", "summarize", "workers_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +84,69 @@ def _pool_minutes(workers: Sequence[Sequence[float]], start_s: float, end_s: flo
         if b > a:
             total += n * (b - a)
     return total / MINUTE_S
+
+
+def action_marks(timeline: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per applied action, for the dashboard's workers chart: when it began, its
+    preparation and its measured pause (wall seconds; the pause once measurable)."""
+    costs = _costs(timeline)
+    marks = []
+    for action in timeline["actions"]:
+        if action.get("outcome") != "applied" or "at_s" not in action:
+            continue
+        cost = costs.get(action["at_s"])
+        marks.append(
+            {
+                "at_s": action["at_s"],
+                "prep_s": action.get("prep_s"),
+                "pause_s": None if cost is None else round(cost.pause_s, 2),
+            }
+        )
+    return marks
+
+
+def _costs(timeline: dict[str, Any]) -> dict[float, ActionCost]:
+    """:func:`~streamtrain.scale.handover.action_costs` of the applied actions, by start."""
+    applied = [a for a in timeline["actions"] if a.get("outcome") == "applied" and "at_s" in a]
+    progress = np.asarray(timeline.get("progress") or [], dtype=np.float64).reshape(-1, 3)
+    starts = sorted(a["at_s"] for a in applied)
+    costs: dict[float, ActionCost] = {}
+    if progress.shape[0] > 1 and starts:
+        produced = (progress[:, 0], progress[:, 1])
+        trained = (progress[:, 0], progress[:, 2])
+        for measured in action_costs(produced, trained, starts, window_s=ACTION_WINDOW_S):
+            costs[measured.at_s] = measured
+    return costs
+
+
+def _actions(timeline: dict[str, Any], started_at_s: float, speed: float) -> list[dict[str, Any]]:
+    """Each command with what applying it cost: mode, preparation, pause (wall and
+    simulated seconds), trained records/s before and after
+    (:func:`~streamtrain.scale.handover.action_costs` on the produced/trained progress)."""
+    applied = {a.get("command_id"): a for a in timeline["actions"] if a.get("outcome") == "applied"}
+    costs = _costs(timeline)
+    out = []
+    for c in timeline["commands"]:
+        entry: dict[str, Any] = {
+            "at_simulated": _clock(c["at_s"], started_at_s, speed),
+            "from": c["current_workers"],
+            "to": c["target_workers"],
+            "reason": c["reason"],
+            "explanation": c["explanation"],
+        }
+        action = applied.get(c.get("command_id"))
+        if action is not None:
+            cost = costs.get(action.get("at_s", -1.0))
+            entry["mode"] = action.get("assignment")
+            entry["prep_s"] = action.get("prep_s")
+            if cost is not None:
+                entry["pause_s"] = round(cost.pause_s, 2)
+                entry["pause_simulated_s"] = round(cost.pause_s * speed, 1)
+                entry["lost_record_s"] = round(cost.lost_record_s, 1)
+                entry["records_per_s_before"] = round(cost.records_per_s_before, 1)
+                entry["records_per_s_after"] = round(cost.records_per_s_after, 1)
+        out.append(entry)
+    return out
 
 
 def summarize(
@@ -134,16 +206,7 @@ def summarize(
             "failed_to_produce": records.failed_to_produce,
             "trained_from_peers": records.trained_from_peers,
         },
-        "actions": [
-            {
-                "at_simulated": _clock(c["at_s"], started_at_s, speed),
-                "from": c["current_workers"],
-                "to": c["target_workers"],
-                "reason": c["reason"],
-                "explanation": c["explanation"],
-            }
-            for c in timeline["commands"]
-        ],
+        "actions": _actions(timeline, started_at_s, speed),
         "alerts": len(timeline["alerts"]),
         "lag_reports": len(reports),
     }

@@ -154,7 +154,7 @@ class DemoTrainer:
         )
         self._stats: IO[str] = (config.run_dir / "stats" / f"{name}.jsonl").open("a")
         self._checkpoint = config.run_dir / "checkpoints" / f"{self.worker_id}.pt"
-        self.warm_started_from = self._warm_start()
+        self.warm_started_from: str | None = None  # set by warm_start, before any data
         self.trained = 0
         self._busy_until = time.monotonic()
         self._next_eval = self._next_checkpoint = time.monotonic()
@@ -166,6 +166,10 @@ class DemoTrainer:
     @property
     def last_loss(self) -> float:
         return self.inner.last_loss
+
+    def warm_start(self, worker_id: str) -> None:
+        """The worker's two-phase start hook: load the newest checkpoint of the job."""
+        self.warm_started_from = self._warm_start()
 
     def _warm_start(self) -> str | None:
         found = sorted(

@@ -20,6 +20,7 @@ from streamtrain.demo.children import DemoNames, kafka_env, streamtrain_command
 from streamtrain.demo.trainer import DemoWorkerConfig
 
 __all__ = [
+    "ADMISSION_TIMEOUT_S",
     "FAST_GROUP_CONFIG",
     "HEARTBEAT_INTERVAL_MS",
     "SESSION_TIMEOUT_MS",
@@ -28,6 +29,7 @@ __all__ = [
     "THROUGHPUT_SAMPLE_INTERVAL_S",
     "WORKER_BATCH_RECORDS",
     "pool_size_path",
+    "states_topic",
     "worker_argv",
     "worker_env",
 ]
@@ -53,8 +55,28 @@ def pool_size_path(run_dir: Path) -> Path:
     return run_dir / "pool-size"
 
 
-def worker_argv(names: DemoNames, *, run_dir: Path, shuffle: str, queue_records: int) -> list[str]:
-    """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job."""
+# Two-phase start: a new worker waits this long at most for the executor's ADMITTED.
+ADMISSION_TIMEOUT_S = 60
+# A leaving shard worker finishes its current shards for this long at most (below the
+# pool's 10 s grace before SIGKILL).
+DRAIN_TIMEOUT_S = 5
+
+
+def states_topic(names: DemoNames) -> str:
+    """Where the demo's workers say STARTING / READY / DRAINING / LEFT."""
+    return f"{names.job}.worker-states"
+
+
+def worker_argv(
+    names: DemoNames,
+    *,
+    run_dir: Path,
+    shuffle: str,
+    queue_records: int,
+    assignment: str = "group",
+) -> list[str]:
+    """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job
+    (``--shuffle none`` with shards: free workers pulling shards balance hot partitions)."""
     return streamtrain_command(
         "worker",
         "--topic",
@@ -68,7 +90,15 @@ def worker_argv(names: DemoNames, *, run_dir: Path, shuffle: str, queue_records:
         "--queue-records",
         str(queue_records),
         "--shuffle",
-        shuffle,
+        "none" if assignment == "shards" else shuffle,
+        "--assignment",
+        assignment,
+        "--states-topic",
+        states_topic(names),
+        "--admission-timeout-s",
+        str(ADMISSION_TIMEOUT_S),
+        "--drain-timeout-s",
+        str(DRAIN_TIMEOUT_S),
         "--shuffle-heartbeat-interval-ms",
         str(SHUFFLE_HEARTBEAT_INTERVAL_MS),
         "--shuffle-heartbeat-timeout-ms",

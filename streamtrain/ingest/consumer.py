@@ -15,7 +15,10 @@ Owned here: :class:`IngestConsumer`. It is responsible for:
   partitions go) and on close;
 * rebalances: on revoke, commit what is acknowledged, drop queued and in-flight records
   of the revoked partitions (their new owner re-reads them: duplicates possible, loss
-  never), tell ``on_revoked``; on assign, start tracking from the committed offset;
+  never), tell ``on_revoked``; on assign, start tracking from the committed offset.
+  With ``assignment=cooperative`` the callbacks see only the partitions that change
+  hands and use ``incremental_assign``/``incremental_unassign`` (plain ``assign()``
+  raises under the cooperative protocol); the other partitions keep training;
 * an unreachable broker: librdkafka reconnects with exponential backoff (up to
   ``reconnect_backoff_max_ms``); the consumer logs one clear line when Kafka goes away
   and one when it is back, and failed commits are simply retried at the next interval;
@@ -431,7 +434,10 @@ class IngestConsumer:
 
     def _assign_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._track(consumer, partitions)
-        consumer.assign(partitions)
+        if self.settings.cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
         if self._paused and partitions:
             consumer.pause(partitions)
         keys = [(tp.topic, tp.partition) for tp in partitions]
@@ -444,10 +450,14 @@ class IngestConsumer:
         self._committer.commit(consumer, asynchronous=False, only=set(keys))
         self._unpause(consumer, partitions)
         self._forget(keys, "revoked")
+        if self.settings.cooperative and partitions:
+            consumer.incremental_unassign(partitions)
 
     def _lost_callback(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._unpause(consumer, partitions)
         self._forget([(tp.topic, tp.partition) for tp in partitions], "lost")
+        if self.settings.cooperative and partitions:
+            consumer.incremental_unassign(partitions)
 
     @staticmethod
     def _unpause(consumer: Consumer, partitions: list[TopicPartition]) -> None:

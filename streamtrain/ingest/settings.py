@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from streamtrain.config import KafkaSettings
+from streamtrain.config import AssignmentMode, KafkaSettings
 from streamtrain.errors import ConfigError
 
 __all__ = [
@@ -67,6 +67,16 @@ class IngestSettings:
     undecodable record is an error). ``auto_ack``: a batch is acknowledged when the
     next one is requested, unless acknowledged before. ``column_builder`` picks how
     consumed messages become columns (:data:`ColumnBuilder`).
+
+    ``assignment`` picks how partitions reach this worker
+    (:class:`~streamtrain.config.AssignmentMode`): ``group`` uses the eager assignor,
+    ``cooperative`` the ``cooperative-sticky`` one (a join or leave moves only the
+    partitions that change hands), ``shards`` no group at all (the control app leases
+    offset ranges: :mod:`streamtrain.ingest.shard_consumer`). ``static_membership`` sets
+    ``group.instance.id`` to the worker id (a restarted worker gets its partitions back
+    without a rebalance). It is off by default: the embedded broker (Tansu 0.6.0) orphans
+    partitions with cooperative-sticky plus static membership, and notices an eager
+    static member leave only after ``session_timeout_ms`` (docs/benchmarks.md).
     """
 
     group: str
@@ -90,6 +100,8 @@ class IngestSettings:
     close_timeout_s: float = 30.0
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
     column_builder: ColumnBuilder = "c"
+    assignment: AssignmentMode = AssignmentMode.GROUP
+    static_membership: bool = False
 
     def __post_init__(self) -> None:
         if not self.group.strip():
@@ -130,6 +142,9 @@ class IngestSettings:
             raise ConfigError(
                 f"column_builder {self.column_builder!r} is not one of {', '.join(COLUMN_BUILDERS)}"
             )
+        object.__setattr__(self, "assignment", AssignmentMode(self.assignment))
+        if self.static_membership and self.assignment is AssignmentMode.SHARDS:
+            raise ConfigError("static membership needs a consumer group; shards mode has none")
         if self.dlq_suffix is not None and not self.dlq_suffix:
             raise ConfigError("dlq_suffix must not be empty (use None to disable)")
 
@@ -140,8 +155,17 @@ class IngestSettings:
     def dlq_topic(self, topic: str) -> str | None:
         return None if self.dlq_suffix is None else topic + self.dlq_suffix
 
+    @property
+    def cooperative(self) -> bool:
+        return self.assignment is AssignmentMode.COOPERATIVE
+
     def consumer_config(self, kafka: KafkaSettings, **callbacks: Any) -> dict[str, Any]:
         """confluent-kafka Consumer properties: manual commits, tuned fetching."""
+        membership: dict[str, Any] = {}
+        if self.cooperative:
+            membership["partition.assignment.strategy"] = "cooperative-sticky"
+        if self.static_membership:
+            membership["group.instance.id"] = self.worker_id
         return kafka.confluent_config(
             **{
                 "group.id": self.group,
@@ -154,6 +178,7 @@ class IngestSettings:
                 "max.poll.interval.ms": self.max_poll_interval_ms,
                 "reconnect.backoff.max.ms": self.reconnect_backoff_max_ms,
                 **FETCH_TUNING,
+                **membership,
                 **self.consumer_overrides,
                 **callbacks,
             }

@@ -327,3 +327,88 @@ class AllocationDecision(_message.Message):
     feasible: bool
     plan_step_s: int
     def __init__(self, schema_version: _Optional[int] = ..., decision_id: _Optional[str] = ..., decided_at_ms: _Optional[int] = ..., capacity_workers: _Optional[int] = ..., grants: _Optional[_Iterable[_Union[AllocationDecision.Grant, _Mapping]]] = ..., refusals: _Optional[_Iterable[_Union[AllocationDecision.Refusal, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., solver: _Optional[str] = ..., status: _Optional[str] = ..., solve_ms: _Optional[float] = ..., feasible: _Optional[bool] = ..., plan_step_s: _Optional[int] = ...) -> None: ...
+
+class ShardUpdate(_message.Message):
+    __slots__ = ("schema_version", "job", "worker_id", "want_shards", "done", "held", "returned", "leaving", "sent_at_ms")
+    class Range(_message.Message):
+        __slots__ = ("topic", "partition", "start_offset", "end_offset", "epoch")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        EPOCH_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        start_offset: int
+        end_offset: int
+        epoch: int
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    WANT_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    RETURNED_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job: str
+    worker_id: str
+    want_shards: int
+    done: _containers.RepeatedCompositeFieldContainer[ShardUpdate.Range]
+    held: _containers.RepeatedCompositeFieldContainer[ShardUpdate.Range]
+    returned: _containers.RepeatedCompositeFieldContainer[ShardUpdate.Range]
+    leaving: bool
+    sent_at_ms: int
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., want_shards: _Optional[int] = ..., done: _Optional[_Iterable[_Union[ShardUpdate.Range, _Mapping]]] = ..., held: _Optional[_Iterable[_Union[ShardUpdate.Range, _Mapping]]] = ..., returned: _Optional[_Iterable[_Union[ShardUpdate.Range, _Mapping]]] = ..., leaving: _Optional[bool] = ..., sent_at_ms: _Optional[int] = ...) -> None: ...
+
+class ShardGrant(_message.Message):
+    __slots__ = ("schema_version", "job", "worker_id", "shards", "revoked", "sent_at_ms")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job: str
+    worker_id: str
+    shards: _containers.RepeatedCompositeFieldContainer[ShardUpdate.Range]
+    revoked: _containers.RepeatedCompositeFieldContainer[ShardUpdate.Range]
+    sent_at_ms: int
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., shards: _Optional[_Iterable[_Union[ShardUpdate.Range, _Mapping]]] = ..., revoked: _Optional[_Iterable[_Union[ShardUpdate.Range, _Mapping]]] = ..., sent_at_ms: _Optional[int] = ...) -> None: ...
+
+class ScaleOutcome(_message.Message):
+    __slots__ = ("schema_version", "command_id", "job", "outcome", "assignment", "workers_before", "workers_after", "prep_s", "pause_s", "lost_records", "records_per_s_before", "records_per_s_after", "started_at_ms", "finished_at_ms", "error")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PREP_S_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_S_FIELD_NUMBER: _ClassVar[int]
+    LOST_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PER_S_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    command_id: str
+    job: str
+    outcome: str
+    assignment: str
+    workers_before: int
+    workers_after: int
+    prep_s: float
+    pause_s: float
+    lost_records: float
+    records_per_s_before: float
+    records_per_s_after: float
+    started_at_ms: int
+    finished_at_ms: int
+    error: str
+    def __init__(self, schema_version: _Optional[int] = ..., command_id: _Optional[str] = ..., job: _Optional[str] = ..., outcome: _Optional[str] = ..., assignment: _Optional[str] = ..., workers_before: _Optional[int] = ..., workers_after: _Optional[int] = ..., prep_s: _Optional[float] = ..., pause_s: _Optional[float] = ..., lost_records: _Optional[float] = ..., records_per_s_before: _Optional[float] = ..., records_per_s_after: _Optional[float] = ..., started_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...

@@ -86,11 +86,19 @@ class WorkerStateEvent(_message.Message):
         NOT_RECEIVING: _ClassVar[WorkerStateEvent.State]
         JOINED: _ClassVar[WorkerStateEvent.State]
         LEFT: _ClassVar[WorkerStateEvent.State]
+        STARTING: _ClassVar[WorkerStateEvent.State]
+        READY: _ClassVar[WorkerStateEvent.State]
+        DRAINING: _ClassVar[WorkerStateEvent.State]
+        ADMITTED: _ClassVar[WorkerStateEvent.State]
     STATE_UNSPECIFIED: WorkerStateEvent.State
     RECEIVING: WorkerStateEvent.State
     NOT_RECEIVING: WorkerStateEvent.State
     JOINED: WorkerStateEvent.State
     LEFT: WorkerStateEvent.State
+    STARTING: WorkerStateEvent.State
+    READY: WorkerStateEvent.State
+    DRAINING: WorkerStateEvent.State
+    ADMITTED: WorkerStateEvent.State
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -8,6 +8,8 @@ logged by the applier and passed to ``on_result``; a failed apply, an undecodabl
 message and a command too old to apply (``max_age_s`` after ``created_at_ms``, e.g.
 replayed from the start of the topic) each become an ``Alert`` on the alerts topic, so
 nothing is dropped silently. Offsets are committed only after a message was handled.
+With ``outcomes_topic`` each applied command's ``ScaleOutcome`` (the job's assignment
+mode, workers before and after, the executor's preparation time) is published there.
 
 Synchronous (librdkafka's consumer and the executors block): run it in a thread or its
 own process. ``start()`` connects, ``close()`` stops; ``poll(timeout_s)`` handles one
@@ -41,6 +43,8 @@ class ConsumerSettings:
     job: str
     commands_topic: str = "streamtrain.scale.commands"
     alerts_topic: str | None = "streamtrain.lag.alerts"
+    outcomes_topic: str | None = None  # ScaleOutcome per applied command (key: job)
+    assignment: str = ""  # the job's --assignment, named in each ScaleOutcome
     group_id: str | None = None  # default: streamtrain-apply-<job>
     max_age_s: float = 900.0
     batch_size: int = 100
@@ -102,7 +106,7 @@ class CommandConsumer:
         try:
             self._consumer = Consumer(config)
             self._consumer.subscribe([s.commands_topic])
-            if s.alerts_topic:
+            if s.alerts_topic or s.outcomes_topic:
                 self._producer = Producer(self.kafka.confluent_config())
         except KafkaException as exc:
             raise KafkaError(f"cannot consume {s.commands_topic}: {exc}") from exc
@@ -181,9 +185,40 @@ class CommandConsumer:
                 result.workers_before,
                 result.workers_after,
             )
+        self._outcome(result)
         if self._on_result is not None:
             self._on_result(result)
         return Handled(offset, result)
+
+    def _outcome(self, result: ApplyResult) -> None:
+        """Publish what the command cost: the executor's preparation of new workers (an
+        executor with ``last_prep_s``, e.g. the two-phase local pool) and how long the
+        apply took. The pause in throughput is measured from trained counts where they
+        are seen (:mod:`streamtrain.scale.handover`: the demo, the benchmark)."""
+        topic = self.settings.outcomes_topic
+        if self._producer is None or not topic or result.attempts == 0:
+            return
+        grew = (result.workers_after or 0) > (result.workers_before or 0)
+        prep_s = getattr(self.applier.executor, "last_prep_s", None) if grew else None
+        now_ms = int(self._clock() * 1000)
+        outcome = cp.ScaleOutcome(
+            command_id=result.command_id,
+            job=self.settings.job,
+            outcome=result.outcome.value,
+            assignment=self.settings.assignment,
+            workers_before=result.workers_before or 0,
+            workers_after=result.workers_after or 0,
+            prep_s=float(prep_s or 0.0),
+            started_at_ms=now_ms - int(result.duration_s * 1000),
+            finished_at_ms=now_ms,
+            error=result.error or "",
+        )
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.produce(topic, key=self.settings.job.encode(), value=encode(outcome))
+        except (BufferError, KafkaException) as exc:  # an outcome is best effort
+            log.warning("could not publish the outcome of %s: %s", result.command_id, exc)
 
     def _alert(self, message: str, state: str) -> None:
         log.error("%s", message)

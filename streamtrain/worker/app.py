@@ -1,7 +1,10 @@
 """What a worker trains: the training-app protocol and how an entry point is loaded.
 
-Owned here: the :class:`TrainingApp` protocol (a ``decoder`` and a ``step(batch)``) and
-:func:`load_app` (``module:function`` entry points, or the built-in MMoE example).
+Owned here: the :class:`TrainingApp` protocol (a ``decoder`` and a ``step(batch)``),
+:func:`load_app` (``module:function`` entry points, or the built-in MMoE example) and
+:func:`warm_start`, which calls an app's optional ``warm_start(worker_id)`` hook before
+the worker takes any data (a new worker of a running job loads the job's latest
+checkpoint there: two-phase scaling).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.reader import Batch
 
-__all__ = ["TrainingApp", "load_app"]
+__all__ = ["TrainingApp", "load_app", "warm_start"]
 
 
 @runtime_checkable
@@ -24,7 +27,7 @@ class TrainingApp(Protocol):
 
     ``step`` runs the forward pass, backward pass and optimizer step on one batch; the
     worker acknowledges the batch when it returns. An optional ``close()`` is called
-    when the worker stops.
+    when the worker stops; an optional ``warm_start(worker_id)`` before it takes data.
     """
 
     @property
@@ -67,3 +70,12 @@ def load_app(entry_point: str | None, app_dir: str | None = ".") -> TrainingApp:
             "`decoder` attribute and a `step(batch)` method"
         )
     return app
+
+
+def warm_start(app: TrainingApp, worker_id: str) -> bool:
+    """Call ``app.warm_start(worker_id)`` if the app has one; whether it did."""
+    hook = getattr(app, "warm_start", None)
+    if not callable(hook):
+        return False
+    hook(worker_id)
+    return True

@@ -7,7 +7,13 @@ take a batch, run the app's step, acknowledge, until stopped, idle (an
 :class:`~streamtrain.ingest.idle.IdleClock`), or a record budget is spent; publish
 throughput samples and serve Prometheus metrics meanwhile. With shuffle settings the
 consumer's records pass through a shuffle node (:mod:`streamtrain.worker.shuffle_queue`).
-Closing commits everything acknowledged.
+With ``settings.assignment`` ``shards`` the records come from leased offset-range shards
+(:class:`~streamtrain.ingest.shard_consumer.ShardConsumer`); told to stop, such a worker
+hands back the shards it has not started and finishes the ones it reads (up to
+``WorkerRun.drain_timeout_s``) before it closes. Before taking any data the app's
+optional ``warm_start()`` runs (a new worker loads the job's latest checkpoint) and the
+worker announces itself (:mod:`streamtrain.worker.lifecycle`: STARTING, READY, DRAINING,
+LEFT) when ``WorkerRun.states_topic`` is set. Closing commits everything acknowledged.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamtrain.config import KafkaSettings
+from streamtrain.config import AssignmentMode, KafkaSettings
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.idle import IdleClock
@@ -33,12 +39,14 @@ from streamtrain.ingest.reporting import (
     serve_metrics,
 )
 from streamtrain.ingest.settings import IngestSettings
+from streamtrain.ingest.shard_consumer import ShardConsumer
 from streamtrain.ingest.tracker import PartitionKey
 from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import Membership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import ShuffleSettings
-from streamtrain.worker.app import TrainingApp
+from streamtrain.worker.app import TrainingApp, warm_start
+from streamtrain.worker.lifecycle import Lifecycle
 from streamtrain.worker.shuffle_queue import ShuffleQueue, shuffled_consumer
 
 __all__ = ["WorkerRun", "WorkerSummary", "run_worker", "shuffle_totals"]
@@ -66,6 +74,9 @@ class WorkerRun:
     pool_size_file: Path | None = None
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
+    drain_timeout_s: float = 10.0
+    states_topic: str | None = None
+    admission_timeout_s: float | None = None  # wait for ADMITTED after READY (executors)
 
     def __post_init__(self) -> None:
         if self.max_records is not None and self.max_records < 1:
@@ -132,7 +143,7 @@ def run_worker(
     run: WorkerRun | None = None,
     *,
     stop: threading.Event | None = None,
-    on_started: Callable[[IngestConsumer], None] | None = None,
+    on_started: Callable[[IngestConsumer | ShardConsumer], None] | None = None,
     on_metrics_url: Callable[[str], None] | None = None,
     shuffle: ShuffleSettings | None = None,
     membership: Membership | None = None,
@@ -148,7 +159,16 @@ def run_worker(
     run = run or WorkerRun()
     metrics = WorkerMetrics()
     queue: ShuffleQueue | None = None
-    if shuffle is None:
+    consumer: IngestConsumer | ShardConsumer
+    shards = settings.assignment is AssignmentMode.SHARDS
+    if shards and shuffle is not None:
+        raise ConfigError(
+            "--shuffle works with --assignment group or cooperative; with shards, free "
+            "workers pulling shards already balance hot partitions"
+        )
+    if shards:
+        consumer = ShardConsumer(kafka, settings, app.decoder, metrics=metrics)
+    elif shuffle is None:
         consumer = IngestConsumer(kafka, settings, app.decoder, metrics=metrics)
     else:
         if membership is None:
@@ -167,6 +187,9 @@ def run_worker(
         close = getattr(app, "close", None)
         if callable(close):
             stack.callback(close)
+        lifecycle = stack.enter_context(Lifecycle(kafka, settings, run.states_topic))
+        warm_start(app, settings.worker_id)
+        lifecycle.ready(run.admission_timeout_s)
         if node is not None:
             me = stack.enter_context(node).me
             log.info("shuffle (%s) at %s", node.unit.settings.policy.value, me.data_endpoint)
@@ -176,6 +199,9 @@ def run_worker(
         if on_started is not None:
             on_started(consumer)
         steps = _train(consumer, app, settings.batch_records, run, metrics, queue, stop, started)
+        lifecycle.draining()
+        if isinstance(consumer, ShardConsumer) and stop is not None and stop.is_set():
+            steps += _drain(consumer, app, settings.batch_records, run, metrics)
         if node is not None:
             node.stop_receiving()  # peers re-route what they would send while we close
     snapshot = metrics.snapshot()
@@ -232,8 +258,35 @@ def _publish(
             on_metrics_url(url)
 
 
+def _drain(
+    consumer: ShardConsumer,
+    app: TrainingApp,
+    batch_records: int,
+    run: WorkerRun,
+    metrics: WorkerMetrics,
+) -> int:
+    """A leaving shard worker: hand back what it has not started, finish the rest."""
+    consumer.leave()
+    deadline = time.monotonic() + run.drain_timeout_s
+    steps = 0
+    while not consumer.drained and time.monotonic() < deadline:
+        batch = consumer.next_batch(batch_records, timeout_s=0.2)
+        if batch is None:
+            continue
+        step_started = time.monotonic()
+        app.step(batch)
+        metrics.add(busy_s=time.monotonic() - step_started)
+        batch.ack()
+        steps += 1
+    if not consumer.drained:
+        log.warning(
+            "leaving after %.0f s with shards unfinished: they are handed back", run.drain_timeout_s
+        )
+    return steps
+
+
 def _train(
-    consumer: IngestConsumer,
+    consumer: IngestConsumer | ShardConsumer,
     app: TrainingApp,
     batch_records: int,
     run: WorkerRun,

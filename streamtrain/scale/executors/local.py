@@ -20,6 +20,15 @@ its environment; a replaced worker keeps its slot's id and index.
   owns: scaling from a short-lived thread (``asyncio.to_thread``, a timer) must not
   kill the workers when that thread ends.
 
+* **Two-phase start** (with ``readiness``, a
+  :class:`~streamtrain.scale.executors.readiness.Readiness`): a scale-up starts the new
+  processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded,
+  connected), replaces once a worker that did not (and gives up on it after that), and
+  then admits the ready ones together (ADMITTED), so a group-mode scale-up of k workers
+  is one rebalance. Until then a new worker is not counted as capacity
+  (:meth:`~LocalProcessPool.current_workers`) nor in the size file.
+  :attr:`~LocalProcessPool.last_prep_s` is the preparation time of the last scale-up.
+
 Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
 """
 
@@ -40,6 +49,7 @@ from typing import IO
 from streamtrain.errors import ConfigError, ExecutorError
 from streamtrain.process import die_with_parent_preexec
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.scale.executors.readiness import Readiness
 
 __all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
 
@@ -69,6 +79,7 @@ class _Worker:
     worker_id: str
     process: subprocess.Popen[bytes]
     restarts: int = 0
+    admitted: bool = True
 
 
 class LocalProcessPool:
@@ -89,6 +100,8 @@ class LocalProcessPool:
         cwd: str | Path | None = None,
         log_dir: str | Path | None = None,
         size_path: str | Path | None = None,
+        readiness: Readiness | None = None,
+        prep_timeout_s: float = 60.0,
     ) -> None:
         if not argv or not all(isinstance(arg, str) for arg in argv):
             raise ConfigError("the worker command must be a non-empty sequence of strings")
@@ -105,11 +118,16 @@ class LocalProcessPool:
         self._cwd = cwd
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._size_path = Path(size_path) if size_path is not None else None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the slots
+        self._scaling = threading.Lock()  # one scale_to at a time
         self._slots: dict[int, _Worker] = {}
         self._closed = False
         self._spawner: ThreadPoolExecutor | None = None
         self._preexec: Callable[[], None] | None = None
+        self.readiness = readiness
+        self.prep_timeout_s = prep_timeout_s
+        self.last_prep_s: float | None = None
+        self.not_ready = 0  # workers given up on because they never said READY
 
     @property
     def name(self) -> str:
@@ -118,39 +136,101 @@ class LocalProcessPool:
     # -- the Executor protocol ---------------------------------------------------------
 
     def current_workers(self) -> int:
-        """Live workers right now (exited ones are not counted, nor replaced, here)."""
+        """Live (and, two-phase, admitted) workers right now; exited ones are not
+        counted, nor replaced, here."""
         with self._lock:
-            return sum(1 for worker in self._slots.values() if worker.process.poll() is None)
+            return sum(
+                1
+                for worker in self._slots.values()
+                if worker.admitted and worker.process.poll() is None
+            )
 
     def scale_to(self, target_workers: int, command: cp.ScaleCommand | None = None) -> int:
-        """Start or stop workers until ``target_workers`` run; returns the live count."""
+        """Start or stop workers until ``target_workers`` run; returns the live count.
+
+        Waiting (for READY, for stopped workers to exit) happens outside the lock that
+        guards the slots, so :meth:`current_workers` and :meth:`reap` answer meanwhile;
+        scaling calls themselves are one at a time.
+        """
         if target_workers < 0:
             raise ExecutorError(f"cannot scale to {target_workers} workers", retriable=False)
-        with self._lock:
-            if self._closed:
-                raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
-            self._reap_locked(replace=False)
-            live = sorted(self._slots)
-            if target_workers > len(live):
-                needed, index = target_workers - len(live), 0
-                while needed:
-                    if index not in self._slots:
-                        self._slots[index] = self._spawn(index, restarts=0)
-                        needed -= 1
-                    index += 1
-            elif target_workers < len(live):
-                doomed = [self._slots.pop(i) for i in live[target_workers:]]
+        with self._scaling:
+            started: list[int] = []
+            doomed: list[_Worker] = []
+            began_s, wall_s = time.monotonic(), time.time()
+            with self._lock:
+                if self._closed:
+                    raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
+                self._reap_locked(replace=False)
+                live = sorted(self._slots)
+                if target_workers > len(live):
+                    needed, index = target_workers - len(live), 0
+                    while needed:
+                        if index not in self._slots:
+                            self._slots[index] = self._spawn(index, restarts=0)
+                            self._slots[index].admitted = self.readiness is None
+                            started.append(index)
+                            needed -= 1
+                        index += 1
+                elif target_workers < len(live):
+                    doomed = [self._slots.pop(i) for i in live[target_workers:]]
                 self._write_size()
+            if doomed:
                 self._stop(doomed)
-            self._write_size()
-            return len(self._slots)
+            if started and self.readiness is not None:
+                self._admit(started, wall_s)
+            if started:
+                self.last_prep_s = time.monotonic() - began_s
+            with self._lock:
+                self._write_size()
+                return len(self._slots)
+
+    def _admit(self, indexes: list[int], since_s: float) -> None:
+        """Wait for READY from the new slots, replace once those that stay silent, and
+        admit the ready ones together (module docstring). Called without the lock."""
+        readiness = self.readiness
+        assert readiness is not None  # noqa: S101 - the caller checks
+        pending = list(indexes)
+        for attempt in (1, 2):
+            with self._lock:
+                ids = {i: self._slots[i].worker_id for i in pending if i in self._slots}
+            silent = readiness.wait_ready(ids.values(), since_s, self.prep_timeout_s)
+            late = [i for i, worker_id in ids.items() if worker_id in silent]
+            if not late:
+                break
+            with self._lock:
+                doomed = [self._slots.pop(i) for i in late if i in self._slots]
+            self.not_ready += len(doomed)
+            log.error(
+                "worker(s) %s did not say READY within %.0f s: %s",
+                ", ".join(w.worker_id for w in doomed),
+                self.prep_timeout_s,
+                "replacing them" if attempt == 1 else "giving up on them",
+            )
+            self._stop(doomed)
+            if attempt == 2:
+                break
+            since_s = time.time()
+            with self._lock:
+                for worker in doomed:
+                    replacement = self._spawn(worker.index, restarts=worker.restarts + 1)
+                    replacement.admitted = False
+                    self._slots[worker.index] = replacement
+            pending = [w.index for w in doomed]
+        with self._lock:
+            ready = [self._slots[i] for i in indexes if i in self._slots]
+        readiness.admit([w.worker_id for w in ready])
+        with self._lock:
+            for worker in ready:
+                worker.admitted = True
 
     def _write_size(self) -> None:
         if self._size_path is None:
             return
         temporary = self._size_path.with_name(self._size_path.name + ".tmp")
         try:
-            temporary.write_text(f"{len(self._slots)}\n")
+            admitted = sum(1 for w in self._slots.values() if w.admitted)
+            temporary.write_text(f"{admitted}\n")
             temporary.replace(self._size_path)
         except OSError as exc:
             log.warning("cannot write the pool size to %s: %s", self._size_path, exc)
@@ -198,10 +278,29 @@ class LocalProcessPool:
                 replacement = self._spawn(index, restarts=worker.restarts + 1)
                 self._slots[index] = replacement
                 new_pid = replacement.process.pid
+                if self.readiness is not None:
+                    replacement.admitted = False
+                    threading.Thread(
+                        target=self._admit_later,
+                        args=(replacement, time.time()),
+                        name="streamtrain-admit",
+                        daemon=True,
+                    ).start()
             exits.append(WorkerExit(index, worker.worker_id, worker.process.pid, code, new_pid))
         if exits:
             self._write_size()
         return exits
+
+    def _admit_later(self, worker: _Worker, since_s: float) -> None:
+        """A replacement of a dead worker: admit it once READY (outside the lock)."""
+        readiness = self.readiness
+        assert readiness is not None  # noqa: S101 - the caller checks
+        if readiness.wait_ready([worker.worker_id], since_s, self.prep_timeout_s):
+            log.error("replacement %s did not say READY in time", worker.worker_id)
+        readiness.admit([worker.worker_id])
+        with self._lock:
+            worker.admitted = True
+            self._write_size()
 
     # -- starting and stopping ---------------------------------------------------------
 

@@ -9,9 +9,16 @@ import pytest
 from streamtrain.demo.children import DemoNames
 from streamtrain.demo.control_args import PLAN_STEP_S, control_app_argv
 from streamtrain.demo.run import DemoSettings
+from streamtrain.scale.action_costs import measured_cost
 
 NAMES = DemoNames.for_run("abcd1234")
 RUN = Path("/tmp/run")
+SHARDS = measured_cost("shards")  # the demo's default --assignment
+
+
+def model_s(wall_s: float, speed: float) -> str:
+    return f"{wall_s * speed:.0f}"
+
 
 # `streamtrain demo`'s control app for DemoSettings() before control_args.py existed.
 DEFAULT_ARGV = [
@@ -26,7 +33,10 @@ DEFAULT_ARGV = [
     *("--policy", "streamtrain", "--samples-topic", "streamtrain.demo.abcd1234.throughput"),
     *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
     *("--min-workers", "1", "--max-workers", "8", "--initial-workers", "2"),
-    *("--plan-step-s", "300", "--action-pause-s", "864", "--min-action-pause-s", "864"),
+    *("--plan-step-s", "300", "--plan-assignment", "shards"),
+    *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
+    *("--scale-up-prep-s", "864"),  # the demo worker's measured 6 s
+    *("--min-action-pause-s", model_s(SHARDS.pause_s, 144)),
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
     *("--policy-setting", "fallback_target_lag_s=1200"),
@@ -34,6 +44,7 @@ DEFAULT_ARGV = [
     *("--policy-setting", "trigger_lag_enter_s=720"),
     *("--policy-setting", "trigger_lag_exit_s=360"),
     *("--plan-time-scale", "144", "--plan-history", "/tmp/run/seed-history.json"),
+    *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "1.0"),
 ]
 
 
@@ -79,8 +90,8 @@ def test_default_argv_is_unchanged():
                 "--min-workers": ["2"],
                 "--max-workers": ["6"],
                 "--initial-workers": ["3"],
-                "--action-pause-s": ["360"],
-                "--min-action-pause-s": ["360"],
+                "--action-pause-s": [model_s(SHARDS.pause_s, 60)],
+                "--min-action-pause-s": [model_s(SHARDS.pause_s, 60)],
                 "--prior-rate": ["250.500"],
                 "--sample-bucket-s": ["300"],  # never below one planning step
                 "--policy-setting": [
@@ -99,7 +110,7 @@ def test_default_argv_is_unchanged():
                 "--slo-violation-s": ["2.000"],  # the SLO's floor
                 "--slo-warning-s": ["1.000"],
                 "--cps-window-s": ["3.000"],  # at least three ticks
-                "--action-pause-s": ["12000"],
+                "--action-pause-s": [model_s(SHARDS.pause_s, 2000)],
                 "--sample-bucket-s": ["6000"],
                 "--policy-setting": [
                     "tolerated_lag_s=6000",

@@ -167,8 +167,59 @@ def test_timeline_records_what_the_executor_did():
             "workers_before": 2,
             "workers_after": 3,
             "error": None,
+            "assignment": None,
+            "prep_s": None,
+            "duration_s": 0.1,
         }
     ]
+
+
+def test_each_applied_action_lists_its_mode_preparation_pause_and_rates():
+    # 100 records/s produced; training stops for 2 s after the action at T0 + 10
+    progress = []
+    trained = 0.0
+    for k in range(300):
+        t = T0 + k * 0.1
+        if not T0 + 10 <= t < T0 + 12:
+            trained = min(trained + 10 + (200 if abs(t - (T0 + 12)) < 1e-6 else 0), k * 10)
+        progress.append([t, k * 10, trained])
+    timeline = _timeline(
+        progress=progress,
+        actions=[
+            {
+                "command_id": "c1",
+                "outcome": "applied",
+                "at_s": T0 + 10,
+                "assignment": "group",
+                "prep_s": 2.5,
+            }
+        ],
+        commands=[
+            {
+                "command_id": "c1",
+                "at_s": T0 + 9.5,
+                "current_workers": 2,
+                "target_workers": 4,
+                "reason": "FALLBACK",
+                "explanation": "lag",
+            }
+        ],
+    )
+    summary = summarize(
+        timeline,
+        started_at_s=T0,
+        day_end_s=T0 + 30,
+        ended_at_s=T0 + 30,
+        peak_at_s=T0 + 2,
+        speed=144.0,
+        slo_lag_s=2.0,
+        records=RecordCounts(produced=3000, trained_unique=3000, trained_total=3000),
+    )
+    [action] = summary["actions"]
+    assert action["mode"] == "group" and action["prep_s"] == 2.5
+    assert action["pause_s"] == pytest.approx(2.0, abs=0.2)
+    assert action["pause_simulated_s"] == pytest.approx(action["pause_s"] * 144, abs=0.5)
+    assert action["records_per_s_before"] == pytest.approx(100, rel=0.1)
 
 
 def test_planner_forecast_is_none_until_the_control_app_answers():

@@ -1,0 +1,117 @@
+"""The shard coordinator in the Faust control app: agent, changelogged table, timer.
+
+Owned here: :func:`add_shards`, the wiring of
+:class:`~streamtrain.control.shards.ShardCoordinator` (``streamtrain lag run
+--shards-job J``):
+
+* an agent on ``<job>.shards`` applies each worker's ``ShardUpdate`` to the book and
+  answers with a ``ShardGrant`` on ``<job>.shard-grants`` (key = worker id);
+* a leader-only timer every ``tick_s`` reads the job's offsets (in a thread), cuts what
+  arrived into shards, requeues silent holders' shards, grants the new shards to the
+  workers whose request found nothing, and every ``commit_interval_s`` commits each
+  partition's done prefix under the job's group id. Both run on the event loop and
+  change the book without awaiting in between, so they never interleave;
+* after every change the partitions that changed are written to the ``shards`` table
+  (JSON per partition, changelogged; ``use_partitioner`` so the timer may write it), so
+  the book survives a restart: once the table is recovered the book is restored from
+  it (:meth:`~streamtrain.shards.book.ShardBook.restore`, with its grace for lost
+  grants).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from streamtrain import wire
+from streamtrain.control.service import LagAppSettings
+from streamtrain.control.shards import ShardCoordinator, ShardOffsets
+from streamtrain.errors import KafkaError
+
+__all__ = ["add_shards"]
+
+log = logging.getLogger(__name__)
+
+
+def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
+    """Add the shard coordinator of ``settings.shards`` to ``app`` (module docstring)."""
+    job = settings.shards
+    assert job is not None  # noqa: S101 - the caller checks
+    coordinator = ShardCoordinator(job)
+    offsets = ShardOffsets(settings.kafka, job, settings.request_timeout_s)
+    io = ThreadPoolExecutor(1, thread_name_prefix="streamtrain-shards-io")
+    # use_partitioner: the timer writes it too, outside any stream (one partition anyway)
+    table = app.Table(
+        "shards",
+        default=None,
+        partitions=1,
+        key_type=str,
+        value_type=str,
+        use_partitioner=True,
+    )
+    updates = app.topic(
+        job.updates_topic, key_serializer="raw", value_serializer="raw", partitions=1
+    )
+    grants = app.topic(job.grants_topic, key_serializer="raw", value_serializer="raw", partitions=1)
+    next_commit = [0.0]
+
+    def restore(now_s: float) -> None:
+        entries = []
+        for value in list(table.values()):
+            try:
+                entries.append(json.loads(value))
+            except (TypeError, ValueError):
+                log.warning("skipping an unreadable shard table entry: %r", value)
+        count = coordinator.book.restore(entries, now_s)
+        coordinator.restored = True
+        log.info("shard book of job %s restored: %d partition(s)", job.job, count)
+
+    async def persist_and_send(answers: list[Any]) -> None:
+        for table_key, snapshot in coordinator.book.take_dirty().items():
+            table[table_key] = json.dumps(snapshot, separators=(",", ":"))
+        for answer in answers:
+            await grants.send(key=answer.worker_id.encode(), value=wire.encode(answer))
+
+    async def on_update(stream: Any) -> None:
+        async for value in stream:
+            now_s = time.time()
+            if not coordinator.restored:
+                restore(now_s)
+            grant = coordinator.handle(value or b"", now_s)
+            await persist_and_send([] if grant is None else [grant])
+
+    async def tick() -> None:
+        if not app.tables.recovery.completed.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            highs, starts = await loop.run_in_executor(io, offsets.read)
+        except KafkaError as exc:
+            log.warning("shards: %s", exc)
+            return
+        now_s = time.time()
+        if not coordinator.restored:
+            restore(now_s)
+        await persist_and_send(coordinator.tick(highs, dict(starts), now_s))
+        if time.monotonic() >= next_commit[0]:
+            next_commit[0] = time.monotonic() + job.commit_interval_s
+            positions = coordinator.book.committable()
+            if positions:
+                try:
+                    await loop.run_in_executor(io, offsets.commit, positions)
+                except KafkaError as exc:
+                    log.warning("shards: %s (retried next time)", exc)
+                    return
+                coordinator.book.mark_committed(positions)
+
+    async def state(web: Any, request: Any) -> Any:
+        return web.json(coordinator.state_json())
+
+    app.agent(updates)(on_update)
+    app.timer(job.tick_s, on_leader=True)(tick)
+    app.page("/shards")(state)
+    return coordinator
