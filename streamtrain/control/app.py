@@ -32,6 +32,7 @@ imported here only (and by the modules this one wires), so the rest of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import tempfile
 import time
@@ -42,7 +43,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from streamtrain.config import KafkaSettings
-from streamtrain.control.planner_agent import PlannerAgent, add_planner
+from streamtrain.control.planner_agent import PlannerAgent, add_planner, forecast_pool
 from streamtrain.control.publish import publish
 from streamtrain.control.service import LagAppSettings, LagService
 from streamtrain.control.web import add_pages
@@ -136,8 +137,15 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     app.timer(monitor_settings.tick_s, on_leader=True)(tick)
     add_pages(app, service, history)
     if planner is not None:
-        agent = PlannerAgent(Planner(planner))
+        if planner.forecaster_dir is None:  # fitted models live next to the app's state
+            forecasts = data_dir / "forecaster" / planner.job
+            planner = dataclasses.replace(planner, forecaster_dir=forecasts)
+        pool, submit = forecast_pool()
+        agent = PlannerAgent(Planner(planner, fit_submit=submit))
         add_planner(app, service, agent, alerts, history_topic, history)
+        app.on_before_shutdown.connect(
+            lambda *_args, **_kw: pool.shutdown(wait=False, cancel_futures=True)
+        )
     return app, service
 
 

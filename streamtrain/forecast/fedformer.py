@@ -165,7 +165,9 @@ class FedformerForecaster:
         s = self.settings
         filled = fill_gaps(values, self.period_ if values.shape[0] > self.period_ else 0)
         smoothed_z = scale.forward(moving_average(filled, self.smooth_steps))
-        baseline_z = seasonal_baseline(smoothed_z, self.period_, ahead, s.baseline_periods)
+        baseline_z = seasonal_baseline(
+            smoothed_z, self.period_, ahead, s.baseline_periods, median=s.baseline_median
+        )
         residual = scale.forward(filled) - baseline_z[: values.shape[0]]
         observed = (~np.isnan(values)).astype(np.float64)
         level = scale.inverse(np.nan_to_num(baseline_z, nan=0.0))

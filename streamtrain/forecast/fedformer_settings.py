@@ -58,6 +58,7 @@ class FedformerSettings:
     coarse_s: int = 1800
     smooth_s: int = 1860  # the baseline's moving average, in seconds (31 one-minute steps)
     baseline_periods: int = 3
+    baseline_median: bool = False
     weigh_by_level: bool = True
     train_steps: int = 600
     batch_size: int = 32

@@ -65,6 +65,7 @@ def _compressed_planner(**kwargs):
         "initial_workers": 1,
         "samples": SampleSettings(bucket_s=300.0, prior_single_worker_records_per_s=1.0),
         "time_scale": TimeScale(144.0, T0),
+        "forecaster": "seasonal_naive",
     }
     return Planner(PlannerSettings(**(settings | kwargs)))
 
