@@ -30,6 +30,7 @@ import asyncio
 import collections
 import logging
 import multiprocessing
+import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -40,7 +41,7 @@ from streamtrain.errors import SchemaError
 from streamtrain.forecast.live import FitJob, Submit, fit_and_save
 from streamtrain.lag.history_tables import HistoryTables, arrival_message
 from streamtrain.lag.results import GroupLag
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.process import die_with_parent_initializer
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.wire import decode, encode
@@ -58,7 +59,8 @@ def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=die_with_parent_preexec(),
+        initializer=die_with_parent_initializer,
+        initargs=(os.getpid(),),
     )
     pool.submit(int).result()  # start the process here, not in a planner thread
 
