@@ -12,7 +12,7 @@ statsforecast (each model imports its library when it is fitted or loaded).
 * ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
   (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
 * ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or the
-  mean of the best two) on the last two days of the history
+  mean of the best few) on the last two days of the history
   (:class:`~streamtrain.forecast.select.SelectForecaster`), behind the seasonal-naive
   safety net (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's

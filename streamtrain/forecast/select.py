@@ -3,9 +3,10 @@
 Owned here: :class:`SelectForecaster`. ``fit(history)`` holds out the last
 ``val_steps`` of the history, fits every candidate on what comes before, and walks
 through the held-out steps as the live loop would: a forecast of ``horizon_steps``
-every ``stride_steps``, then ``update`` with the steps that arrived. The candidate (or
-the mean of the best two, an ensemble) with the lowest mean absolute error on the
-held-out steps is kept; the losers are dropped. The kept models have been told every
+every ``stride_steps``, then ``update`` with the steps that arrived. The candidate, or
+the mean of the best ``k`` of them (an ensemble, for every ``k`` from two to all that
+fitted), with the lowest mean absolute error on the held-out steps is kept; the rest
+are dropped. The kept models have been told every
 step of the history by then, so no second fit is needed: selecting costs one fit per
 candidate and the validation forecasts.
 
@@ -121,11 +122,10 @@ class SelectForecaster:
         for key, pred in stacked.items():
             self.val_mae_[key] = float(np.abs(pred - actual)[seen].mean())
         ranked = sorted(stacked, key=self.val_mae_.__getitem__)
-        if self.ensemble and len(ranked) >= 2:
-            a, b = ranked[:2]
-            pair = f"{a}+{b}"
-            mean = (stacked[a] + stacked[b]) / 2
-            self.val_mae_[pair] = float(np.abs(mean - actual)[seen].mean())
+        for k in range(2, len(ranked) + 1 if self.ensemble else 2):
+            members = ranked[:k]
+            mean = np.mean([stacked[m] for m in members], axis=0)
+            self.val_mae_["+".join(members)] = float(np.abs(mean - actual)[seen].mean())
         self.chosen_ = min(self.val_mae_, key=self.val_mae_.__getitem__)
 
     def fit(self, history: FloatArray) -> Self:
