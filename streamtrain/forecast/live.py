@@ -143,7 +143,8 @@ class LiveForecaster:
         self.source_: str | None = None
         self.reason_: str | None = None
         self._history = np.zeros(0)
-        self._end_step: int | None = None
+        self._next_end: int | None = None  # told by at_step, for the next call
+        self._synced_end: int | None = None  # the absolute end of _history
         self._running: _Running | None = None
         self._failed: str | None = None  # why the last fit failed or is late (alert raised)
         self._alerts: list[tuple[str, bool]] = []
@@ -160,27 +161,38 @@ class LiveForecaster:
 
     def at_step(self, end_step: int) -> None:
         """The history the next call passes ends just before absolute step ``end_step``."""
-        self._end_step = end_step
+        self._next_end = end_step
 
     def _end(self) -> int:
-        return self._end_step if self._end_step is not None else self._history.shape[0]
+        """The absolute end of the history this forecaster holds."""
+        return self._synced_end if self._synced_end is not None else self._history.shape[0]
 
     # -- the Forecaster contract --------------------------------------------------------
 
     def fit(self, history: FloatArray) -> Self:
+        """Take the history (only its new steps when it continues the one held); start a
+        background fit when one is due (module docstring)."""
         values = as_history(history)
-        self._history = values[-self.settings.max_history_steps :].copy()
-        self.naive.fit(values)
-        self._scale = _mase_scale(values, DAY_S // self.step_s)
-        self._errors.clear()
-        self._collect()
-        if not self._restored:
-            self._restored = True
-            self._restore()
+        new_end = self._next_end if self._next_end is not None else values.shape[0]
+        held = self._synced_end
+        if held is not None and 0 <= new_end - held <= values.shape[0]:
+            if new_end > held:
+                self.update(values[values.shape[0] - (new_end - held) :])
+        else:
+            self._history = values[-self.settings.max_history_steps :].copy()
+            self._synced_end = new_end
+            self.naive.fit(values)
+            self._errors.clear()
+            self._pending = None
+            self._collect()
+            if not self._restored:
+                self._restored = True
+                self._restore()
+            self._track_origin()
+        self._scale = _mase_scale(self._history, DAY_S // self.step_s)
         due = self._due()
         if due is not None:
             self._request(due)
-        self._track_origin()
         return self
 
     def update(self, new_points: FloatArray) -> Self:
@@ -188,14 +200,17 @@ class LiveForecaster:
         self._score(values)
         keep = self.settings.max_history_steps
         self._history = np.concatenate([self._history, values])[-keep:]
+        self._synced_end = (
+            self._next_end if self._next_end is not None else self._end() + values.shape[0]
+        )
         self.naive.update(values)
-        self._collect()
         if self.model_ is not None and values.size:
             try:
                 self.model_.update(values)
                 self.model_end_step_ = self._end()
             except _FAILURES as exc:
                 self._drop_model(f"update failed: {exc}")
+        self._collect()  # a model that lands now catches up on these steps itself
         recent = self.recent_mae()
         worse = recent is not None and recent[0] > recent[1]
         gap_s = self.clock() - self._last_request_s

@@ -165,3 +165,18 @@ def test_a_model_worse_than_the_naive_is_skipped_and_refitted(tmp_path):
 def test_bad_settings():
     with pytest.raises(Exception, match="positive"):
         LiveSettings(refit_every_s=0)
+
+
+def test_fit_with_a_longer_history_is_an_update_and_keeps_the_scores(tmp_path):
+    """The planner's feed hands the whole history at every step: only the new steps
+    reach the model, and the recent error keeps accumulating."""
+    values = _series(12)
+    pool, clock = Pool(), Clock()
+    live = _live(tmp_path, pool, clock, min_tracked=5, track_steps=3)
+    for end in range(200, 215):
+        live.at_step(end)
+        live.fit(values[:end])
+        live.predict(3)
+    assert len(pool.jobs) == 1 and live.model_end_step_ == 214
+    assert live.recent_mae() is not None
+    assert live.status()["recent_mase"] is not None

@@ -158,8 +158,8 @@ def test_the_simulator_and_the_live_planner_share_one_factory():
     from streamtrain.scale.policies import feed
     from streamtrain.sim import runner
 
-    assert runner.named_factory is feed.forecaster_factory
-    assert planner_forecast.forecaster_factory is feed.forecaster_factory
+    assert vars(runner)["named_factory"] is feed.forecaster_factory
+    assert vars(planner_forecast)["forecaster_factory"] is feed.forecaster_factory
     settings = PlannerSettings(job="j", group="g", forecaster="seasonal_naive")
     live_feed, live = planner_forecast.forecast_feed(settings)
     assert live is None
