@@ -16,11 +16,17 @@ Owned here:
   week once the history holds two weeks, the day before). Its quantiles are the
   empirical quantiles of the seasonal differences ``y(t) - y(t - season)`` over the
   last four seasons, added to the point forecast.
+* :func:`worse_than_naive`: the safety net's one rule (``auto`` and the live planner):
+  a model's recent error counts as worse than the seasonal naive's only when it exceeds
+  it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
+  MASE scale (:func:`seasonal_scale`), so a 1e-5 miss beside a naive that is exact on a
+  closed day, or a 1 % difference, does not hand the forecast to the naive.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
@@ -32,6 +38,8 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
+    "NAIVE_MARGIN",
+    "NAIVE_MARGIN_MASE",
     "QUANTILE_GRID",
     "Forecaster",
     "SeasonalNaive",
@@ -39,9 +47,13 @@ __all__ = [
     "as_new_points",
     "check_horizon",
     "fill_gaps",
+    "seasonal_scale",
+    "worse_than_naive",
 ]
 
 FloatArray = NDArray[np.float64]
+NAIVE_MARGIN = 0.1  # of the naive's recent MAE
+NAIVE_MARGIN_MASE = 0.05  # of the series' MASE scale (mean absolute daily difference)
 
 
 @runtime_checkable
@@ -228,3 +240,19 @@ class SeasonalNaive:
         if model.last_season_.shape != (model.season,):
             raise ForecastError(f"{path}: the saved season has the wrong length")
         return model
+
+
+def seasonal_scale(values: FloatArray, season: int) -> float:
+    """Mean absolute ``season``-step difference of ``values`` (MASE's scale), skipping
+    gaps; NaN when there is none."""
+    if season < 1 or values.shape[0] <= season:
+        return float("nan")
+    diff = np.abs(values[season:] - values[:-season])
+    diff = diff[~np.isnan(diff)]
+    return float(diff.mean()) if diff.size else float("nan")
+
+
+def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
+    """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
+    floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
+    return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor

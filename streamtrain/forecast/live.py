@@ -7,8 +7,8 @@ seconds), so:
 * ``fit(history)`` fits the seasonal naive at once (milliseconds) and, when a refit is
   due, hands :func:`fit_and_save` to ``submit`` (the control app's process pool) and
   returns. A refit is due when no model is live, when the live one is older than
-  ``refit_every_s``, or when its recent error exceeds the seasonal naive's (at most once
-  per ``min_refit_gap_s``). The job fits the named model (:func:`~streamtrain.forecast.
+  ``refit_every_s``, or when its recent error clearly exceeds the seasonal naive's (at
+  most once per ``min_refit_gap_s``). The job fits the named model (:func:`~streamtrain.forecast.
   registry.make_forecaster`) on the history and saves it in ``state_dir``.
 * Every later call first collects a finished job: the saved model is loaded, told the
   steps that arrived while it was fitting, and goes live; a manifest
@@ -18,9 +18,10 @@ seconds), so:
 * ``predict`` answers with the live model unless there is none, its prediction fails,
   or its recent error (the first ``track_steps`` of each forecast, scored against the
   steps that arrived, over the last ``window_steps`` scored steps, once ``min_tracked``
-  exist) exceeds the naive's; then the seasonal naive answers. A fit that fails or runs
-  past ``fit_timeout_s`` raises an alert (:meth:`take_alerts`) and the naive answers
-  until a fit succeeds (which resolves it).
+  exist) clearly exceeds the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`);
+  then the seasonal naive answers. A fit that fails or runs past ``fit_timeout_s``
+  raises an alert (:meth:`take_alerts`) and the naive answers until a fit succeeds
+  (which resolves it).
 * :meth:`status`: which model is live, why, its recent MASE and the naive's (MAE over
   the mean absolute daily-seasonal difference of the history), fit times and counts.
 
@@ -47,7 +48,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, SeasonalNaive, as_history, as_new_points
+from streamtrain.forecast.base import (
+    Forecaster,
+    SeasonalNaive,
+    as_history,
+    as_new_points,
+    seasonal_scale,
+    worse_than_naive,
+)
 from streamtrain.units import DAY_S, HOUR_S, WEEK_S
 
 __all__ = ["FitJob", "LiveForecaster", "LiveSettings", "fit_and_save"]
@@ -189,7 +197,7 @@ class LiveForecaster:
                 self._restored = True
                 self._restore()
             self._track_origin()
-        self._scale = _mase_scale(self._history, DAY_S // self.step_s)
+        self._scale = seasonal_scale(self._history, DAY_S // self.step_s)
         due = self._due()
         if due is not None:
             self._request(due)
@@ -212,7 +220,7 @@ class LiveForecaster:
                 self._drop_model(f"update failed: {exc}")
         self._collect()  # a model that lands now catches up on these steps itself
         recent = self.recent_mae()
-        worse = recent is not None and recent[0] > recent[1]
+        worse = recent is not None and worse_than_naive(*recent, self._scale)
         gap_s = self.clock() - self._last_request_s
         if worse and self._running is None and gap_s >= self.settings.min_refit_gap_s:
             self._request("its recent error exceeds the seasonal naive's")
@@ -261,7 +269,7 @@ class LiveForecaster:
         if self._failed is not None:
             return None, self._failed
         recent = self.recent_mae()
-        if recent is not None and recent[0] > recent[1]:
+        if recent is not None and worse_than_naive(*recent, self._scale):
             return None, (
                 f"its recent MAE {recent[0]:.4g} exceeds the seasonal naive's {recent[1]:.4g}"
             )
@@ -483,11 +491,3 @@ def _load(path: Path) -> Forecaster:
     from streamtrain.forecast.registry import load_forecaster
 
     return load_forecaster(path)
-
-
-def _mase_scale(values: FloatArray, season: int) -> float:
-    if values.shape[0] <= season:
-        return float("nan")
-    diff = np.abs(values[season:] - values[:-season])
-    diff = diff[~np.isnan(diff)]
-    return float(diff.mean()) if diff.size else float("nan")
