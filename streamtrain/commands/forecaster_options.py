@@ -43,7 +43,7 @@ def forecaster_options(command: F) -> F:
             default="auto",
             show_default=True,
             help="The model the planner forecasts with (auto: the best of seasonal naive, "
-            "AutoETS, MSTL and the transformer on the last two days, refitted on schedule). "
+            "AutoETS, MSTL and the transformer on the last week, refitted on schedule). "
             "Fits run in a worker process; the seasonal naive answers until one lands.",
         ),
         option(

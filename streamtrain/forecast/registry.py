@@ -12,7 +12,8 @@ statsforecast (each model imports its library when it is fitted or loaded).
 * ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
   (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
 * ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or the
-  mean of the best few) on the last two days of the history
+  mean of the best few) on the last week of the history (at most a quarter of it: a
+  window of every weekday, so a closed weekend cannot decide alone)
   (:class:`~streamtrain.forecast.select.SelectForecaster`), behind the seasonal-naive
   safety net (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
@@ -79,7 +80,7 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     candidates = _candidates(options.pop("candidates", AUTO_CANDIDATES))
     FedformerSettings.from_options(**options)  # unknown options fail now, not at fit
     hour = max(1, HOUR_S // step_s)
-    select.setdefault("val_steps", 2 * DAY_S // step_s)
+    select.setdefault("val_steps", WEEK_S // step_s)
     select.setdefault("horizon_steps", hour)
     select.setdefault("stride_steps", hour)
 
