@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-__all__ = ["die_with_parent_preexec"]
+__all__ = ["die_with_parent_initializer", "die_with_parent_preexec"]
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +44,16 @@ def die_with_parent_preexec(sig: signal.Signals = signal.SIGTERM) -> Callable[[]
             os._exit(1)
 
     return die_with_parent
+
+
+def die_with_parent_initializer(parent_pid: int) -> None:  # pragma: no cover - in the child
+    """The same for a ``multiprocessing`` child (a pool's ``initializer``, with
+    ``initargs=(os.getpid(),)``): SIGTERM when the parent thread that started it dies,
+    and exit at once if that parent is already gone."""
+    if sys.platform == "linux":
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError) as exc:
+            log.warning("prctl is unavailable (%s); this child will not die with its parent", exc)
+    if os.getppid() != parent_pid:
+        os._exit(1)

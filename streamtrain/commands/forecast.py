@@ -1,7 +1,9 @@
 """``streamtrain forecast`` and ``streamtrain trace``: evaluate forecasters, make traces.
 
 ``forecast eval`` runs the rolling-origin harness of :mod:`streamtrain.forecast.evaluate`
-on a trace CSV and prints one row per model (or ``--json``); progress goes to stderr.
+on a trace CSV at its own resolution (or ``--step-s``) and prints one row per model and
+the MASE of each horizon step (or ``--json``); progress goes to stderr; ``--plot``
+draws actual vs forecast with the quantile band (:mod:`streamtrain.forecast.plot`).
 ``trace synth`` writes a synthetic trace CSV to stdout. All of the work lives in
 :mod:`streamtrain.forecast`; this module parses, calls and prints.
 """
@@ -17,15 +19,21 @@ import click
 from streamtrain.commands.common import handle_errors, option
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.base import Forecaster
-from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate
+from streamtrain.forecast.evaluate import (
+    EvalSettings,
+    Scores,
+    default_horizon_steps,
+    evaluate,
+)
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.forecast.series import SHAPES, make_trace
-from streamtrain.forecast.trace import load_trace, write_trace
+from streamtrain.forecast.trace import load_trace, native_step_s, write_trace
 from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = ["forecast", "trace"]
 
-DEFAULT_MODELS = "seasonal_naive_daily,seasonal_naive_weekly,ets,fedformer"
+DEFAULT_MODELS = "seasonal_naive_daily,seasonal_naive_weekly,ets,mstl,fedformer,auto"
+BAND = (0.1, 0.9)
 
 
 @click.group()
@@ -78,9 +86,9 @@ def _row(name: str, s: Scores) -> str:
     "--horizon-min",
     env="FORECAST_HORIZON_MIN",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Forecast horizon in minutes.",
+    default=None,
+    help="Forecast horizon in minutes [default: 30, or two steps on series of "
+    "15-minute steps and coarser].",
 )
 @option(
     "--models",
@@ -116,21 +124,30 @@ def _row(name: str, s: Scores) -> str:
     "--step-s",
     env="FORECAST_STEP_S",
     type=click.IntRange(min=1),
-    default=60,
-    show_default=True,
-    help="Resolution the trace is put on, in seconds.",
+    default=None,
+    help="Resolution the trace is put on, in seconds [default: the trace's own].",
+)
+@option(
+    "--plot",
+    "plot_path",
+    env="FORECAST_PLOT",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write actual vs forecast with the 10-90 % quantile band over the test "
+    "period to this image (needs matplotlib).",
 )
 @option("--seed", env="FORECAST_SEED", type=int, default=0, show_default=True, help="Model seed.")
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print one JSON object.")
 @handle_errors
 def eval_command(
     trace_path: Path,
-    horizon_min: float,
+    horizon_min: float | None,
     models: str,
     test_days: float,
     stride_min: float | None,
     refit_every_min: float,
-    step_s: int,
+    step_s: int | None,
+    plot_path: Path | None,
     seed: int,
     as_json: bool,
 ) -> None:
@@ -138,12 +155,19 @@ def eval_command(
 
     Scores per model: MASE (primary; scale = mean absolute daily-seasonal difference of
     the training part), MAE, RMSE, sMAPE, MAPE (over actuals > 0), mean fit time and
-    mean predict time. Forecasts are clipped at 0; gap minutes are not scored.
+    mean predict time; then the MASE of each horizon step (how error grows with the lead).
+    Forecasts are clipped at 0; gap steps are not scored. The trace is read at its own
+    resolution unless --step-s says otherwise; every model works at any step that
+    divides a day. --plot draws each model's forecasts with their 10-90 % quantile band
+    over the test period.
     """
     names = _parse_models(models)
-    loaded = load_trace(trace_path, step_s=step_s)
+    step_s = step_s or native_step_s(trace_path)
     if DAY_S % step_s:
         raise ConfigError(f"--step-s {step_s} does not divide a day")
+    loaded = load_trace(trace_path, step_s=step_s)
+    if horizon_min is None:
+        horizon_min = default_horizon_steps(step_s) * step_s / MINUTE_S
     settings = EvalSettings(
         horizon_steps=_minutes_to_steps("--horizon-min", horizon_min, step_s),
         test_steps=_minutes_to_steps("--test-days", test_days * (DAY_S // MINUTE_S), step_s),
@@ -158,12 +182,21 @@ def eval_command(
     factories = {name: _factory(name, step_s, seed) for name in names}
     click.echo(
         f"{loaded.name}: {len(loaded)} steps of {step_s} s, {loaded.gaps} gaps; testing on the "
-        f"last {test_days:g} days, horizon {horizon_min:g} min",
+        f"last {test_days:g} days, horizon {horizon_min:g} min, models {', '.join(names)}",
         err=True,
     )
     results = evaluate(
-        loaded.records_per_s, factories, settings, progress=lambda m: click.echo(m, err=True)
+        loaded.records_per_s,
+        factories,
+        settings,
+        progress=lambda m: click.echo(m, err=True),
+        band=BAND if plot_path is not None else None,
     )
+    if plot_path is not None:
+        from streamtrain.forecast.plot import plot_eval
+
+        plot_eval(loaded.records_per_s, results, step_s, plot_path, title=loaded.name)
+        click.echo(f"plot: {plot_path}", err=True)
     if as_json:
         click.echo(json.dumps({"models": {n: s.as_dict() for n, s in results.items()}}))
         return
@@ -173,6 +206,13 @@ def eval_command(
     )
     for name, scores in results.items():
         click.echo(_row(name, scores))
+    click.echo(f"\nMASE by horizon step ({step_s} s steps; columns: steps ahead)")
+    horizon = settings.horizon_steps
+    shown = sorted({0, horizon // 4, horizon // 2, (3 * horizon) // 4, horizon - 1})
+    click.echo(f"{'model':24} " + " ".join(f"{h + 1:>7}" for h in shown))
+    for name, scores in results.items():
+        cells = " ".join(f"{scores.mase_by_step[h]:7.3f}" for h in shown)
+        click.echo(f"{name:24} {cells}")
 
 
 @click.group()

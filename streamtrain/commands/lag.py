@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.samples import SampleSettings
@@ -382,6 +383,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default=None,
     help="Window of the arrival rate (CPS). Default: max(60, 2 x --tick-s).",
 )
+@forecaster_options
 @kafka_options
 @handle_errors
 def lag_run(
@@ -459,6 +461,12 @@ def lag_run(
         cps_window_s=cps_window_s or max(60.0, 2 * tick_s),
         slo=SloSettings(violation_s=slo_violation_s, warning_s=slo_warning_s),
     )
+    forecasting = forecaster_settings(
+        *(
+            opts.pop(k)
+            for k in ("forecaster", "refit_every", "plan_quantile", "forecaster_fit_timeout")
+        )
+    )
     planner = None
     if plan_job is not None:
         from streamtrain.scale.action_costs import measured_cost
@@ -502,6 +510,7 @@ def lag_run(
             ),
             time_scale=clock,
             history=seed,
+            **forecasting,
         )
         if planner.group not in groups:
             groups = (*groups, planner.group)
@@ -572,6 +581,7 @@ def lag_run(
             )
             click.echo(
                 f"planner for job {planner.job} on group {planner.group}: policy {policy}, "
+                f"forecaster {planner.forecaster}, "
                 f"samples {samples_topic} -> {route}, "
                 f"http://{web_host}:{web_port}/planner",
                 err=True,

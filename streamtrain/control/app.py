@@ -36,6 +36,7 @@ imported here only (and by the modules this one wires), so the rest of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import tempfile
 import time
@@ -46,7 +47,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from streamtrain.config import KafkaSettings
-from streamtrain.control.planner_agent import PlannerAgent, add_planner
+from streamtrain.control.planner_agent import PlannerAgent, add_planner, forecast_pool
 from streamtrain.control.planner_metrics import PlannerCollector
 from streamtrain.control.publish import publish
 from streamtrain.control.service import LagAppSettings, LagService
@@ -141,9 +142,16 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     app.timer(monitor_settings.tick_s, on_leader=True)(tick)
     add_pages(app, service, history)
     if planner is not None:
-        agent = PlannerAgent(Planner(planner))
+        if planner.forecaster_dir is None:  # fitted models live next to the app's state
+            forecasts = data_dir / "forecaster" / planner.job
+            planner = dataclasses.replace(planner, forecaster_dir=forecasts)
+        pool, submit = forecast_pool()
+        agent = PlannerAgent(Planner(planner, fit_submit=submit))
         add_planner(app, service, agent, alerts, history_topic, history)
         service.extra_collectors.append(PlannerCollector(agent))
+        app.on_before_shutdown.connect(
+            lambda *_args, **_kw: pool.shutdown(wait=False, cancel_futures=True)
+        )
     if settings.shards is not None:
         from streamtrain.control.shard_agent import add_shards
 

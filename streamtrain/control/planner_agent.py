@@ -14,7 +14,14 @@ this feeds it and publishes what it returns):
 * each complete arrival step of the planner goes through the history topic into the
   ``arrival_history`` table (:mod:`streamtrain.lag.history_tables`); after table
   recovery the planner starts from it, so a restart does not cost the forecast its days;
-* ``/planner`` shows the planner's state (the throughput model's source among it).
+* the forecaster's fits run in one worker process (:func:`forecast_pool`, spawned at
+  start, so a fit never holds the app's event loop or its GIL; it dies with the app);
+  fitted models are kept in ``<data dir>/forecaster/<job>`` and reloaded after a
+  restart (:mod:`streamtrain.forecast.live`); a fit that fails or is late becomes a
+  ``FORECASTER`` alert and the seasonal naive answers meanwhile;
+* ``/planner`` shows the planner's state (the throughput model's source among it; the
+  forecaster: the model asked for, the one answering, its recent MASE and the naive's,
+  fits, the quantile band).
 """
 
 from __future__ import annotations
@@ -22,24 +29,46 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import multiprocessing
+import os
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from streamtrain.control.publish import publish
 from streamtrain.control.request_route import command_sender
 from streamtrain.control.service import LagService
 from streamtrain.errors import SchemaError
+from streamtrain.forecast.live import FitJob, Submit, fit_and_save
 from streamtrain.lag.history_tables import HistoryTables, arrival_message
 from streamtrain.lag.results import GroupLag
+from streamtrain.process import die_with_parent_initializer
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.wire import decode, encode
 
-__all__ = ["COMMAND_OUTBOX_LIMIT", "PlannerAgent", "add_planner"]
+__all__ = ["COMMAND_OUTBOX_LIMIT", "PlannerAgent", "add_planner", "forecast_pool"]
 
 log = logging.getLogger(__name__)
 
 COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
+
+
+def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
+    """One spawned worker process for forecaster fits (started now, from this thread,
+    so it dies with this process: PR_SET_PDEATHSIG), and the submit function."""
+    pool = ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=die_with_parent_initializer,
+        initargs=(os.getpid(),),
+    )
+    pool.submit(int).result()  # start the process here, not in a planner thread
+
+    def submit(job: FitJob) -> Future[float]:
+        return pool.submit(fit_and_save, job)
+
+    return pool, submit
 
 
 class PlannerAgent:

@@ -156,6 +156,8 @@ class Timeline:
     workers: list[tuple[float, int]] = field(default_factory=list)
     planned: list[tuple[float, float]] = field(default_factory=list)
     forecast: dict[int, float] = field(default_factory=dict)  # step start (ms) -> records/s
+    band: dict[int, tuple[float, float]] = field(default_factory=dict)  # -> (low, high)
+    forecaster: dict[str, Any] = field(default_factory=dict)  # the model, what answers, MASE
     auc: list[tuple[float, float]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     progress: list[tuple[float, int, int]] = field(default_factory=list)  # t, produced, trained
@@ -249,9 +251,17 @@ class Timeline:
         if not forecast:
             return
         first_ms, step_ms = forecast["first_step_at_ms"], forecast["step_s"] * 1000
+        low, high = forecast.get("low_records_per_s"), forecast.get("high_records_per_s")
         with self.lock:
             for k, value in enumerate(forecast["records_per_s"][:60]):
                 self.forecast[int(first_ms + k * step_ms)] = float(value)
+            if low and high:
+                for k, (lo, hi) in enumerate(zip(low[:60], high[:60], strict=False)):
+                    self.band[int(first_ms + k * step_ms)] = (float(lo), float(hi))
+            self.forecaster = {
+                key: forecast.get(key)
+                for key in ("model", "live", "recent_mase", "naive_recent_mase", "fitting")
+            }
 
     def add_evaluations(self, lines: Iterable[dict[str, Any]]) -> None:
         """Per-worker AUC evaluations; the timeline keeps the mean over workers whose
@@ -279,6 +289,8 @@ class Timeline:
                 "workers": [list(p) for p in self.workers],
                 "planned": [list(p) for p in self.planned],
                 "forecast": sorted([k / 1000, v] for k, v in self.forecast.items()),
+                "band": sorted([k / 1000, lo, hi] for k, (lo, hi) in self.band.items()),
+                "forecaster": dict(self.forecaster),
                 "auc": [list(p) for p in self.auc],
                 "events": list(self.events),
                 "progress": [list(p) for p in self.progress],

@@ -2,20 +2,24 @@
 
 Modules: ``trace`` (the CSV format, KALE-shaped generator), ``series`` (other
 realistic arrival series), ``base`` (the protocol, gap filling, seasonal naive),
-``ets`` (Holt-Winters), ``fedformer`` / ``fedformer_settings`` / ``fedformer_data`` /
-``fedformer_train`` / ``fedformer_model`` (the FEDformer-style model; torch is imported
-only when it is fitted or loaded), ``fallback`` (``auto``: the model behind a seasonal-naive safety
-net), ``registry`` (models by name) and ``evaluate`` (rolling-origin harness, metrics).
+``stats`` (statsforecast's AutoETS and MSTL: ``ets``, ``mstl``), ``fedformer`` /
+``fedformer_settings`` / ``fedformer_data`` / ``fedformer_train`` / ``fedformer_model``
+(the FEDformer-style model; torch is imported only when it is fitted or loaded),
+``select`` (the best model per series on a validation window), ``fallback`` (a
+seasonal-naive safety net; ``auto`` is ``select`` behind it), ``registry`` (models by
+name), ``live`` (fitting in the background for the live planner) and ``evaluate``
+(rolling-origin harness, metrics).
 """
 
 from streamtrain.forecast.base import Forecaster, SeasonalNaive, fill_gaps
-from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.evaluate import EvalSettings, Scores, evaluate, rolling_origin
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
+from streamtrain.forecast.select import SelectForecaster
 from streamtrain.forecast.series import make_trace
+from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.forecast.trace import Trace, load_trace, synth_trace, write_trace
 
 __all__ = [
@@ -25,10 +29,11 @@ __all__ = [
     "FedformerForecaster",
     "FedformerSettings",
     "Forecaster",
-    "HoltWinters",
     "NetConfig",
     "Scores",
     "SeasonalNaive",
+    "SelectForecaster",
+    "StatsForecaster",
     "Trace",
     "evaluate",
     "fill_gaps",

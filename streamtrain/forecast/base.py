@@ -12,12 +12,22 @@ Owned here:
   a missing step takes the value one season earlier, else one season later, else is
   linearly interpolated between its neighbours.
 * :class:`SeasonalNaive`: the forecast is the last observed season repeated
-  (``seasonal_naive_daily``, ``seasonal_naive_weekly``).
+  (``seasonal_naive_daily``, ``seasonal_naive_weekly``; ``seasonal_naive`` picks the
+  week once the history holds two weeks, the day before). Its quantiles are the
+  empirical quantiles of the seasonal differences ``y(t) - y(t - season)`` over the
+  last four seasons, added to the point forecast.
+* :func:`worse_than_naive`: the safety net's one rule (``auto`` and the live planner):
+  a model's recent error counts as worse than the seasonal naive's only when it exceeds
+  it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
+  MASE scale (:func:`seasonal_scale`), so a 1e-5 miss beside a naive that is exact on a
+  closed day, or a 1 % difference, does not hand the forecast to the naive.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
@@ -28,15 +38,22 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = [
+    "NAIVE_MARGIN",
+    "NAIVE_MARGIN_MASE",
+    "QUANTILE_GRID",
     "Forecaster",
     "SeasonalNaive",
     "as_history",
     "as_new_points",
     "check_horizon",
     "fill_gaps",
+    "seasonal_scale",
+    "worse_than_naive",
 ]
 
 FloatArray = NDArray[np.float64]
+NAIVE_MARGIN = 0.1  # of the naive's recent MAE
+NAIVE_MARGIN_MASE = 0.05  # of the series' MASE scale (mean absolute daily difference)
 
 
 @runtime_checkable
@@ -94,6 +111,18 @@ def fill_gaps(history: FloatArray, season: int) -> FloatArray:
     return values
 
 
+# The levels at which a model keeps its error quantiles (1 %, 2 %, ..., 99 %).
+QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
+
+
+def _spread(diffs: FloatArray) -> FloatArray:
+    observed = diffs[~np.isnan(diffs)]
+    if observed.size == 0:
+        return np.zeros(QUANTILE_GRID.size)
+    result: FloatArray = np.quantile(observed, QUANTILE_GRID)
+    return result
+
+
 def as_new_points(new_points: FloatArray | list[float]) -> FloatArray:
     """Validate points for ``update``: 1-D, finite >= 0 or NaN (may be empty or all gaps)."""
     values = np.asarray(new_points, dtype=np.float64)
@@ -112,18 +141,23 @@ def check_horizon(horizon: int) -> None:
 
 
 class SeasonalNaive:
-    """Repeat the last observed season: y(t + h) = y(t + h - k·period)."""
+    """Repeat the last observed season: y(t + h) = y(t + h - k·period).
+
+    ``period_s=0``: the week once the history holds two weeks, else the day."""
 
     def __init__(self, period_s: int = DAY_S, *, step_s: int = 60, name: str | None = None) -> None:
-        if step_s <= 0 or period_s <= 0 or period_s % step_s:
+        if step_s <= 0 or period_s < 0 or (period_s and period_s % step_s) or DAY_S % step_s:
             raise ConfigError(
                 f"the period ({period_s} s) must be a whole number of steps ({step_s} s)"
             )
-        self.period_s = period_s
+        self.adaptive = period_s == 0
+        self.period_s = period_s or DAY_S
         self.step_s = step_s
         default = {DAY_S: "seasonal_naive_daily", WEEK_S: "seasonal_naive_weekly"}
-        self.name = name or default.get(period_s, f"seasonal_naive_{period_s}s")
+        fallback = "seasonal_naive" if self.adaptive else f"seasonal_naive_{period_s}s"
+        self.name = name or ("seasonal_naive" if self.adaptive else default.get(period_s, fallback))
         self.last_season_: FloatArray | None = None
+        self.spread_: FloatArray | None = None  # quantiles of seasonal differences
 
     @property
     def season(self) -> int:
@@ -131,14 +165,32 @@ class SeasonalNaive:
 
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
+        if self.adaptive:
+            self.period_s = WEEK_S if values.shape[0] * self.step_s >= 2 * WEEK_S else DAY_S
         season = self.season
         if values.shape[0] < season:
             # Less than one season: the best naive guess is the last value, flat.
             observed = values[~np.isnan(values)]
             self.last_season_ = np.full(season, observed[-1])
+            diffs = np.diff(observed)
+            self.spread_ = _spread(diffs)
             return self
-        self.last_season_ = fill_gaps(values, season)[-season:]
+        filled = fill_gaps(values, season)
+        self.last_season_ = filled[-season:]
+        recent = values[-5 * season :]
+        self.spread_ = _spread(recent[season:] - recent[:-season])
         return self
+
+    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+        """The point forecast plus the seasonal differences' quantiles (module docstring)."""
+        point = self.predict(horizon)
+        if any(not 0 < q < 1 for q in levels):
+            raise ConfigError("quantile levels must be in (0, 1)")
+        spread = self.spread_ if self.spread_ is not None else np.zeros(QUANTILE_GRID.size)
+        return {
+            float(q): np.maximum(point + float(np.interp(q, QUANTILE_GRID, spread)), 0.0)
+            for q in levels
+        }
 
     def predict(self, horizon: int) -> FloatArray:
         check_horizon(horizon)
@@ -169,6 +221,7 @@ class SeasonalNaive:
             "period_s": self.period_s,
             "step_s": self.step_s,
             "last_season": self.last_season_.tolist(),
+            "spread": None if self.spread_ is None else self.spread_.tolist(),
         }
         Path(path).write_text(json.dumps(state), encoding="utf-8")
 
@@ -180,8 +233,26 @@ class SeasonalNaive:
                 int(state["period_s"]), step_s=int(state["step_s"]), name=str(state["name"])
             )
             model.last_season_ = np.asarray(state["last_season"], dtype=np.float64)
+            spread = state.get("spread")
+            model.spread_ = None if spread is None else np.asarray(spread, dtype=np.float64)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ForecastError(f"cannot load a seasonal-naive model from {path}: {exc}") from exc
         if model.last_season_.shape != (model.season,):
             raise ForecastError(f"{path}: the saved season has the wrong length")
         return model
+
+
+def seasonal_scale(values: FloatArray, season: int) -> float:
+    """Mean absolute ``season``-step difference of ``values`` (MASE's scale), skipping
+    gaps; NaN when there is none."""
+    if season < 1 or values.shape[0] <= season:
+        return float("nan")
+    diff = np.abs(values[season:] - values[:-season])
+    diff = diff[~np.isnan(diff)]
+    return float(diff.mean()) if diff.size else float("nan")
+
+
+def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
+    """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
+    floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
+    return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor

@@ -13,10 +13,14 @@ Owned here:
 * :func:`evaluate`: :func:`rolling_origin` for several models on the same split.
 
 Fit time is the mean wall time of a ``fit``; predict time the mean of a ``predict``.
+:func:`default_horizon_steps` is ``forecast eval``'s default horizon: 30 minutes, or two
+steps on series of 15-minute steps and coarser. :class:`Scores` also holds the MASE of
+each horizon step (``mase_by_step``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +35,9 @@ from streamtrain.forecast.base import Forecaster
 __all__ = [
     "EvalSettings",
     "Scores",
+    "Trail",
+    "by_step",
+    "default_horizon_steps",
     "evaluate",
     "mase_scale",
     "rolling_origin",
@@ -39,6 +46,11 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 Progress = Callable[[str], None]
+
+
+def default_horizon_steps(step_s: int) -> int:
+    """30 minutes, or two steps when a step is 15 minutes or longer."""
+    return 2 if step_s >= 900 else max(1, round(1800 / step_s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +75,23 @@ class EvalSettings:
             raise ConfigError("the refit interval cannot be negative")
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Trail:
+    """What a model forecast over the test period (for plots): per origin, its first
+    step and ``horizon`` values of the point forecast and of the band's two quantiles
+    (the point forecast when the model has no quantiles)."""
+
+    origins: NDArray[np.int64]
+    point: FloatArray  # (origins, horizon)
+    low: FloatArray
+    high: FloatArray
+    levels: tuple[float, float]
+
+
 @dataclass(frozen=True, slots=True)
 class Scores:
-    """Errors of one model over every scored (origin, step) pair."""
+    """Errors of one model over every scored (origin, step) pair; ``mase_by_step[h]``
+    is the MASE of the forecasts ``h + 1`` steps ahead."""
 
     mase: float
     mae: float
@@ -76,8 +102,10 @@ class Scores:
     predict_ms: float
     points: int
     fits: int
+    mase_by_step: tuple[float, ...] = ()
+    trail: Trail | None = None
 
-    def as_dict(self) -> dict[str, float | None]:
+    def as_dict(self) -> dict[str, float | list[float] | None]:
         return {
             "mase": self.mase,
             "mae": self.mae,
@@ -86,6 +114,7 @@ class Scores:
             "mape_pct": self.mape_pct,
             "fit_s": self.fit_s,
             "predict_ms": self.predict_ms,
+            "mase_by_step": list(self.mase_by_step),
         }
 
 
@@ -146,6 +175,26 @@ def _origins(n: int, settings: EvalSettings) -> range:
     return range(first, n - settings.horizon_steps + 1, settings.stride_steps)
 
 
+def _band(model: Forecaster, horizon: int, levels: tuple[float, float]) -> list[FloatArray]:
+    method = getattr(model, "predict_quantiles", None)
+    if method is None:
+        point = np.asarray(model.predict(horizon), dtype=np.float64)
+        return [point, point]
+    raw = method(horizon, list(levels))
+    return [np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in levels]
+
+
+def by_step(actual: FloatArray, forecast: FloatArray, scale: float) -> tuple[float, ...]:
+    """MASE per horizon step of ``(origins, horizon)`` arrays (gaps skipped)."""
+    err = np.abs(forecast - actual)
+    seen = ~np.isnan(err)
+    total = np.where(seen, err, 0.0).sum(axis=0)
+    count = seen.sum(axis=0)
+    return tuple(
+        float(t / c / scale) if c else float("nan") for t, c in zip(total, count, strict=True)
+    )
+
+
 def rolling_origin(
     values: FloatArray,
     factory: Callable[[], Forecaster],
@@ -153,14 +202,17 @@ def rolling_origin(
     *,
     name: str = "model",
     progress: Progress | None = None,
+    band: tuple[float, float] | None = None,
 ) -> Scores:
-    """Evaluate the models ``factory`` makes on ``values`` (see the module docstring)."""
+    """Evaluate the models ``factory`` makes on ``values`` (see the module docstring);
+    with ``band``, also keep the forecasts and those quantiles (:class:`Trail`)."""
     origins = _origins(values.shape[0], settings)
     scale = mase_scale(values[: origins[0]], settings.season_steps)
     actuals: list[FloatArray] = []
     forecasts: list[FloatArray] = []
     fit_times: list[float] = []
     predict_times: list[float] = []
+    bands: list[list[FloatArray]] = []
     model: Forecaster | None = None
     fitted_at = seen = 0
     for count, origin in enumerate(origins):
@@ -182,19 +234,34 @@ def rolling_origin(
             started = time.perf_counter()
             forecast = model.predict(settings.horizon_steps)
             predict_times.append(time.perf_counter() - started)
+            if band is not None:
+                bands.append(_band(model, settings.horizon_steps, band))
         except ForecastError as exc:
             raise ForecastError(f"{name} failed at origin step {origin}: {exc.message}") from exc
         forecasts.append(np.maximum(np.asarray(forecast, dtype=np.float64), 0.0))
         actuals.append(values[origin : origin + settings.horizon_steps])
-        if progress is not None and (count + 1) % 100 == 0:
+        if progress is not None and (count + 1) % 50 == 0:
             progress(f"{name}: {count + 1}/{len(origins)} origins")
-    return score(
+    result = score(
         np.concatenate(actuals),
         np.concatenate(forecasts),
         scale,
         fit_s=float(np.mean(fit_times)),
         predict_ms=1000 * float(np.mean(predict_times)),
         fits=len(fit_times),
+    )
+    points = np.stack(forecasts)
+    trail = None
+    if band is not None:
+        trail = Trail(
+            np.asarray(list(origins), dtype=np.int64),
+            points,
+            np.stack([b[0] for b in bands]),
+            np.stack([b[1] for b in bands]),
+            band,
+        )
+    return dataclasses.replace(
+        result, mase_by_step=by_step(np.stack(actuals), points, scale), trail=trail
     )
 
 
@@ -204,9 +271,14 @@ def evaluate(
     settings: EvalSettings,
     *,
     progress: Progress | None = None,
+    band: tuple[float, float] | None = None,
 ) -> dict[str, Scores]:
     """:func:`rolling_origin` for each named model, on the same split and scale."""
-    return {
-        name: rolling_origin(values, factory, settings, name=name, progress=progress)
-        for name, factory in factories.items()
-    }
+    results: dict[str, Scores] = {}
+    for index, (name, factory) in enumerate(factories.items(), start=1):
+        if progress is not None:
+            progress(f"[{index}/{len(factories)}] {name}")
+        results[name] = rolling_origin(
+            values, factory, settings, name=name, progress=progress, band=band
+        )
+    return results

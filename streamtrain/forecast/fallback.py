@@ -8,7 +8,8 @@ Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless
   models made at the previous origin against the points that arrived (the first
   ``track_steps`` of them); once ``min_tracked`` points are scored, the main model is
   skipped while its mean absolute error over the last ``window_steps`` scored points is
-  above the naive's.
+  clearly above the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`: by
+  more than a margin, so an exact naive on a day of zeros does not take over).
 
 In every such case the naive answers, ``source_`` says which model answered and
 ``reason_`` why, and a warning is logged when the source changes. The naive is the
@@ -28,7 +29,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, SeasonalNaive, as_history, as_new_points
+from streamtrain.forecast.base import (
+    Forecaster,
+    SeasonalNaive,
+    as_history,
+    as_new_points,
+    seasonal_scale,
+    worse_than_naive,
+)
 from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = ["FallbackForecaster"]
@@ -67,6 +75,7 @@ class FallbackForecaster:
         self.source_: str | None = None
         self.reason_: str | None = None
         self._errors: deque[tuple[float, float]] = deque(maxlen=window_steps)
+        self._scale = float("nan")
         self._pending: tuple[FloatArray | None, FloatArray] | None = None
 
     # -- fitting and updates ------------------------------------------------------------
@@ -76,6 +85,7 @@ class FallbackForecaster:
         week = WEEK_S // self.step_s
         period = WEEK_S if values.shape[0] >= week else DAY_S
         self.fallback_ = SeasonalNaive(period, step_s=self.step_s).fit(values)
+        self._scale = seasonal_scale(values, DAY_S // self.step_s)
         self._errors.clear()
         try:
             self.main.fit(values)
@@ -152,7 +162,7 @@ class FallbackForecaster:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
-        if recent is not None and recent[0] > recent[1]:
+        if recent is not None and worse_than_naive(*recent, self._scale):
             return None, (
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"

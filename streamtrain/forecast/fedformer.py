@@ -107,11 +107,11 @@ class FedformerForecaster:
         name: str = "fedformer",
     ) -> None:
         self.settings = settings or FedformerSettings()
-        if step_s <= 0 or self.settings.coarse_s % step_s or DAY_S % step_s:
-            raise ConfigError(
-                f"step_s ({step_s}) must divide the block length ({self.settings.coarse_s} s) "
-                "and a day"
-            )
+        if step_s <= 0 or DAY_S % step_s:
+            raise ConfigError(f"step_s ({step_s}) must be positive and divide a day")
+        block_s = step_s * max(1, round(self.settings.coarse_s / step_s))
+        if DAY_S % block_s:
+            raise ConfigError(f"a block of {block_s} s ({step_s}-s steps) does not divide a day")
         self.step_s = step_s
         self.seed = seed
         self.name = name
@@ -128,8 +128,15 @@ class FedformerForecaster:
 
     @property
     def steps_per_block(self) -> int:
-        """Steps per coarse block (``coarse_s / step_s``)."""
-        return self.settings.coarse_s // self.step_s
+        """Steps per coarse block: ``coarse_s / step_s`` rounded, at least one (a series
+        coarser than the block is modelled at its own steps)."""
+        return max(1, round(self.settings.coarse_s / self.step_s))
+
+    @property
+    def smooth_steps(self) -> int:
+        """The baseline's moving-average window in steps (odd, at least one)."""
+        steps = max(1, round(self.settings.smooth_s / self.step_s))
+        return steps if steps % 2 else steps + 1 if steps > 1 else 1
 
     @property
     def min_history(self) -> int:
@@ -141,7 +148,7 @@ class FedformerForecaster:
         """Steps of history kept after fitting: the baseline's periods and an input window."""
         s = self.settings
         window = (s.net.seq_len + 2) * self.steps_per_block
-        return s.baseline_periods * self.period_ + window + s.smooth_steps
+        return s.baseline_periods * self.period_ + window + self.smooth_steps
 
     def _state(self) -> tuple[FedformerNet, LogScale, FloatArray, FloatArray]:
         """(net, scale, error quantiles, history), or a ForecastError when not fitted."""
@@ -157,8 +164,10 @@ class FedformerForecaster:
     def _prepare(self, values: FloatArray, ahead: int, scale: LogScale) -> _Prepared:
         s = self.settings
         filled = fill_gaps(values, self.period_ if values.shape[0] > self.period_ else 0)
-        smoothed_z = scale.forward(moving_average(filled, s.smooth_steps))
-        baseline_z = seasonal_baseline(smoothed_z, self.period_, ahead, s.baseline_periods)
+        smoothed_z = scale.forward(moving_average(filled, self.smooth_steps))
+        baseline_z = seasonal_baseline(
+            smoothed_z, self.period_, ahead, s.baseline_periods, median=s.baseline_median
+        )
         residual = scale.forward(filled) - baseline_z[: values.shape[0]]
         observed = (~np.isnan(values)).astype(np.float64)
         level = scale.inverse(np.nan_to_num(baseline_z, nan=0.0))

@@ -55,24 +55,28 @@ def moving_average(values: FloatArray, window: int) -> FloatArray:
 
 
 def seasonal_baseline(
-    smoothed_z: FloatArray, period: int, ahead: int, periods: int = 3
+    smoothed_z: FloatArray, period: int, ahead: int, periods: int = 3, *, median: bool = False
 ) -> FloatArray:
-    """Mean of the last ``periods`` periods' values at each of the positions
+    """Mean (or, with ``median``, the median: one holiday or outage among the periods
+    does not move it) of the last ``periods`` periods' values at each of the positions
     ``0 .. n + ahead - 1`` (``NaN`` where no earlier period exists). Positions more than
     one period past the end reuse the last observed period."""
     n = smoothed_z.shape[0]
     target = np.arange(n + ahead)
-    total = np.zeros(n + ahead)
-    count = np.zeros(n + ahead)
+    stack = np.full((periods, n + ahead), np.nan)
     for k in range(1, periods + 1):
         source = target - k * period
         while np.any(source >= n):
             source = np.where(source >= n, source - period, source)
         valid = source >= 0
-        total[valid] += smoothed_z[source[valid]]
-        count[valid] += 1
+        stack[k - 1, valid] = smoothed_z[source[valid]]
+    count = (~np.isnan(stack)).sum(axis=0)
     out = np.full(n + ahead, np.nan)
-    np.divide(total, count, out=out, where=count > 0)
+    some = count > 0
+    if median:
+        out[some] = np.nanmedian(stack[:, some], axis=0)
+    else:
+        out[some] = np.nansum(stack[:, some], axis=0) / count[some]
     return out
 
 

@@ -15,7 +15,8 @@ Owned here:
   it trains (``net``). :meth:`~FedformerSettings.from_options` builds it from flat
   names (``seq_len=36, train_steps=20``: the registry's ``**options``, and the
   ``settings`` a saved model stores), :meth:`~FedformerSettings.options` gives them
-  back, so models saved before the network's fields moved here still load.
+  back, so models saved before the network's fields moved here still load (and those
+saved with ``smooth_steps``, one-minute steps, before the window was ``smooth_s``).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ class FedformerSettings:
 
     net: NetConfig = field(default_factory=NetConfig)
     coarse_s: int = 1800
-    smooth_steps: int = 31
+    smooth_s: int = 1860  # the baseline's moving average, in seconds (31 one-minute steps)
     baseline_periods: int = 3
+    baseline_median: bool = False
     weigh_by_level: bool = True
     train_steps: int = 600
     batch_size: int = 32
@@ -85,6 +87,9 @@ class FedformerSettings:
     def from_options(cls, **options: Any) -> FedformerSettings:
         """Settings from flat names: this class's fields and :class:`NetConfig`'s (all
         but ``mark_dim``); anything else is a :class:`ConfigError`."""
+        options = dict(options)
+        if "smooth_steps" in options:  # saved before the window was in seconds (1-min steps)
+            options.setdefault("smooth_s", 60 * int(options.pop("smooth_steps")))
         unknown = sorted(set(options) - _NET_OPTIONS - _OWN_OPTIONS)
         if unknown:
             raise ConfigError(

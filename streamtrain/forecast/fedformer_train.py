@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from streamtrain.forecast.base import QUANTILE_GRID
 from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 
 if TYPE_CHECKING:
@@ -36,8 +37,6 @@ __all__ = ["QUANTILE_GRID", "build_network", "run_network", "train_network"]
 
 FloatArray = NDArray[np.float64]
 _MIN_STD = 0.01  # log-scale units: about 1 % of the rate
-# The levels at which the validation errors' quantiles are kept (1 %, 2 %, ..., 99 %).
-QUANTILE_GRID = np.linspace(0.01, 0.99, 99)
 
 
 def build_network(net: NetConfig) -> FedformerNet:

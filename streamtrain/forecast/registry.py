@@ -1,12 +1,25 @@
-"""Forecasters by name: the one place that maps ``--models`` names to classes.
+"""Forecasters by name: the one place that maps model names to classes.
 
-Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster` (``**options`` go to the
-model: for ``fedformer`` and ``auto``, the names
-:meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options` takes,
-the settings' fields and their network's; for ``ets``,
-:class:`~streamtrain.forecast.ets.HoltWinters` keywords) and :func:`load_forecaster`
-(any saved model, by the ``model`` field it saved). ``auto`` is the FEDformer-style
-model wrapped in the seasonal-naive fallback. Nothing here imports torch."""
+Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster` and :func:`load_forecaster`
+(any saved model, by the ``model`` field it saved). Nothing here imports torch or
+statsforecast (each model imports its library when it is fitted or loaded).
+
+* ``seasonal_naive`` (weekly once the history holds two weeks, daily before),
+  ``seasonal_naive_daily``, ``seasonal_naive_weekly``:
+  :class:`~streamtrain.forecast.base.SeasonalNaive`;
+* ``ets``, ``mstl``: statsforecast's AutoETS and MSTL
+  (:class:`~streamtrain.forecast.stats.StatsForecaster`; option ``block_s``);
+* ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
+  (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
+* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or the
+  mean of the best few) on the last week of the history (at most a quarter of it: a
+  window of every weekday, so a closed weekend cannot decide alone)
+  (:class:`~streamtrain.forecast.select.SelectForecaster`), behind the seasonal-naive
+  safety net (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
+  fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
+  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``ensemble``, and the safety net's
+  ``track_steps``, ``window_steps``, ``min_tracked``.
+"""
 
 from __future__ import annotations
 
@@ -17,16 +30,32 @@ from typing import Any
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
-from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.fedformer_settings import FedformerSettings
-from streamtrain.units import DAY_S, WEEK_S
+from streamtrain.forecast.select import SelectForecaster
+from streamtrain.forecast.stats import StatsForecaster
+from streamtrain.units import DAY_S, HOUR_S, WEEK_S
 
-__all__ = ["FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
+__all__ = ["AUTO_CANDIDATES", "FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
 
-FORECASTER_NAMES = ("seasonal_naive_daily", "seasonal_naive_weekly", "ets", "fedformer", "auto")
+FORECASTER_NAMES = (
+    "seasonal_naive",
+    "seasonal_naive_daily",
+    "seasonal_naive_weekly",
+    "ets",
+    "mstl",
+    "fedformer",
+    "auto",
+)
+AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
+_NAIVE_PERIODS = {
+    "seasonal_naive": 0,
+    "seasonal_naive_daily": DAY_S,
+    "seasonal_naive_weekly": WEEK_S,
+}
 _FALLBACK_OPTIONS = ("track_steps", "window_steps", "min_tracked")
+_SELECT_OPTIONS = ("val_steps", "horizon_steps", "stride_steps", "ensemble")
 
 
 def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerForecaster:
@@ -34,22 +63,56 @@ def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerFore
     return FedformerForecaster(settings, step_s=step_s, seed=seed)
 
 
+def _candidates(value: Any) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",")) if isinstance(value, str) else tuple(value)
+    bad = [n for n in names if n not in AUTO_CANDIDATES]
+    if bad or not names:
+        raise ConfigError(
+            f"auto: unknown candidate(s) {', '.join(bad) or '(none)'}; "
+            f"known: {', '.join(AUTO_CANDIDATES)}"
+        )
+    return names
+
+
+def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster:
+    wrapper = {k: options.pop(k) for k in _FALLBACK_OPTIONS if k in options}
+    select = {k: options.pop(k) for k in _SELECT_OPTIONS if k in options}
+    candidates = _candidates(options.pop("candidates", AUTO_CANDIDATES))
+    FedformerSettings.from_options(**options)  # unknown options fail now, not at fit
+    hour = max(1, HOUR_S // step_s)
+    select.setdefault("val_steps", WEEK_S // step_s)
+    select.setdefault("horizon_steps", hour)
+    select.setdefault("stride_steps", hour)
+
+    def make(name: str) -> Forecaster:
+        return make_forecaster(
+            name, step_s=step_s, seed=seed, **(options if name == "fedformer" else {})
+        )
+
+    chooser = SelectForecaster(make, candidates, step_s=step_s, **select)
+    return FallbackForecaster(chooser, step_s=step_s, **wrapper)
+
+
 def make_forecaster(name: str, *, step_s: int = 60, seed: int = 0, **options: Any) -> Forecaster:
     """A new, unfitted forecaster called ``name`` (one of :data:`FORECASTER_NAMES`)."""
-    if name in ("seasonal_naive_daily", "seasonal_naive_weekly"):
+    if name in _NAIVE_PERIODS:
         if options:
             raise ConfigError(f"{name} takes no options, got {', '.join(options)}")
-        return SeasonalNaive(DAY_S if name.endswith("daily") else WEEK_S, step_s=step_s)
-    if name == "ets":
-        try:
-            return HoltWinters(step_s=step_s, **options)
-        except TypeError as exc:
-            raise ConfigError(f"ets: {exc}") from None
+        return SeasonalNaive(_NAIVE_PERIODS[name], step_s=step_s)
+    if name in ("ets", "mstl"):
+        unknown = set(options) - {"block_s"}
+        if unknown:
+            raise ConfigError(
+                f"{name}: unknown option(s) {', '.join(sorted(unknown))}; known: block_s"
+            )
+        return StatsForecaster(name, step_s=step_s, **options)
     if name == "fedformer":
         return _fedformer(step_s, seed, options)
     if name == "auto":
-        wrapper = {k: options.pop(k) for k in _FALLBACK_OPTIONS if k in options}
-        return FallbackForecaster(_fedformer(step_s, seed, options), step_s=step_s, **wrapper)
+        try:
+            return _auto(step_s, seed, dict(options))
+        except TypeError as exc:
+            raise ConfigError(f"auto: {exc}") from None
     raise ConfigError(f"unknown forecaster {name!r}; known: {', '.join(FORECASTER_NAMES)}")
 
 
@@ -65,8 +128,10 @@ def load_forecaster(path: str | Path) -> Forecaster:
         raise ForecastError(f"cannot load a forecaster from {path}: {exc}") from exc
     if kind == "seasonal_naive":
         return SeasonalNaive.load(path)
-    if kind == "ets":
-        return HoltWinters.load(path)
+    if kind == "stats":
+        return StatsForecaster.load(path)
+    if kind == "select":
+        return SelectForecaster.restore(path, state, load_forecaster)
     if kind == "auto":
         return _load_auto(path, state)
     raise ForecastError(f"{path}: unknown saved model kind {kind!r}")

@@ -6,6 +6,8 @@ Owned here:
   minute) starting at ``start_s`` (epoch seconds). Missing rows are ``NaN``: each
   consumer decides what a gap means (the forecasters fill it, the simulator reads it as
   no traffic).
+* :func:`native_step_s`: a trace CSV's own resolution (the most common spacing of its
+  timestamps, as a divisor of a day), which ``forecast eval`` uses by default.
 * :func:`load_trace` / :func:`write_trace`: the CSV format shared by
   ``streamtrain forecast eval``, ``streamtrain simulate`` and ``streamtrain trace synth``:
   a header with a ``timestamp`` column (ISO 8601 or epoch seconds) and a
@@ -39,6 +41,7 @@ __all__ = [
     "Trace",
     "ar1_noise",
     "load_trace",
+    "native_step_s",
     "parse_timestamp_s",
     "synth_trace",
     "write_trace",
@@ -124,6 +127,25 @@ def load_trace(path: str | Path, *, step_s: int = 60) -> Trace:
     except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
     return _to_grid(times, values, step_s, path.stem)
+
+
+def native_step_s(path: str | Path) -> int:
+    """The resolution of the trace at ``path`` in seconds (module docstring): the most
+    common gap between consecutive distinct timestamps, rounded to the nearest divisor
+    of a day."""
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            times, _ = _read_rows(handle, str(path))
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
+    stamps = np.unique(np.asarray(times, dtype=np.float64))
+    if stamps.shape[0] < 2:
+        raise TraceError(f"{path}: one timestamp gives no resolution")
+    gaps, counts = np.unique(np.round(np.diff(stamps)), return_counts=True)
+    gap = float(gaps[np.argmax(counts)])
+    divisors = np.array([d for d in range(1, DAY_S + 1) if DAY_S % d == 0], dtype=np.float64)
+    return int(divisors[np.argmin(np.abs(np.log(divisors) - np.log(max(gap, 1.0))))])
 
 
 def _read_rows(handle: TextIO, source: str) -> tuple[list[float], list[float]]:

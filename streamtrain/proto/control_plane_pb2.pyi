@@ -120,11 +120,13 @@ class Alert(_message.Message):
         SLO: _ClassVar[Alert.Kind]
         CONTROL_APP: _ClassVar[Alert.Kind]
         CANNOT_KEEP_UP: _ClassVar[Alert.Kind]
+        FORECASTER: _ClassVar[Alert.Kind]
     KIND_UNSPECIFIED: Alert.Kind
     PARTITION_STATUS: Alert.Kind
     SLO: Alert.Kind
     CONTROL_APP: Alert.Kind
     CANNOT_KEEP_UP: Alert.Kind
+    FORECASTER: Alert.Kind
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     ALERT_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]

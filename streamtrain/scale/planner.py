@@ -49,16 +49,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamtrain.errors import StreamtrainError
+from streamtrain.forecast.live import LiveForecaster, Submit
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.arrivals import ArrivalSteps
 from streamtrain.scale.keep_up import KeepUpWatch
 from streamtrain.scale.models import ThroughputModel
+from streamtrain.scale.planner_forecast import forecast_feed
 from streamtrain.scale.planner_settings import PlannerSettings, build_policy
-from streamtrain.scale.policies import (
-    FORECASTING_POLICIES,
-    ForecastFeed,
-    default_forecaster_factory,
-)
+from streamtrain.scale.policies import FORECASTING_POLICIES, ForecastFeed
 from streamtrain.scale.policy import Decision, Observation, PendingAction, Policy
 from streamtrain.scale.samples import SampleBook, ThroughputEstimate, materially_different
 from streamtrain.units import MS_PER_S
@@ -102,7 +100,7 @@ class Planner:
     """See the module docstring. One caller at a time (the app's timer and agent run on
     one event loop)."""
 
-    def __init__(self, settings: PlannerSettings) -> None:
+    def __init__(self, settings: PlannerSettings, fit_submit: Submit | None = None) -> None:
         self.settings = settings
         self.samples = SampleBook(settings.job, settings.samples)
         self.arrivals = ArrivalSteps(settings.step_s, settings.max_history_steps)
@@ -128,8 +126,9 @@ class Planner:
             clock=settings.time_scale,
         )
         self._feed: ForecastFeed | None = None
+        self._live: LiveForecaster | None = None
         if settings.policy in FORECASTING_POLICIES:
-            self._feed = ForecastFeed(default_forecaster_factory(settings.step_s))
+            self._feed, self._live = forecast_feed(settings, fit_submit)
         self.clock = settings.time_scale
         if settings.history is not None and settings.history.records_per_s:
             last_step = math.floor(self.clock.origin_s / settings.step_s) - 1
@@ -274,7 +273,7 @@ class Planner:
             return self._note("waiting for the first lag reading")
         source = self.estimate.source if self.estimate else "?"
         alert = self.keep_up.check(self.model, obs, source)
-        alerts = (alert,) if alert is not None else ()
+        alerts = (*((alert,) if alert is not None else ()), *self._forecaster_alerts())
         if now_s - self._decided_at_s < self.policy.decision_interval_s:
             return PlannerOutput(alerts=alerts, note="not due")
         self._decided_at_s = now_s
@@ -303,6 +302,24 @@ class Planner:
         self.last_note = f"command {command.command_id}: {current} -> {command.target_workers}"
         log.info("planner for %s: %s (%s)", s.job, self.last_note, command.explanation)
         return PlannerOutput(command=command, alerts=alerts, decision=decision, note=self.last_note)
+
+    def _forecaster_alerts(self) -> tuple[cp.Alert, ...]:
+        if self._live is None:
+            return ()
+        now_ms = int(time.time() * MS_PER_S)
+        return tuple(
+            cp.Alert(
+                alert_id=f"{self.settings.job}-forecaster-{uuid.uuid4().hex}",
+                kind=cp.Alert.FORECASTER,
+                severity=cp.Alert.INFO if resolved else cp.Alert.WARNING,
+                group=self.settings.group,
+                state="OK" if resolved else "FALLBACK",
+                message=message,
+                raised_at_ms=now_ms,
+                resolved=resolved,
+            )
+            for message, resolved in self._live.take_alerts()
+        )
 
     def _note(self, note: str) -> PlannerOutput:
         self.last_note = note
@@ -356,11 +373,23 @@ class Planner:
         latest = self._feed.latest() if self._feed is not None else None
         if latest is None:
             return None
-        observed_steps, point = latest
+        first_step, point = latest
         step_s = self.settings.step_s
-        first_s = self.arrivals.history_start_s + observed_steps * step_s
-        return {
+        first_s = first_step * step_s
+        body: dict[str, Any] = {
             "first_step_at_ms": int(self.clock.wall_s(first_s) * MS_PER_S),
             "step_s": step_s / self.clock.factor,
             "records_per_s": [round(self.clock.wall_rate(float(v)), 3) for v in point],
+            "model": self.settings.forecaster,
         }
+        band = self._feed.band() if self._feed is not None else None
+        if band is not None:
+            low, high, levels = band
+            body["quantiles"] = list(levels)
+            body["low_records_per_s"] = [round(self.clock.wall_rate(float(v)), 3) for v in low]
+            body["high_records_per_s"] = [round(self.clock.wall_rate(float(v)), 3) for v in high]
+        if self._live is not None:
+            body |= self._live.status()
+        else:
+            body |= {"live": self.settings.forecaster, "recent_mase": None}
+        return body

@@ -6,7 +6,10 @@ Owned here (pure):
   (checked by :func:`~streamtrain.scale.policy_settings.settings_from` when the policy
   is built), the planning step, worker bounds, expected pauses, refit and command
   timing, and the arrival history's length and seed (the fields are explained in
-  :mod:`streamtrain.scale.planner`'s docstring).
+  :mod:`streamtrain.scale.planner`'s docstring); the forecaster, its refit interval,
+  fit timeout and directory (:mod:`streamtrain.scale.planner_forecast`), and the
+  forecast quantile the policy plans on (``plan_quantile``, given to the policy as its
+  :data:`QUANTILE_SETTING`).
 * :func:`build_policy`: the one place a :class:`~streamtrain.scale.policy.PolicyContext`
   is made from the settings and a throughput estimate (the planner's refits use it).
 * :func:`check_policy`: builds the policy once on a prior, so bad policy settings fail
@@ -16,16 +19,21 @@ Owned here (pure):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from streamtrain.errors import ConfigError
+from streamtrain.forecast.registry import FORECASTER_NAMES
 from streamtrain.scale.policies import POLICY_NAMES, ForecastFeed, make_policy
 from streamtrain.scale.policy import Policy, PolicyContext
 from streamtrain.scale.samples import SampleBook, SampleSettings, ThroughputEstimate
 from streamtrain.scale.timescale import SeedHistory, TimeScale
-from streamtrain.units import MINUTE_S, WEEK_S
+from streamtrain.units import DAY_S, MINUTE_S, WEEK_S
 
-__all__ = ["PlannerSettings", "build_policy", "check_policy"]
+__all__ = ["QUANTILE_SETTING", "PlannerSettings", "build_policy", "check_policy"]
+
+# The policies that plan on a forecast quantile, and the name of that setting.
+QUANTILE_SETTING = {"streamtrain": "quantile", "madu": "uncertainty_level"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,11 +54,19 @@ class PlannerSettings:
     refit_interval_s: float = 300.0
     refit_tolerance: float = 0.1
     command_timeout_s: float = 900.0
-    max_history_steps: int = WEEK_S // MINUTE_S  # a week of one-minute steps
+    max_history_steps: int = 3 * WEEK_S // MINUTE_S  # three weeks of one-minute steps
     recent_window_s: float = 300.0
     samples: SampleSettings = field(default_factory=SampleSettings)
     time_scale: TimeScale = field(default_factory=TimeScale)
     history: SeedHistory | None = None
+    # The forecaster (streamtrain.scale.planner_forecast): the model, how often it is
+    # refitted, how long a fit may take, where fitted models are kept across restarts,
+    # and the forecast quantile the policy plans on (None: the policy's own default).
+    forecaster: str = "auto"
+    refit_every_s: float = DAY_S
+    fit_timeout_s: float = 1800.0
+    forecaster_dir: Path | None = None
+    plan_quantile: float | None = None
 
     def __post_init__(self) -> None:
         if self.history is not None and self.history.step_s != self.step_s:
@@ -72,13 +88,31 @@ class PlannerSettings:
             )
         if self.initial_workers is not None and self.initial_workers < 0:
             raise ConfigError("the initial worker count cannot be negative")
+        if self.forecaster not in FORECASTER_NAMES:
+            raise ConfigError(
+                f"unknown forecaster {self.forecaster!r}; use one of {', '.join(FORECASTER_NAMES)}"
+            )
+        if self.refit_every_s <= 0 or self.fit_timeout_s <= 0:
+            raise ConfigError("the forecaster's refit interval and fit timeout must be positive")
+        if self.plan_quantile is not None:
+            if not 0 < self.plan_quantile < 1:
+                raise ConfigError(f"the planning quantile is in (0, 1), got {self.plan_quantile}")
+            if self.policy not in QUANTILE_SETTING:
+                raise ConfigError(
+                    f"policy {self.policy} does not plan on a forecast quantile; "
+                    f"--plan-quantile works with {', '.join(sorted(QUANTILE_SETTING))}"
+                )
         spans = (self.refit_interval_s, self.command_timeout_s, self.recent_window_s)
         if min(spans) <= 0 or self.refit_tolerance < 0 or self.max_history_steps < 1:
             raise ConfigError("intervals, timeouts and the history length must be positive")
 
     @property
     def settings_dict(self) -> dict[str, Any]:
-        return dict(self.policy_settings)
+        """The policy's settings, with the planning quantile under the policy's name for it."""
+        settings = dict(self.policy_settings)
+        if self.plan_quantile is not None:
+            settings[QUANTILE_SETTING[self.policy]] = self.plan_quantile
+        return settings
 
 
 def build_policy(

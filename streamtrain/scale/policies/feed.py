@@ -2,13 +2,16 @@
 
 Owned here:
 
-* :func:`forecaster_factory`: builds forecasters by registry name
-  (``streamtrain.forecast.make_forecaster``: ``seasonal_naive_daily``,
-  ``seasonal_naive_weekly``, ``ets``, ``fedformer``, ``auto``) plus ``seasonal_naive``:
-  weekly once two weeks of history exist, daily before (a weekly model fitted on less
-  than a week can only repeat its last value). :func:`default_forecaster_factory` is
-  ``seasonal_naive``: cheap enough to replay a day in seconds; the simulator's
-  ``--forecaster auto`` plans on the FEDformer-style model KALE uses.
+* :func:`forecaster_factory`: **the** factory of forecasters, shared by the live
+  planner and the simulator's forecast-based policies, so what the simulator credits
+  is what the live loop runs: a model name (:data:`FORECASTER_CHOICES`, the
+  registry's: ``seasonal_naive``, ``seasonal_naive_daily``, ``seasonal_naive_weekly``,
+  ``ets``, ``mstl``, ``fedformer``, ``auto``), the step and the model's options ->
+  a callable from the history length (steps) to a new, unfitted forecaster.
+  :func:`default_forecaster_factory` is ``seasonal_naive`` (weekly once two weeks of
+  history exist, daily before): cheap enough to replay a day in seconds. The live
+  planner runs the same models through
+  :class:`~streamtrain.forecast.live.LiveForecaster` (fits in a worker process).
 * :class:`Forecast`: one prediction: the point forecast and any quantiles.
 * :func:`precompute`: every prediction a replay will ask for, from one model fitted on
   the history before the window (refitted every ``refit_every_steps``) and fed one step
@@ -18,7 +21,10 @@ Owned here:
 * :class:`ForecastFeed`: what a policy calls. Without a cached entry it fits its own
   forecaster on the observed history at first use and every ``refit_interval_s``
   after, feeds it each newly observed step with ``update`` (or refits, for models
-  without it) and predicts from the first unobserved step (the live path). Each
+  without it) and predicts from the first unobserved step (the live path). Steps are
+  counted from the absolute step index of the history's end (``history_start_s /
+  step_s`` plus its length), so a capped history that slides still delivers its new
+  steps; a model with ``at_step`` is told that index first. Each
   prediction is kept and scored against the steps that later arrive: the ratios
   ``actual / forecast`` by lead time give an empirical upper quantile (split-conformal
   style) when the model has no quantile of its own.
@@ -31,6 +37,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,22 +62,26 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 # Lead-time buckets (in steps) for the error ratios: near, mid and far leads differ.
 _BUCKETS = (0, 10, 30, 60, 120, 10**9)
-FORECASTER_CHOICES: tuple[str, ...] = ("seasonal_naive", *FORECASTER_NAMES)
+FORECASTER_CHOICES: tuple[str, ...] = FORECASTER_NAMES
 
 
-def forecaster_factory(name: str = "seasonal_naive", *, step_s: int = 60) -> ForecasterFactory:
-    """See the module docstring; unknown names are a :class:`ConfigError`."""
+def forecaster_factory(
+    name: str = "seasonal_naive", *, step_s: int = 60, seed: int = 0, **options: Any
+) -> ForecasterFactory:
+    """See the module docstring; unknown names and options are a :class:`ConfigError`
+    (raised here, not at the first fit)."""
     if name not in FORECASTER_CHOICES:
         raise ConfigError(
             f"unknown forecaster {name!r}; use one of {', '.join(FORECASTER_CHOICES)}"
         )
+    make_forecaster(name, step_s=step_s, seed=seed, **options)  # check the options now
 
     def factory(history_steps: int) -> Forecaster:
         chosen = name
         if name == "seasonal_naive":
             weekly = history_steps * step_s >= 2 * WEEK_S
             chosen = "seasonal_naive_weekly" if weekly else "seasonal_naive_daily"
-        return make_forecaster(chosen, step_s=step_s)
+        return make_forecaster(chosen, step_s=step_s, seed=seed, **options)
 
     return factory
 
@@ -168,32 +179,40 @@ class ForecastFeed:
         self.cache: dict[int, Forecast] = {} if cache is None else cache
         self.model_: Forecaster | None = None
         self.fitted_at_s_ = -math.inf
-        self.synced_steps_ = 0  # history steps the model has been given
-        self.scored_steps_ = 0  # history steps compared with earlier predictions
+        self.synced_steps_ = 0  # absolute end of the history the model has been given
+        self.scored_steps_ = 0  # absolute end of the history compared with predictions
+        # A shared cache (a replay's precomputed predictions, whose history only grows)
+        # is keyed by history length; the feed's own by absolute end step.
+        self._by_length = cache is not None
         self._issued: deque[tuple[int, FloatArray]] = deque(maxlen=max_horizon_steps)
         self._ratios = [deque[float](maxlen=scored_predictions) for _ in _BUCKETS[:-1]]
         self._pairs: deque[tuple[float, float]] = deque(maxlen=30)  # (actual, 1-step forecast)
 
-    def _predict_model(self, obs: Observation) -> FloatArray:
+    def _predict_model(self, obs: Observation, end: int) -> FloatArray:
         """Bring the own model up to the observed history; predict ``max_horizon_steps``."""
         history = np.asarray(obs.arrivals_records_per_s)
         n = history.shape[0]
-        if self.model_ is None or obs.now_s - self.fitted_at_s_ >= self.refit_interval_s:
-            self.model_ = self.factory(n).fit(history)
+        refit = self.model_ is None or obs.now_s - self.fitted_at_s_ >= self.refit_interval_s
+        model = self.model_ if not refit and self.model_ is not None else self.factory(n)
+        at_step = getattr(model, "at_step", None)
+        if callable(at_step):
+            at_step(end)
+        if refit:
+            self.model_ = model = model.fit(history)
             self.fitted_at_s_ = obs.now_s
-        elif n > self.synced_steps_:
-            update = getattr(self.model_, "update", None)
+        elif end > self.synced_steps_:
+            update = getattr(model, "update", None)
             if callable(update):
-                update(history[self.synced_steps_ : n])
+                update(history[max(0, n - (end - self.synced_steps_)) :])
             else:
-                self.model_ = self.model_.fit(history)
-        self.synced_steps_ = n
-        return np.maximum(np.asarray(self.model_.predict(self.max_horizon_steps)), 0.0)
+                self.model_ = model = model.fit(history)
+        self.synced_steps_ = end
+        return np.maximum(np.asarray(model.predict(self.max_horizon_steps)), 0.0)
 
-    def _score(self, history: FloatArray, n: int) -> None:
+    def _score(self, history: FloatArray, base: int, end: int) -> None:
         """Compare this feed's earlier predictions with the steps observed since."""
-        for k in range(max(self.scored_steps_, n - self.max_horizon_steps), n):
-            actual = float(history[k])
+        for k in range(max(self.scored_steps_, end - self.max_horizon_steps, base), end):
+            actual = float(history[k - base])
             for start, prediction in self._issued:
                 lead = k - start
                 if 0 <= lead < prediction.shape[0]:
@@ -203,26 +222,36 @@ class ForecastFeed:
                     if forecast > 0:
                         bucket = int(np.searchsorted(_BUCKETS, lead, side="right")) - 1
                         self._ratios[bucket].append(actual / forecast)
-        self.scored_steps_ = max(self.scored_steps_, n)
+        self.scored_steps_ = max(self.scored_steps_, end)
+
+    def _positions(self, obs: Observation) -> tuple[int, int, int]:
+        """(absolute index of the history's first step, of the step after its last, the
+        cache key)."""
+        base = round(obs.history_start_s / obs.step_s)
+        end = base + obs.observed_steps
+        return base, end, obs.observed_steps if self._by_length else end
 
     def _entry(self, obs: Observation) -> Forecast:
         history = obs.arrivals_records_per_s
         n = obs.observed_steps
         if n == 0:
             raise ForecastError("no arrival history observed yet")
-        self._score(history, n)
-        entry = self.cache.get(n)
+        base, end, key = self._positions(obs)
+        self._score(history, base, end)
+        entry = self.cache.get(key)
         if entry is None:
             try:
-                point = self._predict_model(obs)
+                point = self._predict_model(obs, end)
             except ForecastError as exc:
                 log.warning("forecaster failed (%s); using the last observed rate", exc)
                 self.model_ = None
                 point = np.full(self.max_horizon_steps, float(history[-1]))
             entry = Forecast(point)
-            self.cache[n] = entry
-        if not self._issued or self._issued[-1][0] != n:
-            self._issued.append((n, entry.point))
+            if not self._by_length:
+                self.cache.clear()  # the live path needs only the newest
+            self.cache[key] = entry
+        if not self._issued or self._issued[-1][0] != end:
+            self._issued.append((end, entry.point))
         return entry
 
     def forecast(self, obs: Observation, horizon_steps: int) -> FloatArray:
@@ -241,9 +270,10 @@ class ForecastFeed:
         if not 0 < level < 1:
             raise ConfigError(f"a quantile level is in (0, 1), got {level}")
         point = self.forecast(obs, horizon_steps)
-        entry = self.cache[obs.observed_steps]
+        _, end, key = self._positions(obs)
+        entry = self.cache[key]
         own = entry.quantiles.get(level)
-        if own is None and self.model_ is not None and self.synced_steps_ == obs.observed_steps:
+        if own is None and self.model_ is not None and self.synced_steps_ == end:
             entry.quantiles.update(_quantiles(self.model_, self.max_horizon_steps, [level]))
             own = entry.quantiles.get(level)
         if own is not None:
@@ -259,8 +289,23 @@ class ForecastFeed:
         scaled: FloatArray = point * factors
         return scaled
 
+    def band(
+        self, levels: tuple[float, float] = (0.1, 0.9)
+    ) -> tuple[FloatArray, FloatArray, tuple[float, float]] | None:
+        """The newest forecast's ``levels`` quantiles (the dashboard's band): the model's
+        own when it has them; ``None`` before any forecast or without them."""
+        if not self._issued or self.model_ is None:
+            return None
+        end, point = self._issued[-1]
+        if self.synced_steps_ != end:
+            return None
+        quantiles = _quantiles(self.model_, point.shape[0], levels)
+        if len(quantiles) != len(levels):
+            return None
+        return quantiles[levels[0]], quantiles[levels[1]], levels
+
     def latest(self) -> tuple[int, FloatArray] | None:
-        """The newest point forecast and the history length it was made from."""
+        """The newest point forecast and the absolute index of its first step."""
         if not self._issued:
             return None
         observed_steps, point = self._issued[-1]

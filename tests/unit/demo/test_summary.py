@@ -141,6 +141,21 @@ def test_timeline_averages_fresh_evaluations_and_keeps_forecasts():
     timeline.set_forecast({"first_step_at_ms": 1000, "step_s": 2.0, "records_per_s": [1, 2]})
     timeline.set_forecast({"first_step_at_ms": 3000, "step_s": 2.0, "records_per_s": [5]})
     assert timeline.to_json()["forecast"] == [[1.0, 1.0], [3.0, 5.0]]
+    assert timeline.to_json()["band"] == []
+    timeline.set_forecast(
+        {
+            "first_step_at_ms": 5000,
+            "step_s": 2.0,
+            "records_per_s": [4, 6],
+            "low_records_per_s": [3, 4],
+            "high_records_per_s": [5, 9],
+            "model": "fedformer",
+            "live": "seasonal_naive",
+            "recent_mase": None,
+        }
+    )
+    assert timeline.to_json()["band"] == [[5.0, 3.0, 5.0], [7.0, 4.0, 9.0]]
+    assert timeline.to_json()["forecaster"]["live"] == "seasonal_naive"
     timeline.add_workers(1.0, 2)
     timeline.add_workers(2.0, 2)
     timeline.add_workers(3.0, 3)

@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, SeasonalNaive, fill_gaps
+from streamtrain.forecast.base import (
+    Forecaster,
+    SeasonalNaive,
+    fill_gaps,
+    seasonal_scale,
+    worse_than_naive,
+)
 
 
 def test_fill_gaps_prefers_the_previous_season_then_interpolates():
@@ -60,3 +66,14 @@ def test_seasonal_naive_update_appends_and_fills_gaps_from_the_last_season():
         SeasonalNaive(180, step_s=60).update(np.array([1.0]))
     with pytest.raises(ForecastError, match="non-negative"):
         model.update(np.array([-2.0]))
+
+
+def test_worse_than_naive_needs_a_clear_margin():
+    assert not worse_than_naive(1.6e-5, 0.0, 0.5)  # noise beside an exact naive
+    assert not worse_than_naive(0.1878, 0.1865, 1.0)  # under 1 % apart
+    assert worse_than_naive(0.2544, 0.0, 1.0)  # a real miss on a closed day
+    assert worse_than_naive(1.2, 1.0, float("nan"))  # no scale: the relative margin only
+    assert not worse_than_naive(1.05, 1.0, float("nan"))
+    values = np.array([0.0, 1.0, np.nan, 3.0, 2.0, 5.0])
+    assert seasonal_scale(values, 2) == pytest.approx(2.0)  # |3-1|, |5-3|; gaps skipped
+    assert np.isnan(seasonal_scale(values[:2], 2))

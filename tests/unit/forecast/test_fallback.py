@@ -115,3 +115,21 @@ def test_quantiles_from_the_fallback_are_the_point_forecast():
     bands = model.predict_quantiles(2, [0.1, 0.9])
     np.testing.assert_array_equal(bands[0.1], [3, 3])
     np.testing.assert_array_equal(bands[0.9], [3, 3])
+
+
+def test_a_tiny_miss_beside_an_exact_naive_does_not_hand_over():
+    # A closed day: the naive repeats last week's zeros exactly; the main model is 1e-5
+    # off. That is noise next to the series' daily swing, not a broken model.
+    day = np.zeros(DAY)
+    day[480:1080] = 10.0  # open 8:00-18:00
+    history = np.tile(day, 8)
+    history[-DAY:] = 0.0  # yesterday was closed
+    stub = Stub(bias=1e-5)
+    model = FallbackForecaster(stub, track_steps=10, window_steps=60, min_tracked=30)
+    model.fit(history)
+    for _ in range(6):
+        model.update(np.zeros(10))
+    recent = model.recent_mae()
+    assert recent is not None and recent[1] == 0.0 and recent[0] > recent[1]
+    model.predict(1)
+    assert model.source_ == "stub" and model.reason_ is None

@@ -59,8 +59,9 @@ def test_eval_json_with_the_naive_models(tmp_path):
             "mape_pct",
             "fit_s",
             "predict_ms",
+            "mase_by_step",
         }
-        assert scores["mase"] > 0
+        assert scores["mase"] > 0 and len(scores["mase_by_step"]) == 60
     # Progress and the header go to stderr; stdout is the JSON alone.
     assert "seasonal_naive_daily: fitted" in result.stderr
 
@@ -93,3 +94,32 @@ def test_every_option_has_an_env_var():
                 if isinstance(param, click.Option) and not param.hidden:
                     assert isinstance(param.envvar, str), param.name
                     assert param.envvar.startswith("STREAMTRAIN_"), param.name
+
+
+def test_eval_reads_the_trace_at_its_own_step_and_plots(tmp_path):
+    path = tmp_path / "hourly.csv"
+    path.write_text(_synth("--days", "10", "--shape", "web", "--step-s", "3600"))
+    plot = tmp_path / "eval.png"
+    result = CliRunner().invoke(
+        forecast,
+        [
+            "eval",
+            "--trace",
+            str(path),
+            "--models",
+            "seasonal_naive,mstl",
+            "--test-days",
+            "2",
+            "--plot",
+            str(plot),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    # an hourly trace is read hourly; the default horizon is two steps
+    assert "steps of 3600 s" in result.stderr and "horizon 120 min" in result.stderr
+    assert "[2/2] mstl" in result.stderr
+    assert plot.stat().st_size > 10_000
+    assert "MASE by horizon step" in result.stdout
+    by_step = result.stdout.split("MASE by horizon step")[1].splitlines()
+    assert by_step[1].split() == ["model", "1", "2"]
+    assert by_step[3].split()[0] == "mstl"

@@ -3,25 +3,29 @@ import pytest
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
-from streamtrain.forecast.ets import HoltWinters
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
+from streamtrain.forecast.select import SelectForecaster
+from streamtrain.forecast.stats import StatsForecaster
 
 
 def test_every_name_makes_a_forecaster():
     kinds = {
+        "seasonal_naive": SeasonalNaive,
         "seasonal_naive_daily": SeasonalNaive,
         "seasonal_naive_weekly": SeasonalNaive,
-        "ets": HoltWinters,
+        "ets": StatsForecaster,
+        "mstl": StatsForecaster,
         "fedformer": FedformerForecaster,
         "auto": FallbackForecaster,
     }
     assert set(FORECASTER_NAMES) == set(kinds)
     for name in FORECASTER_NAMES:
-        model = make_forecaster(name, step_s=60)
-        assert isinstance(model, kinds[name])
-        assert isinstance(model, Forecaster)
+        for step_s in (60, 300, 1800, 3600):
+            model = make_forecaster(name, step_s=step_s)
+            assert isinstance(model, kinds[name])
+            assert isinstance(model, Forecaster)
     assert make_forecaster("seasonal_naive_weekly").name == "seasonal_naive_weekly"
 
 
@@ -29,15 +33,18 @@ def test_options_reach_the_model():
     model = make_forecaster("fedformer", seed=3, train_steps=7)
     assert isinstance(model, FedformerForecaster)
     assert model.settings.train_steps == 7 and model.seed == 3
-    auto = make_forecaster("auto", train_steps=9, window_steps=77)
-    assert isinstance(auto, FallbackForecaster) and isinstance(auto.main, FedformerForecaster)
-    assert auto.main.settings.train_steps == 9 and auto.window_steps == 77
-    ets = make_forecaster("ets", fit_days=3.0)
-    assert isinstance(ets, HoltWinters) and ets.fit_days == 3.0
+    auto = make_forecaster("auto", train_steps=9, window_steps=77, candidates="fedformer,mstl")
+    assert isinstance(auto, FallbackForecaster) and isinstance(auto.main, SelectForecaster)
+    assert auto.main.candidates == ("fedformer", "mstl") and auto.window_steps == 77
+    fed = auto.main.make("fedformer")
+    assert isinstance(fed, FedformerForecaster) and fed.settings.train_steps == 9
+    assert isinstance(auto.main.make("mstl"), StatsForecaster)
+    mstl = make_forecaster("mstl", block_s=3600)
+    assert isinstance(mstl, StatsForecaster) and mstl.block_s == 3600
 
 
 def test_bad_names_and_options():
-    with pytest.raises(ConfigError, match=r"known: seasonal_naive_daily, .*auto"):
+    with pytest.raises(ConfigError, match=r"known: seasonal_naive, .*auto"):
         make_forecaster("prophet")
     with pytest.raises(ConfigError, match="fedformer"):
         make_forecaster("fedformer", no_such_option=1)
@@ -45,6 +52,10 @@ def test_bad_names_and_options():
         make_forecaster("seasonal_naive_daily", season=3)
     with pytest.raises(ConfigError, match="ets"):
         make_forecaster("ets", nope=1)
+    with pytest.raises(ConfigError, match="candidate"):
+        make_forecaster("auto", candidates="crystal_ball")
+    with pytest.raises(ConfigError, match="fedformer"):
+        make_forecaster("auto", no_such_option=1)
 
 
 def test_load_dispatches_on_the_saved_kind(tmp_path):

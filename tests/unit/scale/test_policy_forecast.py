@@ -126,3 +126,53 @@ def test_forecaster_names():
     assert factory(3 * 7 * 1440).name == "seasonal_naive_weekly"
     with pytest.raises(ConfigError, match="unknown forecaster"):
         forecaster_factory("crystal_ball")
+
+
+def test_a_sliding_capped_history_still_reaches_the_model():
+    """The live history keeps its last N steps: its length stops growing, its start moves."""
+    log: list[int] = []
+    spy = Spy(log)
+    feed = ForecastFeed(lambda n: spy, max_horizon_steps=5, refit_interval_s=1e9)
+    values = np.arange(200.0)
+    for end in range(50, 60):
+        window = values[end - 50 : end]  # always 50 steps
+        obs = Observation(
+            now_s=60.0 * end,
+            current_workers=1,
+            step_s=60,
+            history_start_s=60.0 * (end - 50),
+            arrivals_records_per_s=window,
+            max_lag_s=0.0,
+            backlog_records=0.0,
+        )
+        feed.forecast(obs, 5)
+    # fitted on the first 50 steps, then told each new step once
+    assert spy.seen == list(values[:59])
+    latest = feed.latest()
+    assert latest is not None and latest[0] == 59  # the absolute index of its first step
+
+
+def test_the_simulator_and_the_live_planner_share_one_factory():
+    from streamtrain.scale import planner_forecast
+    from streamtrain.scale.planner_settings import PlannerSettings
+    from streamtrain.scale.policies import feed
+    from streamtrain.sim import runner
+
+    assert vars(runner)["named_factory"] is feed.forecaster_factory
+    assert vars(planner_forecast)["forecaster_factory"] is feed.forecaster_factory
+    settings = PlannerSettings(job="j", group="g", forecaster="seasonal_naive")
+    live_feed, live = planner_forecast.forecast_feed(settings)
+    assert live is None
+    model = live_feed.factory(20160)
+    assert type(model) is type(forecaster_factory("seasonal_naive")(20160))
+    assert model.name == "seasonal_naive_weekly"
+    _, background = planner_forecast.forecast_feed(
+        PlannerSettings(job="j", group="g", forecaster="mstl")
+    )
+    assert background is not None and background.name == "mstl"
+    with pytest.raises(ConfigError, match="unknown forecaster"):
+        PlannerSettings(job="j", group="g", forecaster="prophet")
+    with pytest.raises(ConfigError, match="quantile"):
+        PlannerSettings(job="j", group="g", policy="kale", plan_quantile=0.8)
+    quantile = PlannerSettings(job="j", group="g", plan_quantile=0.8)
+    assert quantile.settings_dict["quantile"] == 0.8

@@ -65,6 +65,7 @@ def _compressed_planner(**kwargs):
         "initial_workers": 1,
         "samples": SampleSettings(bucket_s=300.0, prior_single_worker_records_per_s=1.0),
         "time_scale": TimeScale(144.0, T0),
+        "forecaster": "seasonal_naive",
     }
     return Planner(PlannerSettings(**(settings | kwargs)))
 
@@ -90,6 +91,11 @@ def test_a_seeded_planner_forecasts_the_seeded_day_on_the_wall_clock():
     assert 1 <= live <= len(p.arrivals) - 2 * day
     expected = 144.0 * shape[live : live + 10]
     assert forecast["records_per_s"][:10] == pytest.approx(expected, rel=1e-3)
+    # which model answers, and its quantile band (the seasonal differences' quantiles)
+    assert forecast["model"] == forecast["live"] == "seasonal_naive"
+    low, high = forecast["low_records_per_s"], forecast["high_records_per_s"]
+    assert forecast["quantiles"] == [0.1, 0.9] and len(low) == len(high)
+    assert all(lo <= hi for lo, hi in zip(low, high, strict=True))
 
 
 def test_commands_carry_wall_clock_times_and_lag_is_read_in_model_seconds():
