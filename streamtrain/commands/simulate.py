@@ -78,14 +78,14 @@ def _mode_options(command: F) -> F:
     return command
 
 
-def _costs(checkpoint_s: float, means: dict[str, float]) -> ActionCosts:
+def _costs(checkpoint_s: float, two_phase_s: float, means: dict[str, float]) -> ActionCosts:
     modes = {
         mode: _MEASURED[mode].with_means(
             prep_s=means[f"{mode.value}_prep_s"], pause_s=means[f"{mode.value}_pause_s"]
         )
         for mode in AssignmentMode
     }
-    return ActionCosts(checkpoint_s, modes)
+    return ActionCosts(checkpoint_s, modes, two_phase_s)
 
 
 @click.command("simulate")
@@ -193,7 +193,17 @@ def _costs(checkpoint_s: float, means: dict[str, float]) -> ActionCosts:
     type=click.FloatRange(min=0),
     default=ActionCosts().checkpoint_s,
     show_default=True,
-    help="Seconds every action pauses the job to save the model (both action kinds).",
+    help="Seconds a pause-and-restart action spends saving the model.",
+)
+@option(
+    "--two-phase-checkpoint-s",
+    env="SIMULATE_TWO_PHASE_CHECKPOINT_S",
+    type=click.FloatRange(min=0),
+    default=ActionCosts().two_phase_checkpoint_s,
+    show_default=True,
+    help="Seconds a two-phase action pauses to save the model on top of the hand-over "
+    "(0: new workers load the latest checkpoint while the old ones train, as the live "
+    "system does; e.g. 60 for a job that re-partitions its parameter servers per action).",
 )
 @option(
     "--model",
@@ -260,6 +270,7 @@ def simulate(
     restart: str,
     assignment: str,
     checkpoint_s: float,
+    two_phase_checkpoint_s: float,
     model: str,
     forecaster: str,
     tune: bool,
@@ -282,7 +293,7 @@ def simulate(
         shuffle=ShuffleMode(shuffle),
         restart=RestartMode(restart),
         assignment=AssignmentMode(assignment),
-        costs=_costs(checkpoint_s, mode_costs),
+        costs=_costs(checkpoint_s, two_phase_checkpoint_s, mode_costs),
         model=model,
         forecaster=forecaster,
         jobs=jobs or os.cpu_count() or 1,

@@ -3,10 +3,13 @@ simulator can give every policy.
 
 Owned here:
 
-* :class:`ActionCosts`: a real job's checkpoint (60 s: KALE §4.1 lists saving the model
-  among the steps of an action) plus, per assignment mode, the preparation of new
-  workers and the stall of the data hand-over (:mod:`streamtrain.sim.handover`: the
-  preparation at a real job's scale, the stall as measured on the live system).
+* :class:`ActionCosts`: per assignment mode, the preparation of new workers and the
+  stall of the data hand-over (:mod:`streamtrain.sim.handover`: the preparation at a
+  real job's scale, the stall as the live system measures it), and the checkpoint a
+  pause-and-restart saves (60 s: KALE §4.1 lists saving the model among the steps of
+  an action; ``two_phase_checkpoint_s``, 0 by default, pauses two-phase actions for one
+  too: a job that re-partitions its parameter servers on every action, without
+  DLRover-RM's flash checkpoint).
 * :class:`ShuffleCosts`: what global shuffling (KALE §3.5) costs, as
   ``benchmarks/shuffle.py`` measured it: the worker CPU per forwarded record (one
   record in 1/1,097,542 s between two ShuffleNodes), the ACK latency a forwarded
@@ -21,18 +24,20 @@ Owned here:
     policy"): every action, up or down, stops the job for the checkpoint, the new
     workers' preparation and the hand-over of every partition
     (60 + 420 + 4.5 s ≈ 8 min in ``group`` mode; KALE §1 reports ≈10 min);
-  - **two-phase** (DLRover-RM §5.2, "seamless migration"): a scale-up prepares its new
-    workers while the old ones train; then the job pauses for the checkpoint (the
-    parameter servers are re-partitioned, as the worker/PS ratio is kept) and the
-    hand-over (``group``: every partition; ``cooperative``, ``shards``: only the share
-    that changes hands). A scale-down starts nothing, so it has no preparation.
+  - **two-phase** (DLRover-RM §5.2, "seamless migration"; issue #17 in the live
+    system): a scale-up prepares its new workers (they load the latest checkpoint)
+    while the old ones train; then the job pauses only for the hand-over, as the live
+    system measures it (``group``: every partition stalls; ``cooperative``,
+    ``shards``: only the share that changes hands), plus ``two_phase_checkpoint_s``. A
+    scale-down starts nothing, so it has no preparation.
 
 During an action the job holds ``max(from, to)`` workers (old and new pods overlap);
 that is what worker-hours count.
 
 :class:`ShuffleMode` and :class:`RestartMode` are the simulator's switches: on / off
-and pause / two-phase for every policy alike, or ``policy``: the paper's set-up (KALE
-shuffles and everyone pauses and restarts, :data:`~streamtrain.sim.runner.PAPER_EXECUTION`).
+and pause / two-phase for every policy alike, or ``policy``: each policy's own
+(:data:`~streamtrain.sim.settings.POLICY_EXECUTION`: the paper's set-up, and streamtrain
+with both).
 """
 
 from __future__ import annotations
@@ -75,10 +80,11 @@ class RestartMode(StrEnum):
 class ActionCosts:
     checkpoint_s: float = 60.0
     modes: Mapping[AssignmentMode, ModeCost] = field(default_factory=measured_mode_costs)
+    two_phase_checkpoint_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.checkpoint_s < 0:
-            raise ConfigError(f"the checkpoint time cannot be negative, got {self.checkpoint_s}")
+        if min(self.checkpoint_s, self.two_phase_checkpoint_s) < 0:
+            raise ConfigError("checkpoint times cannot be negative")
         missing = [m.value for m in AssignmentMode if m not in self.modes]
         if missing:
             raise ConfigError(f"action costs are missing for {', '.join(missing)}")
@@ -92,7 +98,9 @@ class ActionCosts:
         return self.checkpoint_s + cost.prep_s + cost.pause_s
 
     def with_mode(self, assignment: AssignmentMode, cost: ModeCost) -> ActionCosts:
-        return ActionCosts(self.checkpoint_s, {**self.modes, assignment: cost})
+        return ActionCosts(
+            self.checkpoint_s, {**self.modes, assignment: cost}, self.two_phase_checkpoint_s
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,4 +141,4 @@ def action_phases(
     moved = abs(to_workers - from_workers) / max(from_workers, to_workers, 1)
     share = moved if cost.moved_only else 1.0
     prep_s = cost.prep_s if to_workers > from_workers else 0.0
-    return prep_s, costs.checkpoint_s + stall_s * share
+    return prep_s, costs.two_phase_checkpoint_s + stall_s * share

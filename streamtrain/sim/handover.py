@@ -1,11 +1,13 @@
 """What the live system measures per assignment mode, in one place: the simulator's only
 source for the preparation of new workers and the stall of the data hand-over.
 
-Owned here: :class:`ModeCost` and :func:`measured_mode_costs` (one :class:`ModeCost` per
-:class:`~streamtrain.config.AssignmentMode`). When issue #17's measured module
-(``streamtrain.scale.action_costs``, the executors' per-mode preparation and pause)
-lands, :func:`measured_mode_costs` reads it instead of the numbers below; nothing else
-in the simulator knows where they come from.
+Owned here: :class:`ModeCost`, :func:`measured_mode_costs` (one :class:`ModeCost` per
+:class:`~streamtrain.config.AssignmentMode`) and :func:`from_live` (the conversion of
+the live system's measurement). When issue #17's measured module
+(``streamtrain.scale.action_costs``, the executors' per-mode preparation and pause as
+``MEASURED_COSTS``) is in main, ``_MEASURED`` below becomes
+``from_live(MEASURED_COSTS)``: one line; nothing else in the simulator knows where the
+numbers come from.
 
 The numbers today (2026-11-23/24, embedded broker Tansu 0.6.0):
 
@@ -21,18 +23,33 @@ The numbers today (2026-11-23/24, embedded broker Tansu 0.6.0):
 
 The preparation of a new worker (containers, image pull, model load) cannot be measured
 on the demo's tiny model and one machine: it keeps a real job's scale (KALE §1's ≈10-min
-restart, split as in :class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every
-mode. ``streamtrain simulate --<mode>-prep-s / --<mode>-pause-s`` replace them.
+restart: containers 30 s, image 30 s, model load 360 s, besides the 60-s checkpoint of
+:class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every mode.
+``streamtrain simulate --<mode>-prep-s / --<mode>-pause-s`` replace them.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
 
-__all__ = ["ModeCost", "measured_mode_costs"]
+__all__ = ["LiveEstimate", "ModeCost", "from_live", "measured_mode_costs"]
+
+
+class LiveEstimate(Protocol):
+    """One mode's live measurement (issue #17's ``ActionCostEstimate``): wall seconds;
+    ``pause_s`` is the action's pause as full-stop seconds of the whole job."""
+
+    @property
+    def pause_s(self) -> float: ...
+
+    @property
+    def pause_spread_s(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,24 @@ _MEASURED: dict[AssignmentMode, ModeCost] = {
     AssignmentMode.COOPERATIVE: ModeCost(_REAL_JOB_PREP_S, 5.5, 2.5, moved_only=True),
     AssignmentMode.SHARDS: ModeCost(_REAL_JOB_PREP_S, 0.0, 0.0, moved_only=True),
 }
+
+
+def from_live(
+    estimates: Mapping[AssignmentMode, LiveEstimate], *, prep_s: float = _REAL_JOB_PREP_S
+) -> dict[AssignmentMode, ModeCost]:
+    """The simulator's costs from the live system's: the pause as measured (already the
+    whole job's full-stop equivalent, so not ``moved_only``; its standard deviation as
+    a uniform spread, ``sqrt(3)`` times it, at most the mean), the preparation at a real
+    job's scale (the live workers' few seconds are a tiny model's on one machine)."""
+    return {
+        mode: ModeCost(
+            prep_s,
+            e.pause_s,
+            min(e.pause_s, math.sqrt(3.0) * e.pause_spread_s),
+            moved_only=False,
+        )
+        for mode, e in estimates.items()
+    }
 
 
 def measured_mode_costs() -> dict[AssignmentMode, ModeCost]:

@@ -172,7 +172,8 @@ class SimSettings:
             f"{shuffle[self.shuffle.value]}, {restart[self.restart.value]} "
             f"({self.assignment.value} mode: prep {cost.prep_s:.0f} s, hand-over "
             f"{cost.pause_s:g} ± {cost.pause_spread_s:g} s, checkpoint "
-            f"{self.costs.checkpoint_s:.0f} s) for every policy"
+            f"{self.costs.checkpoint_s:g} s in a restart, "
+            f"{self.costs.two_phase_checkpoint_s:g} s in a two-phase action) for every policy"
             if self.shuffle != ShuffleMode.POLICY and self.restart != RestartMode.POLICY
             else f"{shuffle[self.shuffle.value]}, {restart[self.restart.value]}"
         )

@@ -34,8 +34,9 @@ def _workload(rates, shares, model=FIVE_PER_WORKER, max_workers=40, tick_s=15):
 
 
 def _costs(checkpoint_s=60.0, prep_s=420.0, pause_s=120.0, spread_s=0.0, moved_only=False):
+    """The checkpoint pauses both kinds of action here."""
     cost = ModeCost(prep_s, pause_s, spread_s, moved_only)
-    return ActionCosts(checkpoint_s, dict.fromkeys(AssignmentMode, cost))
+    return ActionCosts(checkpoint_s, dict.fromkeys(AssignmentMode, cost), checkpoint_s)
 
 
 def _skewed(steps, partitions=40, sigma=0.8, seed=3):

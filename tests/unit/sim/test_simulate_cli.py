@@ -148,10 +148,10 @@ def _hpa(*args, trace_csv):
 
 def test_the_per_mode_costs_reach_the_simulation(trace_csv):
     base = _hpa(trace_csv=trace_csv)
-    assert base["downtime_min"] / base["scaling_actions"] == pytest.approx(64.5 / 60, abs=0.03)
-    longer = _hpa("--checkpoint-s", "0", "--group-pause-s", "30", trace_csv=trace_csv)
-    assert longer["downtime_min"] / longer["scaling_actions"] == pytest.approx(0.5, abs=0.05)
-    shards = _hpa("--assignment", "shards", "--checkpoint-s", "0", trace_csv=trace_csv)
+    assert base["downtime_min"] / base["scaling_actions"] == pytest.approx(4.5 / 60, abs=0.01)
+    longer = _hpa("--two-phase-checkpoint-s", "30", "--group-pause-s", "30", trace_csv=trace_csv)
+    assert longer["downtime_min"] / longer["scaling_actions"] == pytest.approx(1.0, abs=0.05)
+    shards = _hpa("--assignment", "shards", trace_csv=trace_csv)
     assert shards["downtime_min"] == 0
     restart = _hpa("--restart", "pause", "--group-prep-s", "100", trace_csv=trace_csv)
     assert restart["downtime_min"] / restart["scaling_actions"] == pytest.approx(
