@@ -3,7 +3,7 @@ policy, 20 seeds with 95 % intervals, the paper's cells beside ours.
 
 Run: .venv/bin/python -m benchmarks.sim [--shapes kale,web,retail,callcentre]
      [--seeds 20] [--ablation-seeds 5] [--forecaster auto] [--jobs 0]
-     [--plot-dir docs/img] [--skip-timing] [--modes]
+     [--plot-dir docs/img] [--skip-timing] [--modes] [--tools both,shuffle only,...]
 
 1. **Timing** (what ``streamtrain simulate`` does by default): on the synthetic
    KALE-shaped week, tune HPA, Autopilot and Madu on day 6, then replay day 7 for 20
@@ -151,7 +151,12 @@ def _cell(i: Interval, fmt: str = "{:,.0f}") -> str:
 
 
 def _shape(
-    shape: str, base: SimSettings, seeds: int, ablation_seeds: int, plot_dir: Path | None
+    shape: str,
+    base: SimSettings,
+    seeds: int,
+    ablation_seeds: int,
+    plot_dir: Path | None,
+    tools: tuple[str, ...] = tuple(TOOLS),
 ) -> tuple[dict[str, dict[str, Interval]], list[tuple[str, bool]]]:
     test, tuning_trace = _trace(shape, 0), _trace(shape, TUNING_TRACE_SEED)
     window, tuning_win = window_of(test, base), window_of(tuning_trace, base)
@@ -161,7 +166,7 @@ def _shape(
     print(f"## {shape} ({test.name}, last day; tuned on {tuning_trace.name}, last day)\n")
     ablation: dict[str, dict[str, dict[str, Interval]]] = {}
     main: dict[str, dict[str, Interval]] = {}
-    for label in TOOLS:
+    for label in tools:
         settings = _tools(base, label)
         result = tune(tuning_win, settings, cache=tuning_cache)
         _print_tuning(label, result)
@@ -184,14 +189,12 @@ def _shape(
                     window, settings, settings.worker_cap, (results[0],), settings.policy_settings
                 )
                 print(f"plot: {plot_report(report, plot_dir / f'sim_{shape}.png')}\n")
-    print(
-        f"Ablation ({ablation_seeds} seeds; both: {seeds}): acc. lag (min) / worker-hours / "
-        "violation % per tool set\n"
-    )
-    print("| policy | " + " | ".join(TOOLS) + " |\n|---|" + "---|" * len(TOOLS))
+    counts = f"{ablation_seeds} seeds; both: {seeds}" if len(tools) > 1 else f"{seeds} seeds"
+    print(f"Ablation ({counts}): acc. lag (min) / worker-hours / violation % per tool set\n")
+    print("| policy | " + " | ".join(tools) + " |\n|---|" + "---|" * len(tools))
     for policy in base.policies:
         cells = []
-        for label in TOOLS:
+        for label in tools:
             m = ablation[label][policy]
             cells.append(
                 f"{_cell(m['accumulated_lag_min'])} / {_cell(m['worker_hours'], '{:,.1f}')}"
@@ -262,8 +265,20 @@ def main() -> None:
     parser.add_argument("--plot-dir", type=Path, default=None)
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--modes", action="store_true")
+    parser.add_argument(
+        "--tools",
+        default=",".join(TOOLS),
+        help=f"tool sets to compare (some of: {', '.join(TOOLS)}; 'both' is always run)",
+    )
     args = parser.parse_args()
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    wanted = {t.strip() for t in args.tools.split(",")} | {"both"}
+    unknown = wanted - TOOLS.keys()
+    if unknown:
+        parser.error(
+            f"unknown tool sets {', '.join(sorted(unknown))}; use some of {', '.join(TOOLS)}"
+        )
+    tools = tuple(t for t in TOOLS if t in wanted)
     jobs = args.jobs or os.cpu_count() or 1
     base = SimSettings(forecaster=args.forecaster, seeds=args.seeds, jobs=jobs)
 
@@ -284,7 +299,7 @@ def main() -> None:
     goals: list[tuple[str, bool]] = []
     for shape in shapes:
         summaries[shape], checks = _shape(
-            shape, base, args.seeds, args.ablation_seeds, args.plot_dir
+            shape, base, args.seeds, args.ablation_seeds, args.plot_dir, tools
         )
         goals += checks
     if args.modes:
