@@ -1,30 +1,41 @@
-"""``streamtrain simulate``: replay a trace against the scaling policies (issue #8).
+"""``streamtrain simulate``: replay a trace against the scaling policies (KALE Table 3).
 
-Parses options, loads (or synthesizes) the trace, calls
-:func:`streamtrain.sim.runner.simulate` and prints KALE Table 3 for it: a text table
-or ``--json``; ``--plot`` writes workers and lag over time. Progress goes to stderr,
+Parses options, loads (or synthesizes) the trace, tunes the baselines on the days
+before the replayed ones (:mod:`streamtrain.sim.tuning`), calls
+:func:`streamtrain.sim.runner.simulate` over ``--seeds`` runs and prints KALE Table 3
+for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--json``;
+``--plot`` writes workers and lag over time (first seed). Progress goes to stderr,
 results to stdout. All of the modelling lives in :mod:`streamtrain.sim`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from streamtrain.commands.common import handle_errors, option
+from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import load_trace, synth_trace
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
-from streamtrain.sim.execution import RestartMode, ShuffleMode
-from streamtrain.sim.report import format_table
-from streamtrain.sim.runner import DEFAULT_MODELS, SimSettings
+from streamtrain.sim.execution import ActionCosts, RestartMode, ShuffleMode
+from streamtrain.sim.handover import measured_mode_costs
+from streamtrain.sim.report import format_paper_table, format_table, headline_ratios
 from streamtrain.sim.runner import simulate as run
-from streamtrain.units import MINUTE_S
+from streamtrain.sim.settings import DEFAULT_FORECASTER, SimSettings
+from streamtrain.sim.tuning import tune as tune_baselines
+from streamtrain.sim.tuning import tuning_window, with_tuned
 
 __all__ = ["simulate"]
+
+_MEASURED = measured_mode_costs()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _policies(text: str) -> tuple[str, ...]:
@@ -39,6 +50,42 @@ def _policies(text: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ConfigError("--policies names a policy twice")
     return names
+
+
+def _mode_options(command: F) -> F:
+    """``--<mode>-prep-s`` and ``--<mode>-pause-s`` for every assignment mode."""
+    for mode in reversed(list(AssignmentMode)):
+        cost = _MEASURED[mode]
+        name = mode.value.upper()
+        command = option(
+            f"--{mode.value}-pause-s",
+            env=f"SIMULATE_{name}_PAUSE_S",
+            type=click.FloatRange(min=0),
+            default=cost.pause_s,
+            show_default=True,
+            help=f"Mean stall of the data hand-over in {mode.value} mode, drawn per action "
+            "within the measured spread (default: the live measurement).",
+        )(command)
+        command = option(
+            f"--{mode.value}-prep-s",
+            env=f"SIMULATE_{name}_PREP_S",
+            type=click.FloatRange(min=0),
+            default=cost.prep_s,
+            show_default=True,
+            help=f"Preparation of new workers in {mode.value} mode (containers, image, "
+            "model load; a real job's scale).",
+        )(command)
+    return command
+
+
+def _costs(checkpoint_s: float, two_phase_s: float, means: dict[str, float]) -> ActionCosts:
+    modes = {
+        mode: _MEASURED[mode].with_means(
+            prep_s=means[f"{mode.value}_prep_s"], pause_s=means[f"{mode.value}_pause_s"]
+        )
+        for mode in AssignmentMode
+    }
+    return ActionCosts(checkpoint_s, modes, two_phase_s)
 
 
 @click.command("simulate")
@@ -63,7 +110,7 @@ def _policies(text: str) -> tuple[str, ...]:
     type=click.IntRange(min=2),
     default=24,
     show_default=True,
-    help="Scale the job so the trace's peak rate needs this many workers.",
+    help="Size the job so the trace's peak rate needs this many workers.",
 )
 @option(
     "--max-workers",
@@ -80,7 +127,24 @@ def _policies(text: str) -> tuple[str, ...]:
     show_default=True,
     help="Replay the trace's last D days; everything before is history.",
 )
-@option("--seed", env="SIMULATE_SEED", type=int, default=0, show_default=True)
+@option("--seed", env="SIMULATE_SEED", type=int, default=0, show_default=True, help="First seed.")
+@option(
+    "--seeds",
+    env="SIMULATE_SEEDS",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Runs per policy (skew, worker speeds, profiling noise and pauses drawn anew; "
+    "the traffic is the trace's); tables show the mean and its 95 % interval.",
+)
+@option(
+    "--jobs",
+    env="SIMULATE_JOBS",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Processes to spread the seeds over (0: one per CPU core).",
+)
 @option(
     "--partitions",
     env="SIMULATE_PARTITIONS",
@@ -100,41 +164,72 @@ def _policies(text: str) -> tuple[str, ...]:
     "--shuffle",
     env="SIMULATE_SHUFFLE",
     type=click.Choice([mode.value for mode in ShuffleMode]),
-    default="policy",
+    default=ShuffleMode.ON.value,
     show_default=True,
-    help="policy: KALE and streamtrain shuffle, the baselines do not.",
+    help="Global shuffling for every policy (on/off), or policy: KALE and streamtrain "
+    "shuffle, the baselines do not.",
 )
 @option(
     "--restart",
     env="SIMULATE_RESTART",
     type=click.Choice([mode.value for mode in RestartMode]),
-    default="policy",
+    default=RestartMode.TWO_PHASE.value,
     show_default=True,
-    help="policy: streamtrain scales two-phase, the others pause and restart.",
+    help="Two-phase actions or pause-and-restart for every policy, or policy: "
+    "streamtrain two-phase, the others pause and restart.",
 )
 @option(
-    "--restart-min",
-    env="SIMULATE_RESTART_MIN",
-    type=click.FloatRange(min=0),
-    default=10.0,
+    "--assignment",
+    env="SIMULATE_ASSIGNMENT",
+    type=click.Choice([mode.value for mode in AssignmentMode]),
+    default=AssignmentMode.GROUP.value,
     show_default=True,
-    help="Minutes of one pause-and-restart (its parts scale with it).",
+    help="How the simulated job hands data to its workers (sets which --<mode>-* costs apply).",
+)
+@_mode_options
+@option(
+    "--checkpoint-s",
+    env="SIMULATE_CHECKPOINT_S",
+    type=click.FloatRange(min=0),
+    default=ActionCosts().checkpoint_s,
+    show_default=True,
+    help="Seconds a pause-and-restart action spends saving the model.",
+)
+@option(
+    "--two-phase-checkpoint-s",
+    env="SIMULATE_TWO_PHASE_CHECKPOINT_S",
+    type=click.FloatRange(min=0),
+    default=ActionCosts().two_phase_checkpoint_s,
+    show_default=True,
+    help="Seconds a two-phase action pauses to save the model on top of the hand-over "
+    "(0: new workers load the latest checkpoint while the old ones train, as the live "
+    "system does; e.g. 60 for a job that re-partitions its parameter servers per action).",
 )
 @option(
     "--model",
     env="SIMULATE_MODEL",
-    type=click.Choice(list(DEFAULT_MODELS)),
+    type=click.Choice(["sync", "async"]),
     default="sync",
     show_default=True,
-    help="The job's throughput model family.",
+    help="The job's training mode (KALE Eq. 4 or Eq. 7) and the family policies fit.",
 )
 @option(
     "--forecaster",
     env="SIMULATE_FORECASTER",
     type=click.Choice(FORECASTER_CHOICES),
-    default="seasonal_naive",
+    default=DEFAULT_FORECASTER,
     show_default=True,
-    help="Forecaster for madu, kale and streamtrain (auto: FEDformer-style, slow to fit).",
+    help="Forecaster for madu, kale and streamtrain (a registry name; auto: the "
+    "FEDformer-style model with a seasonal-naive fallback, fitted once a simulated day).",
+)
+@option(
+    "--tune/--no-tune",
+    env="SIMULATE_TUNE",
+    default=True,
+    show_default=True,
+    help="Grid-search HPA, Autopilot and Madu on the days before the replayed ones "
+    "(needs twice --simulate-days plus a day of trace) and run them with the settings "
+    "chosen there.",
 )
 @option(
     "--step-s",
@@ -156,12 +251,18 @@ def _policies(text: str) -> tuple[str, ...]:
     "are ignored.",
 )
 @option(
+    "--paper",
+    env="SIMULATE_PAPER",
+    is_flag=True,
+    help="Print KALE Table 3's cells beside ours (Markdown) instead of the plain table.",
+)
+@option(
     "--plot",
     "plot_path",
     env="SIMULATE_PLOT",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write workers and lag over time to this image (needs matplotlib).",
+    help="Write workers and lag over time (first seed) to this image (needs matplotlib).",
 )
 @handle_errors
 def simulate(
@@ -171,17 +272,24 @@ def simulate(
     max_workers: int | None,
     simulate_days: int,
     seed: int,
+    seeds: int,
+    jobs: int,
     partitions: int,
     skew: float,
     shuffle: str,
     restart: str,
-    restart_min: float,
+    assignment: str,
+    checkpoint_s: float,
+    two_phase_checkpoint_s: float,
     model: str,
     forecaster: str,
+    tune: bool,
     step_s: int,
     as_json: bool,
     scenario_path: Path | None,
+    paper: bool,
     plot_path: Path | None,
+    **mode_costs: float,
 ) -> None:
     """Replay traffic against scaling policies and print KALE Table 3 for it."""
     if scenario_path is not None:
@@ -193,24 +301,51 @@ def simulate(
         max_workers=max_workers,
         simulate_days=simulate_days,
         seed=seed,
+        seeds=seeds,
         partitions=partitions,
         skew_sigma=skew,
         shuffle=ShuffleMode(shuffle),
         restart=RestartMode(restart),
-        restart_s=restart_min * MINUTE_S,
+        assignment=AssignmentMode(assignment),
+        costs=_costs(checkpoint_s, two_phase_checkpoint_s, mode_costs),
         model=model,
         forecaster=forecaster,
+        jobs=jobs or os.cpu_count() or 1,
     )
     if trace_path is None:
-        trace = synth_trace(simulate_days + 6, seed=seed, step_s=step_s)
+        days = 2 * simulate_days + 5 if tune else simulate_days + 6
+        trace = synth_trace(days, seed=seed, step_s=step_s)
         click.echo(f"no --trace: a synthetic KALE-shaped trace ({trace.name})", err=True)
     else:
         trace = load_trace(trace_path, step_s=step_s)
-    report = run(trace, settings, progress=lambda message: click.echo(message, err=True))
+
+    def progress(message: str) -> None:
+        click.echo(message, err=True)
+
+    tuned = False
+    if tune:
+        window = tuning_window(trace, settings)
+        if window is None:
+            progress(
+                f"--tune: the trace is too short to tune on the {simulate_days} day(s) "
+                "before the replayed ones; the baselines run with their defaults"
+            )
+        else:
+            result = tune_baselines(window, settings, progress=progress)
+            settings = with_tuned(settings, result)
+            tuned = bool(result.chosen)
+            for policy, point in result.chosen.items():
+                progress(f"tuned {policy}: {point}")
+    report = run(trace, settings, progress=progress)
     if as_json:
-        click.echo(json.dumps(report.as_json()))
+        payload = report.as_json()
+        payload["tuned"] = tuned
+        payload["ratios"] = headline_ratios(report.summary())
+        click.echo(json.dumps(payload))
+    elif paper:
+        click.echo(format_paper_table(report.summary()))
     else:
-        click.echo(format_table(report.metrics))
+        click.echo(format_table(report.summary()))
     if plot_path is not None:
         from streamtrain.sim.plot import plot_report
 

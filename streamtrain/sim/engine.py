@@ -3,8 +3,8 @@ partitions.
 
 Owned here: :class:`Workload` (what every policy replays: the window's rates, the
 history before it, per-partition arrivals and their cumulative sums, the true
-throughput model) and :func:`run_policy`, which returns a :class:`Run` (per-tick
-series and the actions taken).
+throughput) and :func:`run_policy`, which returns a :class:`Run` (per-tick series and
+the actions taken).
 
 The model, per tick of ``tick_s`` seconds (15 s by default, HPA's sync period):
 
@@ -15,41 +15,53 @@ The model, per tick of ``tick_s`` seconds (15 s by default, HPA's sync period):
    over the last ``metrics_window_s``, the measured training speed per worker, and the
    pending action. A decision to a different count starts an action unless one is in
    progress (decisions during an action are dropped; the policy sees ``pending``).
-2. **Act.** An action's phases come from :func:`~streamtrain.sim.execution.action_phases`,
-   rounded up to whole ticks: during ``prep`` the old workers train, during ``pause``
-   nobody does, then the target count trains. The job holds ``max(from, to)`` workers
-   for the whole action.
+2. **Act.** An action's phases come from :func:`~streamtrain.sim.execution.action_phases`
+   with its hand-over stall drawn from the run's own random stream (the k-th action of
+   every policy gets the same draw), in exact seconds: during ``prep`` the old workers
+   train, during ``pause`` nobody does, then the target count trains; a tick that an
+   action's phase boundary crosses trains for the seconds of each phase. The job holds
+   ``max(from, to)`` workers until the action completes.
 3. **Arrive.** Each partition receives its share of the step's rate, uniformly in time.
-4. **Consume.** ``w`` training workers consume ``F(w)·tick_s`` records (``F`` the true
-   throughput model, records/s). Shuffle on: that capacity serves the whole backlog,
-   each partition drained in proportion to its backlog (an oldest-first job-wide
-   queue, as KALE's global shuffling approximates). Shuffle off: partitions are
-   assigned round-robin (over a fixed random order) to the ``w`` workers, each worker
-   has ``F(w)/w`` and serves only its partitions, so hot partitions lag.
+4. **Consume.** ``w`` training workers have ``F(w)·seconds`` of capacity (``F`` the
+   true throughput, records/s), ``F(w)/w`` each. Partitions are assigned round-robin
+   (over a fixed random order) to the workers; each worker first serves its own
+   partitions, in proportion to their backlog. With shuffling (KALE §3.5) the backlog
+   workers cannot serve (their overflow) is forwarded to workers with spare capacity,
+   and each forwarded record costs ``forward_cpu_s`` of a worker's time (so forwarding
+   ``x`` records uses ``x·(1 + forward_cpu_s·F(w)/w)`` records of capacity); forwarded
+   records are counted. Without shuffling hot partitions lag while other workers idle.
 5. **Measure.** A partition's lag is the age of its oldest unconsumed record: the
    cumulative-arrival curve is inverted at the cumulative consumption (exact for
-   arrivals uniform within a step). The job's lag is the maximum over partitions.
+   arrivals uniform within a step). The job's lag is the maximum over partitions, plus
+   the ACK latency a forwarded record's commit waits for when anything was forwarded.
 
-Deterministic: no randomness here (the workload is generated, seeded, beforehand).
+Deterministic: the workload is generated, seeded, beforehand, and the pauses come from
+``execution.seed``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
-from streamtrain.scale.models import ThroughputModel
 from streamtrain.scale.policy import Observation, PendingAction, Policy
 from streamtrain.sim.execution import Execution, action_phases
 
-__all__ = ["Action", "Run", "Workload", "run_policy"]
+__all__ = ["Action", "Run", "Throughput", "Workload", "run_policy"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+_PAUSE_STREAM = 15_485_863  # the pauses' random stream, apart from the workload's
+
+
+class Throughput(Protocol):
+    """The true training speed: records/s at each worker count."""
+
+    def samples_per_s(self, workers: FloatArray) -> FloatArray: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -58,7 +70,7 @@ class Workload:
     ``step_s``, gaps as 0. ``history_records_per_s``: the steps before the window (what
     policies may learn from), gaps as 0. ``per_step`` / ``cumulative``: from
     :func:`~streamtrain.sim.workload.partition_arrivals`. ``model``: the true ``F``,
-    in records/s."""
+    in records/s (a :class:`~streamtrain.sim.truth.JobTruth` or any model)."""
 
     rates_records_per_s: FloatArray
     history_records_per_s: FloatArray
@@ -66,7 +78,7 @@ class Workload:
     start_s: float  # epoch seconds of the window's first step
     per_step: FloatArray
     cumulative: FloatArray
-    model: ThroughputModel
+    model: Throughput
     max_workers: int
     tick_s: int = 15
     metrics_window_s: float = 60.0
@@ -111,13 +123,17 @@ class Run:
     tick_s: int
     lag_s: FloatArray  # job lag (max over partitions) at the end of the tick
     backlog_records: FloatArray
-    workers: IntArray  # workers held (what worker-hours count)
-    training_workers: IntArray  # workers training (0 while paused)
-    paused: NDArray[np.bool_]
+    workers: IntArray  # workers held at the end of the tick
+    training_workers: IntArray  # workers training at the end of the tick (0 while paused)
+    paused: NDArray[np.bool_]  # any part of the tick paused
+    paused_s: FloatArray  # seconds of the tick paused
+    worker_s: FloatArray  # worker-seconds held during the tick
+    forwarded_records: FloatArray  # records forwarded by the shuffle during the tick
     actions: tuple[Action, ...]
     arrived_records: float
     consumed_records: float
     final_backlog_records: float
+    shuffle: bool = False
 
 
 class _Partitions:
@@ -139,27 +155,34 @@ class _Partitions:
         return result
 
     def consume(
-        self, arrived: FloatArray, training: int, capacity_records: float, shuffle: bool
-    ) -> float:
-        """Consume up to ``capacity_records`` this tick; returns what was consumed."""
+        self,
+        arrived: FloatArray,
+        training: int,
+        capacity_records: float,
+        shuffle: bool,
+        forward_cost: float,
+    ) -> tuple[float, float]:
+        """Consume up to ``capacity_records`` this tick (module docstring, step 4);
+        returns ``(consumed, forwarded)`` records. ``forward_cost``: capacity one
+        forwarded record uses beyond its training, in records."""
         backlog = np.maximum(arrived - self.consumed, 0.0)
         if training <= 0 or capacity_records <= 0:
-            return 0.0
-        if shuffle:
-            total = float(backlog.sum())
-            if total <= capacity_records:
-                self.consumed = arrived.copy()
-                return total
-            self.consumed += backlog * (capacity_records / total)
-            return capacity_records
+            return 0.0, 0.0
         owner = self.rank % training
         per_worker = np.bincount(owner, weights=backlog, minlength=training)
-        served = np.minimum(per_worker, capacity_records / training)
+        local = np.minimum(per_worker, capacity_records / training)
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(per_worker > 0, served / per_worker, 1.0)
+            ratio = np.where(per_worker > 0, local / per_worker, 1.0)
+        served = float(local.sum())
+        forwarded = 0.0
+        overflow = float(per_worker.sum()) - served
+        if shuffle and overflow > 0:
+            spare = max(0.0, capacity_records - served)
+            forwarded = min(overflow, spare / (1.0 + forward_cost))
+            ratio = ratio + (1.0 - ratio) * (forwarded / overflow)
         share = ratio[owner]
         self.consumed = np.where(share >= 1.0, arrived, self.consumed + backlog * share)
-        return float(served.sum())
+        return served + forwarded, forwarded
 
     def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
         """Age of the oldest unconsumed record over all partitions, at ``now_s``."""
@@ -180,8 +203,33 @@ class _Partitions:
         return float(np.max(np.where(lagging, now_s - oldest_s, 0.0)))
 
 
-def _ticks(seconds: float, tick_s: int) -> int:
-    return max(0, math.ceil(seconds / tick_s - 1e-9))
+@dataclass(slots=True)
+class _InFlight:
+    """An action in progress, in seconds since the window start."""
+
+    pending: PendingAction
+    start_s: float
+    prep_end_s: float
+    end_s: float
+
+
+def _overlap(t0: float, t1: float, a: float, b: float) -> float:
+    return max(0.0, min(t1, b) - max(t0, a))
+
+
+class _Series:
+    """The per-tick series a run records."""
+
+    def __init__(self, n: int) -> None:
+        self.lag = np.zeros(n)
+        self.backlog = np.zeros(n)
+        self.held = np.zeros(n, dtype=np.int64)
+        self.training = np.zeros(n, dtype=np.int64)
+        self.paused_s = np.zeros(n)
+        self.worker_s = np.zeros(n)
+        self.forwarded = np.zeros(n)
+        self.consumed = np.zeros(n)
+        self.capacity = np.zeros(n)
 
 
 def run_policy(
@@ -195,101 +243,96 @@ def run_policy(
     n_ticks = workload.ticks
     interval = max(1, round(policy.decision_interval_s / tick_s))
     window_ticks = max(1, round(workload.metrics_window_s / tick_s))
-    history = workload.history_records_per_s
-    seen = np.concatenate([history, workload.rates_records_per_s])
+    seen = np.concatenate([workload.history_records_per_s, workload.rates_records_per_s])
     seen.setflags(write=False)
     capacity = workload.capacity_records_per_s
     state = _Partitions(workload)
-
-    lag = np.zeros(n_ticks)
-    backlog = np.zeros(n_ticks)
-    held = np.zeros(n_ticks, dtype=np.int64)
-    training_series = np.zeros(n_ticks, dtype=np.int64)
-    paused = np.zeros(n_ticks, dtype=bool)
-    consumed_ticks = np.zeros(n_ticks)
-    capacity_ticks = np.zeros(n_ticks)
+    pauses = np.random.default_rng(execution.seed + _PAUSE_STREAM)
+    series = _Series(n_ticks)
     actions: list[Action] = []
 
     workers = initial_workers
-    pending: PendingAction | None = None
-    phase_ends = (0, 0)  # tick where prep ends, tick where the action completes
+    action: _InFlight | None = None
     last_pause_s: float | None = None
-    consumed_total = 0.0
     for i in range(n_ticks):
-        now_s = i * tick_s
-        if pending is not None and i >= phase_ends[1]:
-            workers = pending.target_workers
-            last_pause_s = pending.pause_s
-            pending = None
+        t0 = float(i * tick_s)
+        t1 = t0 + tick_s
+        if action is not None and t0 >= action.end_s:
+            workers = action.pending.target_workers
+            last_pause_s = action.pending.pause_s
+            action = None
         if i % interval == 0:
-            obs = _observe(
-                workload,
-                seen,
-                i,
-                workers,
-                pending,
-                last_pause_s,
-                lag,
-                backlog,
-                consumed_ticks,
-                capacity_ticks,
-                window_ticks,
-                capacity,
-            )
+            obs = _observe(workload, seen, i, workers, action, last_pause_s, series, window_ticks)
             decision = policy.decide(obs)
-            if decision is not None and pending is None:
+            if decision is not None and action is None:
                 target = max(1, min(workload.max_workers, decision.target_workers))
                 if target != workers:
-                    prep_s, pause_s = action_phases(workers, target, execution)
-                    prep_t, pause_t = _ticks(prep_s, tick_s), _ticks(pause_s, tick_s)
-                    pending = PendingAction(
-                        from_workers=workers,
-                        target_workers=target,
-                        started_at_s=workload.start_s + now_s,
-                        ready_at_s=workload.start_s + now_s + (prep_t + pause_t) * tick_s,
-                        pause_s=pause_t * tick_s,
+                    prep_s, pause_s = action_phases(workers, target, execution, pauses.random())
+                    action = _InFlight(
+                        PendingAction(
+                            from_workers=workers,
+                            target_workers=target,
+                            started_at_s=workload.start_s + t0,
+                            ready_at_s=workload.start_s + t0 + prep_s + pause_s,
+                            pause_s=pause_s,
+                        ),
+                        t0,
+                        t0 + prep_s,
+                        t0 + prep_s + pause_s,
                     )
-                    phase_ends = (i + prep_t, i + prep_t + pause_t)
                     actions.append(
                         Action(
-                            now_s,
+                            t0,
                             workers,
                             target,
                             decision.reason,
-                            prep_t * tick_s,
-                            pause_t * tick_s,
+                            prep_s,
+                            pause_s,
                             decision.explanation,
                         )
                     )
-                    if prep_t + pause_t == 0:
-                        workers, pending = target, None
-        if pending is None:
-            training, holding = workers, workers
+                    if action.end_s <= t0:
+                        workers, last_pause_s, action = target, pause_s, None
+        if action is None:
+            trainers, held, cap = workers, workers, float(capacity[workers]) * tick_s
+            paused_s, worker_s = 0.0, float(workers * tick_s)
         else:
-            holding = max(pending.from_workers, pending.target_workers)
-            training = pending.from_workers if i < phase_ends[0] else 0
+            old, new = action.pending.from_workers, action.pending.target_workers
+            s_old = _overlap(t0, t1, action.start_s, action.prep_end_s)
+            paused_s = _overlap(t0, t1, action.prep_end_s, action.end_s)
+            s_new = tick_s - s_old - paused_s
+            cap = float(capacity[old]) * s_old + float(capacity[new]) * s_new
+            trainers = new if s_new > 0 else (old if s_old > 0 else 0)
+            held = max(old, new) if action.end_s > t1 else new
+            worker_s = max(old, new) * (s_old + paused_s) + new * s_new
         step, within = divmod(i, per_step_ticks)
         arrived = state.arrived(step, (within + 1) / per_step_ticks)
-        cap = float(capacity[training]) * tick_s
-        consumed_ticks[i] = state.consume(arrived, training, cap, execution.shuffle)
-        consumed_total += consumed_ticks[i]
-        capacity_ticks[i] = cap
-        lag[i] = state.max_lag_s(arrived, step, now_s + tick_s)
-        backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
-        held[i], training_series[i], paused[i] = holding, training, training == 0
-    arrived_total = float(workload.cumulative[-1].sum())
+        per_worker_s = cap / tick_s / trainers if trainers else 0.0
+        forward_cost = execution.shuffle_costs.forward_cpu_s * per_worker_s
+        consumed, forwarded = state.consume(arrived, trainers, cap, execution.shuffle, forward_cost)
+        lag = state.max_lag_s(arrived, step, t1)
+        if forwarded > 0:
+            lag += execution.shuffle_costs.ack_latency_s
+        series.lag[i], series.consumed[i], series.capacity[i] = lag, consumed, cap
+        series.backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
+        series.held[i], series.training[i] = held, trainers if cap > 0 else 0
+        series.paused_s[i], series.worker_s[i], series.forwarded[i] = paused_s, worker_s, forwarded
     return Run(
         policy=policy.name,
         tick_s=tick_s,
-        lag_s=lag,
-        backlog_records=backlog,
-        workers=held,
-        training_workers=training_series,
-        paused=paused,
+        lag_s=series.lag,
+        backlog_records=series.backlog,
+        workers=series.held,
+        training_workers=series.training,
+        paused=series.paused_s > 0,
+        paused_s=series.paused_s,
+        worker_s=series.worker_s,
+        forwarded_records=series.forwarded,
         actions=tuple(actions),
-        arrived_records=arrived_total,
-        consumed_records=consumed_total,
-        final_backlog_records=float(backlog[-1]),
+        arrived_records=float(workload.cumulative[-1].sum()),
+        consumed_records=float(series.consumed.sum()),
+        final_backlog_records=float(series.backlog[-1]),
+        shuffle=execution.shuffle,
     )
 
 
@@ -298,23 +341,20 @@ def _observe(
     seen: FloatArray,
     i: int,
     workers: int,
-    pending: PendingAction | None,
+    action: _InFlight | None,
     last_pause_s: float | None,
-    lag: FloatArray,
-    backlog: FloatArray,
-    consumed_ticks: FloatArray,
-    capacity_ticks: FloatArray,
+    series: _Series,
     window_ticks: int,
-    capacity: FloatArray,
 ) -> Observation:
     """What the live system would report at the start of tick ``i``."""
     tick_s, step_s = workload.tick_s, workload.step_s
     complete = (i * tick_s) // step_s
     n_history = workload.history_records_per_s.shape[0]
     start = max(0, i - window_ticks)
-    cap_sum = float(capacity_ticks[start:i].sum())
-    utilization = float(consumed_ticks[start:i].sum()) / cap_sum if cap_sum > 0 else None
-    training_now = workers if pending is None else 0
+    cap_sum = float(series.capacity[start:i].sum())
+    utilization = float(series.consumed[start:i].sum()) / cap_sum if cap_sum > 0 else None
+    training_now = workers if action is None else 0
+    capacity = workload.capacity_records_per_s
     per_worker = float(capacity[training_now]) / training_now if training_now else None
     return Observation(
         now_s=workload.start_s + i * tick_s,
@@ -322,10 +362,10 @@ def _observe(
         step_s=step_s,
         history_start_s=workload.start_s - n_history * step_s,
         arrivals_records_per_s=seen[: n_history + complete],
-        max_lag_s=float(lag[i - 1]) if i else 0.0,
-        backlog_records=float(backlog[i - 1]) if i else 0.0,
+        max_lag_s=float(series.lag[i - 1]) if i else 0.0,
+        backlog_records=float(series.backlog[i - 1]) if i else 0.0,
         utilization=utilization,
         throughput_per_worker_records_per_s=per_worker,
-        pending=pending,
+        pending=None if action is None else action.pending,
         last_pause_s=last_pause_s,
     )

@@ -1,43 +1,67 @@
-"""How a scaling action is carried out: the restart costs and the two execution modes.
+"""How a scaling action is carried out and what shuffling costs: the two tools the
+simulator can give every policy.
 
 Owned here:
 
-* :class:`RestartCosts`: the parts of a pause-and-restart, in seconds. The defaults add
-  up to KALE §1's "roughly 10 minutes" for a 1B-parameter job: save a checkpoint (60 s,
-  KALE §4.1 lists saving the model among the steps), start containers (30 s), pull the
-  image (30 s), load the model (6 min), rebuild the data streams / consumer group (2 min).
-* :class:`Execution`: per policy, whether global shuffling is on (capacity shared
-  across partitions, KALE §3.5) and whether actions are two-phase.
-* :func:`action_phases`: ``(prep_s, pause_s)`` of one action:
+* :class:`ActionCosts`: per assignment mode, the preparation of new workers and the
+  stall of the data hand-over (:mod:`streamtrain.sim.handover`: the preparation at a
+  real job's scale, the stall as the live system measures it), and the checkpoint a
+  pause-and-restart saves (60 s: KALE §4.1 lists saving the model among the steps of
+  an action; ``two_phase_checkpoint_s``, 0 by default, pauses two-phase actions for one
+  too: a job that re-partitions its parameter servers on every action, without
+  DLRover-RM's flash checkpoint).
+* :class:`ShuffleCosts`: what global shuffling (KALE §3.5) costs, as
+  ``benchmarks/shuffle.py`` measured it: the worker CPU per forwarded record (one
+  record in 1/1,097,542 s between two ShuffleNodes), the ACK latency a forwarded
+  record's commit waits for (p99 1.32 ms) and the record size (200 B) for the forwarded
+  bytes.
+* :class:`Execution`: per run, whether shuffling is on, whether actions are two-phase,
+  the assignment mode, the costs, and the seed of the pauses' random stream.
+* :func:`action_phases`: ``(prep_s, pause_s)`` of one action, given a uniform draw in
+  [0, 1) for its hand-over stall:
 
-  - **pause-and-restart** (KALE §3.4.1): every action, up or down, pauses the job for
-    the whole restart (600 s by default);
-  - **two-phase** (DLRover-RM §5.2, "seamless migration"): for a scale-up, new workers
-    are started and load the model while the old ones keep training
-    (``prep = container + image + model load``); only the checkpoint hand-over and the
-    stream rebuild pause the job (``pause = checkpoint + stream rebuild``, 180 s). A
-    scale-down starts nothing, so it has no prep, only that short pause.
+  - **pause-and-restart** (KALE §3.4.1, "the simple yet working pause-and-restart
+    policy"): every action, up or down, stops the job for the checkpoint, the new
+    workers' preparation and the hand-over of every partition
+    (60 + 420 + 4.5 s ≈ 8 min in ``group`` mode; KALE §1 reports ≈10 min);
+  - **two-phase** (DLRover-RM §5.2, "seamless migration"; issue #17 in the live
+    system): a scale-up prepares its new workers (they load the latest checkpoint)
+    while the old ones train; then the job pauses only for the hand-over, as the live
+    system measures it (``group``: every partition stalls; ``cooperative``,
+    ``shards``: only the share that changes hands), plus ``two_phase_checkpoint_s``. A
+    scale-down starts nothing, so it has no preparation.
 
 During an action the job holds ``max(from, to)`` workers (old and new pods overlap);
 that is what worker-hours count.
 
-:class:`ShuffleMode` and :class:`RestartMode` are the simulator's choices of execution:
-each policy's own (``policy``: see :data:`~streamtrain.sim.runner.POLICY_EXECUTION`) or
-one mode forced on every policy.
+:class:`ShuffleMode` and :class:`RestartMode` are the simulator's switches: on / off
+and pause / two-phase for every policy alike, or ``policy``: each policy's own
+(:data:`~streamtrain.sim.settings.POLICY_EXECUTION`: the paper's set-up, and streamtrain
+with both).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
+from streamtrain.sim.handover import ModeCost, measured_mode_costs
 
-__all__ = ["Execution", "RestartCosts", "RestartMode", "ShuffleMode", "action_phases"]
+__all__ = [
+    "ActionCosts",
+    "Execution",
+    "RestartMode",
+    "ShuffleCosts",
+    "ShuffleMode",
+    "action_phases",
+]
 
 
 class ShuffleMode(StrEnum):
-    """Global shuffling: each policy's own choice, or on / off for every policy."""
+    """Global shuffling: on or off for every policy, or the paper's set-up."""
 
     POLICY = "policy"
     ON = "on"
@@ -45,7 +69,7 @@ class ShuffleMode(StrEnum):
 
 
 class RestartMode(StrEnum):
-    """How actions run: each policy's own choice, or pause-and-restart / two-phase for all."""
+    """How actions run: pause-and-restart or two-phase for every policy, or the paper's."""
 
     POLICY = "policy"
     PAUSE = "pause"
@@ -53,67 +77,68 @@ class RestartMode(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RestartCosts:
+class ActionCosts:
     checkpoint_s: float = 60.0
-    container_s: float = 30.0
-    image_s: float = 30.0
-    model_load_s: float = 360.0
-    stream_rebuild_s: float = 120.0
+    modes: Mapping[AssignmentMode, ModeCost] = field(default_factory=measured_mode_costs)
+    two_phase_checkpoint_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in self.__slots__:
-            if getattr(self, name) < 0:
-                raise ConfigError(f"restart cost {name} cannot be negative")
+        if min(self.checkpoint_s, self.two_phase_checkpoint_s) < 0:
+            raise ConfigError("checkpoint times cannot be negative")
+        missing = [m.value for m in AssignmentMode if m not in self.modes]
+        if missing:
+            raise ConfigError(f"action costs are missing for {', '.join(missing)}")
 
-    @property
-    def restart_s(self) -> float:
-        """The full pause of a pause-and-restart action."""
-        return (
-            self.checkpoint_s
-            + self.container_s
-            + self.image_s
-            + self.model_load_s
-            + self.stream_rebuild_s
+    def mode(self, assignment: AssignmentMode) -> ModeCost:
+        return self.modes[assignment]
+
+    def restart_s(self, assignment: AssignmentMode) -> float:
+        """The mean pause of one pause-and-restart action in ``assignment`` mode."""
+        cost = self.modes[assignment]
+        return self.checkpoint_s + cost.prep_s + cost.pause_s
+
+    def with_mode(self, assignment: AssignmentMode, cost: ModeCost) -> ActionCosts:
+        return ActionCosts(
+            self.checkpoint_s, {**self.modes, assignment: cost}, self.two_phase_checkpoint_s
         )
 
-    @property
-    def two_phase_prep_s(self) -> float:
-        return self.container_s + self.image_s + self.model_load_s
 
-    @property
-    def two_phase_pause_s(self) -> float:
-        return self.checkpoint_s + self.stream_rebuild_s
+@dataclass(frozen=True, slots=True)
+class ShuffleCosts:
+    forward_cpu_s: float = 1.0 / 1_097_542  # worker CPU per forwarded record
+    ack_latency_s: float = 0.00132  # a forwarded record's commit waits for its ACK
+    record_bytes: float = 200.0
 
-    @classmethod
-    def with_restart_s(cls, restart_s: float) -> RestartCosts:
-        """The default breakdown scaled so the full restart takes ``restart_s``."""
-        if restart_s < 0:
-            raise ConfigError(f"the restart time cannot be negative, got {restart_s}")
-        base = cls()
-        k = restart_s / base.restart_s
-        return cls(
-            base.checkpoint_s * k,
-            base.container_s * k,
-            base.image_s * k,
-            base.model_load_s * k,
-            base.stream_rebuild_s * k,
-        )
+    def __post_init__(self) -> None:
+        if min(self.forward_cpu_s, self.ack_latency_s) < 0 or self.record_bytes <= 0:
+            raise ConfigError("shuffle costs cannot be negative and records have a size")
 
 
 @dataclass(frozen=True, slots=True)
 class Execution:
     shuffle: bool = False
     two_phase: bool = False
-    costs: RestartCosts = field(default_factory=RestartCosts)
+    costs: ActionCosts = field(default_factory=ActionCosts)
+    assignment: AssignmentMode = AssignmentMode.GROUP
+    shuffle_costs: ShuffleCosts = field(default_factory=ShuffleCosts)
+    seed: int = 0  # the pauses' random stream (the same for every policy of a run)
 
 
-def action_phases(from_workers: int, to_workers: int, execution: Execution) -> tuple[float, float]:
-    """``(prep_s, pause_s)`` of an action from ``from_workers`` to ``to_workers``."""
+def action_phases(
+    from_workers: int, to_workers: int, execution: Execution, draw: float = 0.5
+) -> tuple[float, float]:
+    """``(prep_s, pause_s)`` of an action from ``from_workers`` to ``to_workers``;
+    ``draw`` in [0, 1) places its hand-over stall in the mode's range (0.5: the mean)."""
     if from_workers < 0 or to_workers < 1:
         raise ConfigError(f"bad action {from_workers} -> {to_workers}")
+    if not 0 <= draw <= 1:
+        raise ConfigError(f"the draw is in [0, 1], got {draw}")
     costs = execution.costs
+    cost = costs.mode(execution.assignment)
+    stall_s = cost.pause_s + cost.pause_spread_s * (2 * draw - 1)
     if not execution.two_phase:
-        return 0.0, costs.restart_s
-    if to_workers > from_workers:
-        return costs.two_phase_prep_s, costs.two_phase_pause_s
-    return 0.0, costs.two_phase_pause_s
+        return 0.0, costs.checkpoint_s + cost.prep_s + stall_s
+    moved = abs(to_workers - from_workers) / max(from_workers, to_workers, 1)
+    share = moved if cost.moved_only else 1.0
+    prep_s = cost.prep_s if to_workers > from_workers else 0.0
+    return prep_s, costs.two_phase_checkpoint_s + stall_s * share

@@ -31,10 +31,11 @@ from numpy.typing import NDArray
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.series import make_trace
 from streamtrain.forecast.trace import Trace, load_trace
-from streamtrain.scale.models import ThroughputModel
+from streamtrain.scale.models import ThroughputModel, fit
 from streamtrain.scale.plan import basic_plan
 from streamtrain.sim.metrics import PolicyMetrics
-from streamtrain.sim.runner import SimSettings, prepare, simulate
+from streamtrain.sim.runner import prepare, simulate, window_of
+from streamtrain.sim.settings import SimSettings
 from streamtrain.sim.scenario import OfflineJob, OnlineSpec, Scenario, ServingSpec, offline_jobs
 from streamtrain.units import DAY_S, MINUTE_S
 
@@ -124,18 +125,23 @@ def _online(spec: OnlineSpec, scenario: Scenario) -> OnlineInputs:
         run = report.runs[spec.policy]
         runs[label] = _per_minute(run.workers, run.tick_s)
         metrics[label] = report.metrics[spec.policy]
-    workload = prepare(
-        trace,
-        SimSettings(peak_workers=spec.peak_workers, simulate_days=scenario.days, partitions=1),
+    settings = SimSettings(
+        peak_workers=spec.peak_workers, simulate_days=scenario.days, partitions=1
     )
+    window = window_of(trace, settings)
+    _, truth = prepare(window, settings, scenario.seed)
+    # The pool plans with Eq. 6 fitted to the job's true F (the simulator's ground truth,
+    # KALE Eq. 4 with stragglers) at every worker count.
+    counts = np.arange(1, truth.max_workers + 1, dtype=np.float64)
+    model = fit(settings.model, counts, truth.capacity_records_per_s[1:])
     day = DAY_S // MINUTE_S
-    history = workload.history_records_per_s
+    history = window.history_records_per_s
     if history.shape[0] < day:
         raise ConfigError(f"online job {spec.name}: its trace needs a day of history")
-    rates = np.concatenate([history[-day:], workload.rates_records_per_s])
+    rates = np.concatenate([history[-day:], window.rates_records_per_s])
     return OnlineInputs(
         spec,
-        workload.model,
+        model,
         rates,
         runs["pool"],
         runs["alone"],

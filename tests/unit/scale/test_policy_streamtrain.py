@@ -49,7 +49,7 @@ def test_holds_while_the_current_count_keeps_up():
 
 def test_scales_up_ahead_of_the_ramp_at_the_last_safe_moment():
     # One minute of lag tolerated and the pause drained within 15 minutes (the defaults
-    # tolerate three and drain within the hour, acting later and smaller).
+    # tolerate 20 s and drain within the hour).
     policy = _policy(RAMP, tolerated_lag_s=60.0, catchup_s=900.0)
     # 30 min before the ramp: a 10-min pause started now would be ready far too early.
     assert policy.decide(_obs(90, 5, RAMP)) is None
@@ -78,13 +78,14 @@ def test_two_phase_scaling_starts_earlier_by_its_preparation_only():
 
 def test_a_small_scale_down_waits_for_a_larger_one():
     load = np.full(400, 1050.0)  # 11 workers suffice
-    policy = _policy(load)
+    exact = {"headroom": 0.0, "tolerated_lag_s": 180.0}  # the arithmetic below
+    policy = _policy(load, **exact)
     # 12 -> 11 frees 60 worker-min an hour; the 10-min pause idles 120: skip.
     assert policy.decide(_obs(60, 12, load)) is None
     # From 30, the smallest count that also drains the pause's 10 minutes of backlog
     # within 15 minutes is 18 (F > 1,050 + 630,000 / 900): frees 720 worker-min an hour
     # for 300 idle: go.
-    decision = _policy(load).decide(_obs(60, 30, load))
+    decision = _policy(load, **exact).decide(_obs(60, 30, load))
     assert decision is not None and decision.reason == "proactive"
     assert decision.target_workers == 18
     assert "Eq. 8 passes" in decision.explanation

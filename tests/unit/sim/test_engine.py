@@ -1,12 +1,15 @@
-"""The simulator's core: conservation, lag by hand, pauses, shuffling, determinism."""
+"""The simulator's core: conservation, lag by hand, pauses (exact seconds, drawn per
+action), shuffling and its costs, determinism."""
 
 import numpy as np
 import pytest
 
+from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import ThroughputModel
 from streamtrain.sim.engine import Workload, run_policy
-from streamtrain.sim.execution import Execution, RestartCosts
+from streamtrain.sim.execution import ActionCosts, Execution, ShuffleCosts
+from streamtrain.sim.handover import ModeCost
 from streamtrain.sim.metrics import compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
 from streamtrain.testing import ScriptedPolicy
@@ -28,6 +31,12 @@ def _workload(rates, shares, model=FIVE_PER_WORKER, max_workers=40, tick_s=15):
     return Workload(
         rates, np.zeros(0), 60, 0.0, per_step, cumulative, model, max_workers, tick_s=tick_s
     )
+
+
+def _costs(checkpoint_s=60.0, prep_s=420.0, pause_s=120.0, spread_s=0.0, moved_only=False):
+    """The checkpoint pauses both kinds of action here."""
+    cost = ModeCost(prep_s, pause_s, spread_s, moved_only)
+    return ActionCosts(checkpoint_s, dict.fromkeys(AssignmentMode, cost), checkpoint_s)
 
 
 def _skewed(steps, partitions=40, sigma=0.8, seed=3):
@@ -83,12 +92,13 @@ def test_without_shuffling_hot_partitions_lag_where_shuffling_does_not():
     workload = _workload(np.full(60, 100.0), shares)
     shared = run_policy(workload, Never(), Execution(shuffle=True), initial_workers=25)
     owned = run_policy(workload, Never(), Execution(shuffle=False), initial_workers=25)
-    assert shared.lag_s.max() == 0
+    # Forwarded records wait for their ACK before the commit: 1.32 ms, nothing more.
+    assert shared.lag_s.max() == pytest.approx(ShuffleCosts().ack_latency_s)
     assert owned.lag_s.max() > 60
 
 
 def test_pause_and_restart_stops_training_for_the_restart():
-    costs = RestartCosts.with_restart_s(600)
+    costs = _costs()  # 60 s checkpoint + 420 s preparation + 120 s hand-over
     policy = ScriptedPolicy({300.0: 30})
     run = run_policy(
         _workload(np.full(30, 100.0), np.ones((30, 1))),
@@ -109,7 +119,7 @@ def test_two_phase_trains_with_the_old_workers_while_preparing():
     run = run_policy(
         _workload(np.full(30, 100.0), np.ones((30, 1))),
         policy,
-        Execution(shuffle=True, two_phase=True),
+        Execution(shuffle=True, two_phase=True, costs=_costs()),
         initial_workers=25,
     )
     paused = np.flatnonzero(run.paused)
@@ -167,3 +177,77 @@ def test_bad_workloads():
         _workload([1.0], np.ones((1, 1)), tick_s=7)
     with pytest.raises(ConfigError):
         run_policy(_workload([1.0], np.ones((1, 1))), Never(), Execution(), initial_workers=0)
+
+
+def test_a_pause_is_counted_to_the_second_not_in_whole_ticks():
+    # A 65-s pause from t = 300 s: four whole ticks and 5 s of the fifth, which trains for
+    # its other 10 s at the target count.
+    costs = _costs(checkpoint_s=60.0, pause_s=5.0)
+    run = run_policy(
+        _workload(np.full(30, 100.0), np.ones((30, 1))),
+        ScriptedPolicy({300.0: 30}),
+        Execution(shuffle=True, two_phase=True, costs=costs),
+        initial_workers=25,
+    )
+    start = 300 // 15 + 28  # after the 420-s preparation
+    np.testing.assert_allclose(run.paused_s[start : start + 5], [15, 15, 15, 15, 5])
+    assert run.training_workers[start + 4] == 30
+    assert compute_metrics(run).downtime_min == pytest.approx(65 / 60)
+    # Worker-seconds: 30 held through the pause's end, then 30 training.
+    assert run.worker_s[start + 4] == pytest.approx(30 * 15)
+
+
+def test_hand_over_stalls_are_drawn_per_action_the_same_for_every_policy():
+    costs = _costs(pause_s=5.0, spread_s=3.0)
+    targets = {300.0: 30, 1200.0: 20, 2100.0: 28}
+    runs = [
+        run_policy(
+            _workload(np.full(60, 100.0), np.ones((60, 1))),
+            ScriptedPolicy(targets),
+            Execution(two_phase=True, costs=costs, seed=seed),
+            initial_workers=25,
+        )
+        for seed in (1, 1, 2)
+    ]
+    pauses = [[a.pause_s for a in r.actions] for r in runs]
+    assert pauses[0] == pauses[1]  # one seed, one sequence of draws
+    assert pauses[0] != pauses[2]
+    for p in pauses[0] + pauses[2]:
+        assert 60 + 2 <= p <= 60 + 8  # checkpoint + 5 s ± 3 s
+    assert len(set(pauses[0])) == 3
+
+
+def test_a_moved_only_hand_over_stalls_by_the_share_that_moves():
+    costs = _costs(checkpoint_s=0.0, pause_s=20.0, moved_only=True)
+    run = run_policy(
+        _workload(np.full(30, 100.0), np.ones((30, 1))),
+        ScriptedPolicy({300.0: 30, 900.0: 15}),
+        Execution(two_phase=True, costs=costs, assignment=AssignmentMode.COOPERATIVE),
+        initial_workers=20,
+    )
+    up, down = run.actions
+    assert up.prep_s == 420 and up.pause_s == pytest.approx(20 * 10 / 30)
+    assert down.prep_s == 0 and down.pause_s == pytest.approx(20 * 15 / 30)
+
+
+def test_forwarding_is_counted_and_costs_capacity():
+    # Two partitions, one hot (90 %): without shuffling its worker lags; with it the
+    # overflow is forwarded to the idle worker, and a forwarded record costs capacity.
+    shares = np.tile([[0.9, 0.1]], (30, 1))
+    workload = _workload(np.full(30, 8.0), shares)  # 2 workers x 5/s = 10/s capacity
+    owned = run_policy(workload, Never(), Execution(shuffle=False), initial_workers=2)
+    shared = run_policy(workload, Never(), Execution(shuffle=True), initial_workers=2)
+    assert owned.lag_s.max() > 60 and owned.forwarded_records.sum() == 0
+    assert shared.lag_s.max() < 1  # only the ACK latency
+    # 7.2/s arrive on the hot partition, 5/s train there: 2.2/s go to the other worker.
+    assert shared.forwarded_records.sum() == pytest.approx(2.2 * 30 * 60, rel=1e-6)
+    expensive = run_policy(
+        workload,
+        Never(),
+        Execution(shuffle=True, shuffle_costs=ShuffleCosts(forward_cpu_s=0.2)),
+        initial_workers=2,
+    )
+    # A forwarded record now costs 1 + 0.2 s x 5/s = 2 records of capacity: the other
+    # worker's 4.2/s of spare capacity forwards 2.1/s, less than the hot 2.2/s overflow.
+    assert expensive.final_backlog_records == pytest.approx(0.1 * 30 * 60)
+    assert expensive.forwarded_records.sum() == pytest.approx(2.1 * 30 * 60, rel=1e-6)

@@ -1,4 +1,5 @@
-"""Table 3's metrics from a run, and the partition skew the workload is split by."""
+"""Table 3's metrics from a run (AUC and shuffle costs too), and the partition skew the
+workload is split by."""
 
 import numpy as np
 import pytest
@@ -9,8 +10,9 @@ from streamtrain.sim.metrics import compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
 
 
-def _run(lag_s, workers, paused, actions=()):
+def _run(lag_s, workers, paused, actions=(), forwarded=None, shuffle=False):
     n = len(lag_s)
+    paused = np.asarray(paused, dtype=bool)
     return Run(
         policy="p",
         tick_s=60,
@@ -18,11 +20,15 @@ def _run(lag_s, workers, paused, actions=()):
         backlog_records=np.zeros(n),
         workers=np.asarray(workers),
         training_workers=np.asarray(workers),
-        paused=np.asarray(paused, dtype=bool),
+        paused=paused,
+        paused_s=paused * 60.0,
+        worker_s=np.asarray(workers, dtype=float) * 60.0,
+        forwarded_records=np.zeros(n) if forwarded is None else np.asarray(forwarded, float),
         actions=tuple(actions),
         arrived_records=0.0,
-        consumed_records=0.0,
+        consumed_records=1000.0,
         final_backlog_records=0.0,
+        shuffle=shuffle,
     )
 
 
@@ -37,6 +43,11 @@ def test_metrics_by_hand():
     assert m.worker_hours == pytest.approx(14 / 60)
     assert m.scaling_actions == 1
     assert m.peak_lag_min == 30.0
+    # AUC: Table 3's Adequate (95.3 %) less the mean loss: 10 min at the slow slope for
+    # 30 min of lag plus 20 min at the steep one, and 10 min at the slow slope.
+    loss = (10 * 0.0146 + 20 * 0.0584) + 10 * 0.0146
+    assert m.auc_pct == pytest.approx(95.3 - loss / 4)
+    assert m.forwarded_pct == 0 and m.forwarded_gb == 0 and m.shuffle_cpu_s == 0
     assert set(m.as_dict()) == {
         "violation_rate",
         "accumulated_lag_min",
@@ -44,7 +55,20 @@ def test_metrics_by_hand():
         "worker_hours",
         "scaling_actions",
         "peak_lag_min",
+        "auc_pct",
+        "forwarded_pct",
+        "forwarded_gb",
+        "shuffle_cpu_s",
     }
+
+
+def test_shuffle_costs_and_gain():
+    run = _run([0, 0], [2, 2], [False, False], forwarded=[100.0, 150.0], shuffle=True)
+    m = compute_metrics(run)
+    assert m.forwarded_pct == pytest.approx(25.0)  # 250 of the 1,000 consumed
+    assert m.forwarded_gb == pytest.approx(250 * 200 / 1e9)
+    assert m.shuffle_cpu_s == pytest.approx(250 / 1_097_542)
+    assert m.auc_pct == pytest.approx(95.8)  # no lag, plus Table 3's shuffle gain
 
 
 def test_custom_slo():

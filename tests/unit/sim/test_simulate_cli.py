@@ -1,4 +1,5 @@
-"""`streamtrain simulate`: options backed by env vars, JSON output, clear errors."""
+"""`streamtrain simulate`: options backed by env vars, JSON output with intervals and the
+tuned settings, the per-mode costs, the paper's table, clear errors."""
 
 import importlib
 import json
@@ -19,8 +20,11 @@ def trace_csv(tmp_path_factory):
     return path
 
 
-def _run(*args, **kwargs):
-    return CliRunner().invoke(simulate, list(args), **kwargs)
+QUICK = ("--seeds", "1", "--jobs", "1", "--no-tune", "--forecaster", "seasonal_naive")
+
+
+def _run(*args, quick=True, **kwargs):
+    return CliRunner().invoke(simulate, [*(QUICK if quick else ()), *args], **kwargs)
 
 
 def test_every_option_has_an_env_var():
@@ -39,10 +43,11 @@ def test_json_table_for_a_trace(trace_csv):
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert list(payload) == ["policies"]
+    assert payload["seeds"] == 1 and payload["tuned"] is False
     assert list(payload["policies"]) == ["adequate", "hpa"]
+    assert payload["ci95"]["hpa"]["worker_hours"] is None  # one seed, no interval
     assert payload["policies"]["adequate"]["worker_hours"] == pytest.approx(28 * 24)
-    assert "simulating hpa" in result.stderr
+    assert "simulating 2 variant(s) x 1 seed(s) over 1 day(s)" in result.stderr
 
 
 def test_text_table_and_env_vars(trace_csv):
@@ -51,8 +56,11 @@ def test_text_table_and_env_vars(trace_csv):
         "STREAMTRAIN_SIMULATE_POLICIES": "hpa",
         "STREAMTRAIN_SIMULATE_PARTITIONS": "8",
         "STREAMTRAIN_SIMULATE_PEAK_WORKERS": "12",
+        "STREAMTRAIN_SIMULATE_SEEDS": "1",
+        "STREAMTRAIN_SIMULATE_TUNE": "false",
+        "STREAMTRAIN_SIMULATE_FORECASTER": "seasonal_naive",
     }
-    result = _run(env=env)
+    result = _run(env=env, quick=False)
     assert result.exit_code == 0, result.output
     header, row = result.stdout.splitlines()
     assert header.split()[:3] == ["policy", "violation", "%"]
@@ -125,6 +133,78 @@ def test_without_a_trace_the_last_days_of_a_synthetic_week_are_simulated(days):
         "--policies", "adequate", "--partitions", "4", "--simulate-days", str(days), "--json"
     )
     assert result.exit_code == 0, result.output
-    assert f"synth-{days + 6}d-seed0" in result.stderr
+    assert f"synth-{days + 6}d-seed0" in result.stderr  # --no-tune: a week of history
     hours = json.loads(result.stdout)["policies"]["adequate"]["worker_hours"]
     assert hours == pytest.approx(28 * 24 * days)
+
+
+def _hpa(*args, trace_csv):
+    result = _run(
+        "--trace", str(trace_csv), "--policies", "hpa", "--partitions", "8", "--json", *args
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["policies"]["hpa"]
+
+
+def test_the_per_mode_costs_reach_the_simulation(trace_csv):
+    base = _hpa(trace_csv=trace_csv)
+    assert base["downtime_min"] / base["scaling_actions"] == pytest.approx(4.5 / 60, abs=0.01)
+    longer = _hpa("--two-phase-checkpoint-s", "30", "--group-pause-s", "30", trace_csv=trace_csv)
+    assert longer["downtime_min"] / longer["scaling_actions"] == pytest.approx(1.0, abs=0.05)
+    shards = _hpa("--assignment", "shards", trace_csv=trace_csv)
+    assert shards["downtime_min"] == 0
+    restart = _hpa("--restart", "pause", "--group-prep-s", "100", trace_csv=trace_csv)
+    assert restart["downtime_min"] / restart["scaling_actions"] == pytest.approx(
+        (60 + 100 + 4.5) / 60, abs=0.03
+    )
+
+
+def test_tuning_prints_the_chosen_settings_and_uses_them(tmp_path):
+    path = tmp_path / "three.csv"
+    with path.open("w") as handle:
+        write_trace(synth_trace(3, seed=2), handle)
+    result = CliRunner().invoke(
+        simulate,
+        [
+            "--trace",
+            str(path),
+            "--policies",
+            "hpa,kale",
+            "--partitions",
+            "8",
+            "--seeds",
+            "1",
+            "--jobs",
+            "1",
+            "--forecaster",
+            "seasonal_naive",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["tuned"] is True
+    assert "tuned hpa: {'target'" in result.stderr
+    assert set(payload["policy_settings"]["hpa"]) == {"target", "scale_down_window_s"}
+    assert payload["policy_settings"]["kale"] == {}
+    assert "kale_vs_hpa_lag_pct" in payload["ratios"]
+
+
+def test_a_trace_too_short_to_tune_runs_untuned(trace_csv):
+    result = _run(
+        "--trace", str(trace_csv), "--policies", "hpa", "--partitions", "8", "--tune", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert "too short to tune" in result.stderr
+    assert json.loads(result.stdout)["tuned"] is False
+
+
+def test_the_paper_table(trace_csv):
+    result = _run(
+        "--trace", str(trace_csv), "--policies", "hpa,streamtrain", "--partitions", "8", "--paper"
+    )
+    assert result.exit_code == 0, result.output
+    header, _rule, hpa, ours = result.stdout.strip().splitlines()
+    assert "violation % ours" in header and "paper" in header
+    assert "19.57 ± 1.50" in hpa
+    assert ours.startswith("| streamtrain")

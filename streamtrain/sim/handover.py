@@ -1,0 +1,111 @@
+"""What the live system measures per assignment mode, in one place: the simulator's only
+source for the preparation of new workers and the stall of the data hand-over.
+
+Owned here: :class:`ModeCost`, :func:`measured_mode_costs` (one :class:`ModeCost` per
+:class:`~streamtrain.config.AssignmentMode`) and :func:`from_live` (the conversion of
+the live system's measurement). When issue #17's measured module
+(``streamtrain.scale.action_costs``, the executors' per-mode preparation and pause as
+``MEASURED_COSTS``) is in main, ``_MEASURED`` below becomes
+``from_live(MEASURED_COSTS)``: one line; nothing else in the simulator knows where the
+numbers come from.
+
+The numbers today (2026-11-23/24, embedded broker Tansu 0.6.0):
+
+* ``group`` (eager rebalance): every join or leave stops **every** partition for
+  ≈3-6 wall seconds (docs/benchmarks.md, "The demo": each action of ``streamtrain
+  demo`` was one eager rebalance of the whole group); here 4.5 s ± 1.5 s, uniform.
+* ``cooperative`` (cooperative-sticky): only the partitions that change hands stall,
+  ≈8 s on a join and ≈3 s on a leave (the lead's probe for issue #17, two consumers on
+  16 partitions); here 5.5 s ± 2.5 s on the moved share.
+* ``shards``: no group membership, so nothing is rebalanced: a joining worker asks for
+  shards, a leaving one finishes its shard and hands back the rest. Not measured yet;
+  0 s until issue #17's benchmark says otherwise.
+
+The preparation of a new worker (containers, image pull, model load) cannot be measured
+on the demo's tiny model and one machine: it keeps a real job's scale (KALE §1's ≈10-min
+restart: containers 30 s, image 30 s, model load 360 s, besides the 60-s checkpoint of
+:class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every mode.
+``streamtrain simulate --<mode>-prep-s / --<mode>-pause-s`` replace them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from streamtrain.config import AssignmentMode
+from streamtrain.errors import ConfigError
+
+__all__ = ["LiveEstimate", "ModeCost", "from_live", "measured_mode_costs"]
+
+
+class LiveEstimate(Protocol):
+    """One mode's live measurement (issue #17's ``ActionCostEstimate``): wall seconds;
+    ``pause_s`` is the action's pause as full-stop seconds of the whole job."""
+
+    @property
+    def pause_s(self) -> float: ...
+
+    @property
+    def pause_spread_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModeCost:
+    """One mode's action costs. The hand-over stall of an action is drawn uniformly from
+    ``pause_s ± pause_spread_s``; with ``moved_only`` it stops only the share of the
+    partitions that change hands (``|Δw| / max(from, to)``), so its cost in lost
+    training is that share of the stall."""
+
+    prep_s: float  # new workers: containers, image, model load (until READY)
+    pause_s: float  # mean stall of the data hand-over
+    pause_spread_s: float  # half-width of its uniform distribution
+    moved_only: bool  # the stall hits only the partitions that change hands
+
+    def __post_init__(self) -> None:
+        if min(self.prep_s, self.pause_s, self.pause_spread_s) < 0:
+            raise ConfigError("preparation, pause and spread cannot be negative")
+        if self.pause_spread_s > self.pause_s:
+            raise ConfigError("the pause's spread cannot exceed its mean (no negative pauses)")
+
+    def with_means(self, *, prep_s: float | None = None, pause_s: float | None = None) -> ModeCost:
+        """The same mode with other means; the spread keeps its share of the pause."""
+        pause = self.pause_s if pause_s is None else pause_s
+        share = self.pause_spread_s / self.pause_s if self.pause_s > 0 else 0.0
+        return ModeCost(
+            self.prep_s if prep_s is None else prep_s, pause, pause * share, self.moved_only
+        )
+
+
+_REAL_JOB_PREP_S = 420.0  # containers 30 s + image 30 s + model load 360 s
+
+_MEASURED: dict[AssignmentMode, ModeCost] = {
+    AssignmentMode.GROUP: ModeCost(_REAL_JOB_PREP_S, 4.5, 1.5, moved_only=False),
+    AssignmentMode.COOPERATIVE: ModeCost(_REAL_JOB_PREP_S, 5.5, 2.5, moved_only=True),
+    AssignmentMode.SHARDS: ModeCost(_REAL_JOB_PREP_S, 0.0, 0.0, moved_only=True),
+}
+
+
+def from_live(
+    estimates: Mapping[AssignmentMode, LiveEstimate], *, prep_s: float = _REAL_JOB_PREP_S
+) -> dict[AssignmentMode, ModeCost]:
+    """The simulator's costs from the live system's: the pause as measured (already the
+    whole job's full-stop equivalent, so not ``moved_only``; its standard deviation as
+    a uniform spread, ``sqrt(3)`` times it, at most the mean), the preparation at a real
+    job's scale (the live workers' few seconds are a tiny model's on one machine)."""
+    return {
+        mode: ModeCost(
+            prep_s,
+            e.pause_s,
+            min(e.pause_s, math.sqrt(3.0) * e.pause_spread_s),
+            moved_only=False,
+        )
+        for mode, e in estimates.items()
+    }
+
+
+def measured_mode_costs() -> dict[AssignmentMode, ModeCost]:
+    """Preparation and hand-over stall per assignment mode (see the module docstring)."""
+    return dict(_MEASURED)

@@ -1,0 +1,73 @@
+"""Spreading the seeds of a comparison over processes.
+
+Owned here: :func:`map_seeds`, ``[task(shared, seed) for seed in seeds]``, in this
+process (``jobs=1``) or in ``jobs`` worker processes. The workers are *spawned* (not
+forked: the parent may hold torch's threads from fitting a forecaster), receive
+``shared`` once each (pickled: arrays and frozen settings, never a socket), and are
+joined before it returns; an exception in a worker is re-raised here. Results come back
+in the order of ``seeds``, so a run is the same whatever ``jobs`` is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+from streamtrain.errors import ConfigError
+
+__all__ = ["map_seeds"]
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+_TASK: Callable[[Any, int], Any] | None = None
+_SHARED: Any = None
+
+
+def _install(task: Callable[[Any, int], Any], shared: Any) -> None:
+    global _TASK, _SHARED  # one task per worker process, set once
+    _TASK, _SHARED = task, shared
+
+
+def _run(seed: int) -> Any:
+    if _TASK is None:
+        raise ConfigError("the worker process was not given a task")
+    return _TASK(_SHARED, seed)
+
+
+def map_seeds(
+    task: Callable[[S, int], R],
+    shared: S,
+    seeds: Sequence[int],
+    *,
+    jobs: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> list[R]:
+    """See the module docstring. ``task`` must be a module-level function."""
+    if jobs < 1:
+        raise ConfigError(f"need at least one job, got {jobs}")
+    seeds = list(seeds)
+    if jobs == 1 or len(seeds) <= 1:
+        results = []
+        for k, seed in enumerate(seeds, 1):
+            results.append(task(shared, seed))
+            if progress is not None and len(seeds) > 1:
+                progress(f"seed {seed} done ({k}/{len(seeds)})")
+        return results
+    context = multiprocessing.get_context("spawn")
+    by_seed: dict[int, R] = {}
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(seeds)),
+        mp_context=context,
+        initializer=_install,
+        initargs=(task, shared),
+    ) as pool:
+        futures = {pool.submit(_run, seed): seed for seed in seeds}
+        for future in as_completed(futures):
+            seed = futures[future]
+            by_seed[seed] = future.result()
+            if progress is not None:
+                progress(f"seed {seed} done ({len(by_seed)}/{len(seeds)})")
+    return [by_seed[seed] for seed in seeds]

@@ -1,0 +1,73 @@
+"""Repetitions: the mean of a metric over seeds and its 95 % confidence interval.
+
+Owned here: :class:`Interval` (mean ± half-width) and :func:`interval` (Student's t:
+``mean ± t(0.975, n - 1) · s / √n``, as KALE §4.1 reports "95 % Confidence-Interval"
+error bars over 20 repetitions), :func:`summarize` (every metric of every policy), and
+:func:`differs` (whether two intervals do not overlap). One seed has no interval
+(half-width NaN). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamtrain.errors import ConfigError
+from streamtrain.sim.metrics import METRIC_NAMES, PolicyMetrics
+
+__all__ = ["Interval", "differs", "interval", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    mean: float
+    half_width: float  # NaN with a single value
+    n: int
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half_width
+
+    def contains(self, value: float) -> bool:
+        return not math.isnan(self.half_width) and self.low <= value <= self.high
+
+
+def _t975(dof: int) -> float:
+    from scipy.stats import t  # scipy is a dependency; imported when intervals are asked
+
+    return float(t.ppf(0.975, dof))
+
+
+def interval(values: Sequence[float]) -> Interval:
+    """Mean and 95 % Student-t half-width of ``values``."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0 or not np.all(np.isfinite(data)):
+        raise ConfigError("an interval needs at least one finite value")
+    mean = float(data.mean())
+    if data.size == 1:
+        return Interval(mean, math.nan, 1)
+    half = _t975(data.size - 1) * float(data.std(ddof=1)) / math.sqrt(data.size)
+    return Interval(mean, half, int(data.size))
+
+
+def summarize(
+    per_seed: Mapping[str, Sequence[PolicyMetrics]],
+) -> dict[str, dict[str, Interval]]:
+    """Per policy, per metric: the interval over seeds."""
+    return {
+        policy: {name: interval([getattr(m, name) for m in runs]) for name in METRIC_NAMES}
+        for policy, runs in per_seed.items()
+    }
+
+
+def differs(ours: Interval, value: float, value_half_width: float = 0.0) -> bool:
+    """True when ``value ± value_half_width`` lies wholly outside ``ours``."""
+    half = 0.0 if math.isnan(ours.half_width) else ours.half_width
+    return abs(ours.mean - value) > half + value_half_width

@@ -1,0 +1,95 @@
+"""The two tools' costs: action phases per assignment mode (measured hand-over stalls,
+a real job's preparation), and the measured numbers' one home."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from streamtrain.config import AssignmentMode
+from streamtrain.errors import ConfigError
+from streamtrain.sim.execution import ActionCosts, Execution, action_phases
+from streamtrain.sim.handover import ModeCost, from_live, measured_mode_costs
+
+
+def test_the_measured_costs_cover_every_mode():
+    costs = measured_mode_costs()
+    assert set(costs) == set(AssignmentMode)
+    group = costs[AssignmentMode.GROUP]
+    assert (group.pause_s - group.pause_spread_s, group.pause_s + group.pause_spread_s) == (3, 6)
+    assert not group.moved_only and costs[AssignmentMode.COOPERATIVE].moved_only
+    assert {c.prep_s for c in costs.values()} == {420.0}
+
+
+def test_pause_and_restart_pauses_for_everything():
+    execution = Execution(two_phase=False)
+    assert action_phases(4, 8, execution) == (0.0, 60 + 420 + 4.5)
+    assert action_phases(8, 4, execution, draw=0.0) == (0.0, 60 + 420 + 3.0)
+    assert ActionCosts().restart_s(AssignmentMode.GROUP) == pytest.approx(484.5)
+
+
+def test_two_phase_prepares_scale_ups_while_training():
+    execution = Execution(two_phase=True)
+    assert action_phases(4, 8, execution) == (420.0, 4.5)  # the measured hand-over only
+    assert action_phases(8, 4, execution, draw=1.0) == (0.0, 6.0)
+    costs = ActionCosts(two_phase_checkpoint_s=60.0)  # parameter servers re-partitioned
+    assert action_phases(4, 8, Execution(two_phase=True, costs=costs)) == (420.0, 64.5)
+
+
+@pytest.mark.parametrize(
+    "mode,up,down",
+    [
+        (AssignmentMode.GROUP, 4.5, 4.5),
+        (AssignmentMode.COOPERATIVE, 5.5 * 4 / 8, 5.5 * 2 / 8),
+        (AssignmentMode.SHARDS, 0.0, 0.0),
+    ],
+)
+def test_only_the_moved_share_stalls_where_the_mode_allows(mode, up, down):
+    execution = Execution(two_phase=True, assignment=mode)
+    assert action_phases(4, 8, execution)[1] == pytest.approx(up)
+    assert action_phases(8, 6, execution)[1] == pytest.approx(down)
+
+
+def test_other_means_keep_the_spread_share():
+    cost = ModeCost(420.0, 4.5, 1.5, moved_only=False).with_means(pause_s=9.0, prep_s=100.0)
+    assert (cost.prep_s, cost.pause_s, cost.pause_spread_s) == (100.0, 9.0, 3.0)
+    zero = ModeCost(420.0, 0.0, 0.0, moved_only=True).with_means(pause_s=2.0)
+    assert zero.pause_spread_s == 0.0
+
+
+def test_bad_costs():
+    with pytest.raises(ConfigError):
+        ModeCost(-1.0, 1.0, 0.0, moved_only=False)
+    with pytest.raises(ConfigError, match="spread"):
+        ModeCost(1.0, 1.0, 2.0, moved_only=False)
+    with pytest.raises(ConfigError, match="missing"):
+        ActionCosts(60.0, {AssignmentMode.GROUP: measured_mode_costs()[AssignmentMode.GROUP]})
+    with pytest.raises(ConfigError):
+        action_phases(4, 0, Execution())
+    with pytest.raises(ConfigError):
+        action_phases(4, 5, Execution(), draw=1.5)
+
+
+def test_the_live_measurement_converts_to_whole_job_pauses_at_a_real_jobs_prep():
+    @dataclass(frozen=True)
+    class Live:  # the shape of issue #17's ActionCostEstimate
+        prep_s: float
+        prep_spread_s: float
+        pause_s: float
+        pause_spread_s: float
+
+    costs = from_live(
+        {
+            AssignmentMode.GROUP: Live(2.08, 0.85, 3.63, 1.0),
+            AssignmentMode.SHARDS: Live(1.9, 0.54, 0.75, 0.56),
+        }
+    )
+    group, shards = costs[AssignmentMode.GROUP], costs[AssignmentMode.SHARDS]
+    assert (group.prep_s, group.pause_s, group.moved_only) == (420.0, 3.63, False)
+    assert group.pause_spread_s == pytest.approx(3**0.5)  # a uniform with the same sd
+    assert shards.pause_spread_s == 0.75  # a uniform spread never below zero
+    assert (
+        from_live({AssignmentMode.GROUP: Live(2, 0, 3, 0)}, prep_s=30.0)[
+            AssignmentMode.GROUP
+        ].prep_s
+        == 30.0
+    )
