@@ -3,28 +3,21 @@ source for the preparation of new workers and the stall of the data hand-over.
 
 Owned here: :class:`ModeCost`, :func:`measured_mode_costs` (one :class:`ModeCost` per
 :class:`~streamtrain.config.AssignmentMode`) and :func:`from_live` (the conversion of
-the live system's measurement). When issue #17's measured module
-(``streamtrain.scale.action_costs``, the executors' per-mode preparation and pause as
-``MEASURED_COSTS``) is in main, ``_MEASURED`` below becomes
-``from_live(MEASURED_COSTS)``: one line; nothing else in the simulator knows where the
-numbers come from.
+the live system's measurement). The numbers are the live system's own,
+``streamtrain.scale.action_costs.MEASURED_COSTS`` (``python -m benchmarks.scaling`` on the
+embedded broker; docs/benchmarks.md, "Scaling a live job"): nothing else in the simulator
+knows where they come from, and the live planner reads the same module.
 
-The numbers today (2026-11-23/24, embedded broker Tansu 0.6.0):
+* The pause of an action is taken as measured: the whole job's full-stop equivalent
+  (the backlog's peak above its steady level over the arrival rate), in every mode,
+  drawn uniformly with the measured standard deviation as ``sqrt(3)`` times the spread.
+  ``group`` is the eager rebalance that stops every worker, ``cooperative`` moves only
+  what changes hands, ``shards`` moves no partition (its pause is the shard hand-over).
+* The preparation of a new worker (containers, image pull, model load) cannot be
+  measured on the demo's tiny model and one machine: it keeps a real job's scale (KALE
+  §1's ≈10-min restart: containers 30 s, image 30 s, model load 360 s, besides the 60-s
+  checkpoint of :class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every mode.
 
-* ``group`` (eager rebalance): every join or leave stops **every** partition for
-  ≈3-6 wall seconds (docs/benchmarks.md, "The demo": each action of ``streamtrain
-  demo`` was one eager rebalance of the whole group); here 4.5 s ± 1.5 s, uniform.
-* ``cooperative`` (cooperative-sticky): only the partitions that change hands stall,
-  ≈8 s on a join and ≈3 s on a leave (the lead's probe for issue #17, two consumers on
-  16 partitions); here 5.5 s ± 2.5 s on the moved share.
-* ``shards``: no group membership, so nothing is rebalanced: a joining worker asks for
-  shards, a leaving one finishes its shard and hands back the rest. Not measured yet;
-  0 s until issue #17's benchmark says otherwise.
-
-The preparation of a new worker (containers, image pull, model load) cannot be measured
-on the demo's tiny model and one machine: it keeps a real job's scale (KALE §1's ≈10-min
-restart: containers 30 s, image 30 s, model load 360 s, besides the 60-s checkpoint of
-:class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every mode.
 ``streamtrain simulate --<mode>-prep-s / --<mode>-pause-s`` replace them.
 """
 
@@ -37,6 +30,7 @@ from typing import Protocol
 
 from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
+from streamtrain.scale.action_costs import MEASURED_COSTS
 
 __all__ = ["LiveEstimate", "ModeCost", "from_live", "measured_mode_costs"]
 
@@ -81,12 +75,6 @@ class ModeCost:
 
 _REAL_JOB_PREP_S = 420.0  # containers 30 s + image 30 s + model load 360 s
 
-_MEASURED: dict[AssignmentMode, ModeCost] = {
-    AssignmentMode.GROUP: ModeCost(_REAL_JOB_PREP_S, 4.5, 1.5, moved_only=False),
-    AssignmentMode.COOPERATIVE: ModeCost(_REAL_JOB_PREP_S, 5.5, 2.5, moved_only=True),
-    AssignmentMode.SHARDS: ModeCost(_REAL_JOB_PREP_S, 0.0, 0.0, moved_only=True),
-}
-
 
 def from_live(
     estimates: Mapping[AssignmentMode, LiveEstimate], *, prep_s: float = _REAL_JOB_PREP_S
@@ -104,6 +92,9 @@ def from_live(
         )
         for mode, e in estimates.items()
     }
+
+
+_MEASURED = from_live(MEASURED_COSTS)
 
 
 def measured_mode_costs() -> dict[AssignmentMode, ModeCost]:

@@ -7,46 +7,64 @@ import pytest
 
 from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
+from streamtrain.scale.action_costs import MEASURED_COSTS
 from streamtrain.sim.execution import ActionCosts, Execution, action_phases
 from streamtrain.sim.handover import ModeCost, from_live, measured_mode_costs
+
+GROUP_PAUSE_S = MEASURED_COSTS[AssignmentMode.GROUP].pause_s  # the live system's number
+GROUP_SPREAD_S = min(GROUP_PAUSE_S, 3**0.5 * MEASURED_COSTS[AssignmentMode.GROUP].pause_spread_s)
 
 
 def test_the_measured_costs_cover_every_mode():
     costs = measured_mode_costs()
     assert set(costs) == set(AssignmentMode)
     group = costs[AssignmentMode.GROUP]
-    assert (group.pause_s - group.pause_spread_s, group.pause_s + group.pause_spread_s) == (3, 6)
-    assert not group.moved_only and costs[AssignmentMode.COOPERATIVE].moved_only
+    # the live measurement as it is: the whole job's full-stop pause in every mode
+    assert (group.pause_s, group.pause_spread_s) == pytest.approx((GROUP_PAUSE_S, GROUP_SPREAD_S))
+    assert not any(c.moved_only for c in costs.values())
+    for mode, cost in costs.items():
+        assert cost.pause_s == MEASURED_COSTS[mode].pause_s
     assert {c.prep_s for c in costs.values()} == {420.0}
 
 
 def test_pause_and_restart_pauses_for_everything():
     execution = Execution(two_phase=False)
-    assert action_phases(4, 8, execution) == (0.0, 60 + 420 + 4.5)
-    assert action_phases(8, 4, execution, draw=0.0) == (0.0, 60 + 420 + 3.0)
-    assert ActionCosts().restart_s(AssignmentMode.GROUP) == pytest.approx(484.5)
+    assert action_phases(4, 8, execution) == pytest.approx((0.0, 60 + 420 + GROUP_PAUSE_S))
+    low = GROUP_PAUSE_S - GROUP_SPREAD_S
+    assert action_phases(8, 4, execution, draw=0.0) == pytest.approx((0.0, 60 + 420 + low))
+    assert ActionCosts().restart_s(AssignmentMode.GROUP) == pytest.approx(480 + GROUP_PAUSE_S)
 
 
 def test_two_phase_prepares_scale_ups_while_training():
     execution = Execution(two_phase=True)
-    assert action_phases(4, 8, execution) == (420.0, 4.5)  # the measured hand-over only
-    assert action_phases(8, 4, execution, draw=1.0) == (0.0, 6.0)
+    # the measured hand-over only
+    assert action_phases(4, 8, execution) == pytest.approx((420.0, GROUP_PAUSE_S))
+    high = GROUP_PAUSE_S + GROUP_SPREAD_S
+    assert action_phases(8, 4, execution, draw=1.0) == pytest.approx((0.0, high))
     costs = ActionCosts(two_phase_checkpoint_s=60.0)  # parameter servers re-partitioned
-    assert action_phases(4, 8, Execution(two_phase=True, costs=costs)) == (420.0, 64.5)
+    phases = action_phases(4, 8, Execution(two_phase=True, costs=costs))
+    assert phases == pytest.approx((420.0, 60 + GROUP_PAUSE_S))
 
 
-@pytest.mark.parametrize(
-    "mode,up,down",
-    [
+def test_only_the_moved_share_stalls_where_the_mode_allows():
+    moved = ModeCost(420.0, 5.5, 2.5, moved_only=True)
+    whole = ModeCost(420.0, 4.5, 1.5, moved_only=False)
+    costs = ActionCosts(
+        60.0,
+        {
+            AssignmentMode.GROUP: whole,
+            AssignmentMode.COOPERATIVE: moved,
+            AssignmentMode.SHARDS: ModeCost(420.0, 0.0, 0.0, moved_only=True),
+        },
+    )
+    for mode, up, down in (
         (AssignmentMode.GROUP, 4.5, 4.5),
         (AssignmentMode.COOPERATIVE, 5.5 * 4 / 8, 5.5 * 2 / 8),
         (AssignmentMode.SHARDS, 0.0, 0.0),
-    ],
-)
-def test_only_the_moved_share_stalls_where_the_mode_allows(mode, up, down):
-    execution = Execution(two_phase=True, assignment=mode)
-    assert action_phases(4, 8, execution)[1] == pytest.approx(up)
-    assert action_phases(8, 6, execution)[1] == pytest.approx(down)
+    ):
+        execution = Execution(two_phase=True, assignment=mode, costs=costs)
+        assert action_phases(4, 8, execution)[1] == pytest.approx(up)
+        assert action_phases(8, 6, execution)[1] == pytest.approx(down)
 
 
 def test_other_means_keep_the_spread_share():

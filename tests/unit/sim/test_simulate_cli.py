@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from streamtrain.commands.simulate import simulate
+from streamtrain.config import AssignmentMode
 from streamtrain.forecast.trace import synth_trace, write_trace
+from streamtrain.scale.action_costs import MEASURED_COSTS
 
 
 @pytest.fixture(scope="module")
@@ -148,14 +150,16 @@ def _hpa(*args, trace_csv):
 
 def test_the_per_mode_costs_reach_the_simulation(trace_csv):
     base = _hpa(trace_csv=trace_csv)
-    assert base["downtime_min"] / base["scaling_actions"] == pytest.approx(4.5 / 60, abs=0.01)
+    group_pause_s = MEASURED_COSTS[AssignmentMode.GROUP].pause_s  # the live measurement
+    per_action_min = base["downtime_min"] / base["scaling_actions"]
+    assert per_action_min == pytest.approx(group_pause_s / 60, abs=0.01)
     longer = _hpa("--two-phase-checkpoint-s", "30", "--group-pause-s", "30", trace_csv=trace_csv)
     assert longer["downtime_min"] / longer["scaling_actions"] == pytest.approx(1.0, abs=0.05)
-    shards = _hpa("--assignment", "shards", trace_csv=trace_csv)
+    shards = _hpa("--assignment", "shards", "--shards-pause-s", "0", trace_csv=trace_csv)
     assert shards["downtime_min"] == 0
     restart = _hpa("--restart", "pause", "--group-prep-s", "100", trace_csv=trace_csv)
     assert restart["downtime_min"] / restart["scaling_actions"] == pytest.approx(
-        (60 + 100 + 4.5) / 60, abs=0.03
+        (60 + 100 + group_pause_s) / 60, abs=0.03
     )
 
 
