@@ -25,6 +25,45 @@ def test_full_shards_are_cut_as_soon_as_available_and_the_rest_after_max_wait():
     assert b.positions()[(T, 0)] == (0, 260, 260)
 
 
+def test_a_queued_tail_grows_over_new_records_up_to_a_full_shard():
+    b = book(shard_records=100, max_wait_s=1.0)
+    b.observe(T, 0, 10, 0, now_s=0.0)
+    assert b.observe(T, 0, 10, 0, now_s=1.0) == 1  # a small shard after max_wait
+    assert b.observe(T, 0, 60, 0, now_s=1.2) == 0  # nobody took it: it grows
+    assert b.positions()[(T, 0)] == (0, 60, 60)
+    assert b.observe(T, 0, 130, 0, now_s=1.4) == 0  # full at 100; 30 wait uncut
+    assert b.positions()[(T, 0)] == (0, 100, 130)
+    [grant] = b.request("w", 1, now_s=1.5)
+    assert grant.shard == ShardRange(T, 0, 0, 100)
+
+
+def test_a_leased_or_requeued_tail_never_grows():
+    b = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
+    b.observe(T, 0, 10, 0, now_s=0.0)
+    b.observe(T, 0, 10, 0, now_s=1.0)
+    [grant] = b.request("w", 1, now_s=1.0)
+    b.observe(T, 0, 20, 0, now_s=1.5)
+    assert b.positions()[(T, 0)] == (0, 10, 20)  # leased: the new records wait uncut
+    b.observe(T, 0, 20, 0, now_s=2.5)  # cut on its own after max_wait
+    b.request("v", 1, now_s=2.5)
+    b.expire(now_s=10.0)  # both requeued under their old ranges
+    b.observe(T, 0, 30, 0, now_s=10.0)
+    assert b.positions()[(T, 0)] == (0, 20, 30)
+    assert b.done("w", grant.shard, grant.epoch, now_s=10.1) is None  # a late report
+
+
+def test_a_restored_book_does_not_grow_tails_during_the_grace():
+    b = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
+    b.observe(T, 0, 10, 0, now_s=0.0)
+    b.observe(T, 0, 10, 0, now_s=1.0)
+    restored = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
+    restored.restore(b.snapshot().values(), now_s=50.0)
+    restored.observe(T, 0, 40, 0, now_s=51.0)
+    assert restored.positions()[(T, 0)] == (0, 10, 40)  # a lost grant may name 0..10
+    restored.observe(T, 0, 40, 0, now_s=54.0)
+    assert restored.positions()[(T, 0)] == (0, 40, 40)
+
+
 def test_a_new_partition_starts_at_the_given_offset():
     b = book(shard_records=10)
     b.observe(T, 3, 125, 100, now_s=0.0)
@@ -71,13 +110,33 @@ def test_a_silent_holder_loses_its_shards_and_the_next_worker_gets_them_first():
     b = book(shard_records=10, lease_s=3.0)
     b.observe(T, 0, 40, 0, now_s=0.0)
     [g] = b.request("a", 1, now_s=0.0)
+    b.heartbeat("b", [], now_s=2.9)  # b is alive and heard
     assert b.expire(now_s=2.9) == []
     b.heartbeat("a", [(g.shard, g.epoch)], now_s=2.0)  # extends to 5.0
+    b.heartbeat("b", [], now_s=4.9)
     assert b.expire(now_s=4.9) == []
+    b.heartbeat("b", [], now_s=5.0)
     [expired] = b.expire(now_s=5.0)
     assert expired.shard == g.shard and expired.worker_id == "a"
     [again] = b.request("b", 1, now_s=5.0)
     assert again.shard == g.shard and again.epoch > g.epoch
+
+
+def test_time_when_no_worker_is_heard_does_not_count_against_leases():
+    """Every worker silent at once: the coordinator is deaf (its agent stalled)."""
+    b = book(shard_records=10, lease_s=3.0)
+    b.observe(T, 0, 40, 0, now_s=0.0)
+    [g] = b.request("a", 1, now_s=0.0)
+    b.expire(now_s=0.5)
+    assert b.expire(now_s=1.5) == []  # nobody heard for 1.5 s: the clock stops
+    assert b.expire(now_s=5.0) == []  # the deaf 3.5 s did not count
+    b.heartbeat("b", [], now_s=5.5)  # heard again: a's silence counts again
+    assert b.expire(now_s=5.6) == []
+    b.heartbeat("b", [], now_s=7.0)
+    assert b.expire(now_s=7.0) == []  # 4.5 s after a's last word, 2 of them counted
+    b.heartbeat("b", [], now_s=8.0)
+    [expired] = b.expire(now_s=8.0)
+    assert expired.shard == g.shard
 
 
 def test_done_reports_advance_the_contiguous_prefix_only():
@@ -270,7 +329,11 @@ def test_model_random_workers_crashes_and_restarts_never_commit_past_untrained_r
         now += 10.0  # no more traffic: a survivor finishes everything
         for p in hwm:
             b.observe(T, p, hwm[p], 0, now)
-        b.expire(now)
+        b.expire(now)  # heard nobody for 10 s: deaf, nothing expires
+        for _ in range(30):  # the survivor heartbeats; the silent holders expire
+            now += 0.1
+            b.heartbeat("z", [], now)
+            b.expire(now)
         while grants := b.request("z", 3, now):
             for g in grants:
                 trained[g.shard.partition].update(range(g.shard.start_offset, g.shard.end_offset))
