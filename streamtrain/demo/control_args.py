@@ -31,6 +31,7 @@ __all__ = [
     "PLAN_STEP_S",
     "SAMPLE_BUCKET_WALL_S",
     "SHARD_LAG_FLOOR_WALL_S",
+    "SHARD_LEASE_WALL_S",
     "SHARD_MAX_WAIT_WALL_S",
     "SLO_WARNING_FRACTION",
     "TOLERATED_LAG_WALL_S",
@@ -77,6 +78,11 @@ DEMO_WORKER_PREP_WALL_S = 6.0
 # done report, commit: ≈3 wall seconds with 1 s); a queued shard grows over what
 # arrives while it waits, so shorter cuts cost no extra grants when workers are behind.
 SHARD_MAX_WAIT_WALL_S = 0.5
+# A shard whose worker sent no heartbeat for 6 wall seconds goes back to the queue (the
+# coordinator's default is 3 s): on the shared 2-core machine live workers and the
+# control app's agent stalled for 3 s often enough that every lease expired at once
+# (each shard then trained twice); a killed worker's shards return 3 s later instead.
+SHARD_LEASE_WALL_S = 6.0
 # The settings below were tuned in group mode, whose lag floor (≈1-1.5 wall seconds:
 # the workers commit every second) they include. With shards a record also waits to
 # be cut, granted, reported done and committed by the control app: ≈2 wall seconds
@@ -154,7 +160,14 @@ def control_app_argv(
 
     cost = measured_cost(s.assignment)
     shards = (
-        ("--shards-job", n.job, "--shard-max-wait-s", str(SHARD_MAX_WAIT_WALL_S))
+        (
+            "--shards-job",
+            n.job,
+            "--shard-max-wait-s",
+            str(SHARD_MAX_WAIT_WALL_S),
+            "--shard-lease-s",
+            str(SHARD_LEASE_WALL_S),
+        )
         if s.assignment == "shards"
         else ()
     )

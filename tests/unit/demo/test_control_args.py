@@ -46,6 +46,7 @@ DEFAULT_ARGV = [
     *("--policy-setting", "trigger_lag_exit_s=360"),
     *("--plan-time-scale", "144", "--plan-history", "/tmp/run/seed-history.json"),
     *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "0.5"),
+    *("--shard-lease-s", "6.0"),
 ]
 
 
