@@ -75,8 +75,8 @@ PLAN_STEP_S = 300
 DEMO_WORKER_PREP_WALL_S = 6.0
 # With shards, records wait at most half a wall second uncut (72 simulated seconds):
 # the cut is one of the waits that add up to the lag floor (cut, grant, read, train,
-# done report, commit: ≈3 wall seconds with 1 s); a queued shard grows over what
-# arrives while it waits, so shorter cuts cost no extra grants when workers are behind.
+# done report, commit: ≈3 wall seconds with 1 s); a worker whose shards are small asks
+# for more of them per grant round trip (streamtrain.ingest.shard_consumer).
 SHARD_MAX_WAIT_WALL_S = 0.5
 # A shard whose worker sent no heartbeat for 6 wall seconds goes back to the queue (the
 # coordinator's default is 3 s): on the shared 2-core machine live workers and the

@@ -8,9 +8,7 @@ epoch, until a deadline) or ``done``. It is responsible for:
 * **cutting** (:meth:`~ShardBook.observe`, each tick, from the offsets the control app
   lists anyway): a partition's new records become shards of ``shard_records`` as soon as
   that many are available, or a smaller shard once the oldest uncut record waited
-  ``max_wait_s``; a partition's last shard grows over new records while it is queued
-  and was never leased (up to ``shard_records``), so a backlog travels in few grants;
-  a worker that asks while the queue is empty gets a shard cut on demand;
+  ``max_wait_s``; a worker that asks while the queue is empty gets a shard cut on demand;
 * **leasing** (:meth:`~ShardBook.request`, and :meth:`~ShardBook.serve_waiting` for
   requests that found nothing, as soon as shards are cut): up to ``max_held_shards``
   per worker; the
@@ -128,7 +126,6 @@ class ShardBook:
         part.hwm = max(part.hwm, high_watermark)
         cut = 0
         size = self.settings.shard_records
-        self._grow_tail(key, part, now_s)
         while part.hwm - part.cut_to >= size:
             self._cut(key, part, part.cut_to + size)
             cut += 1
@@ -139,26 +136,6 @@ class ShardBook:
                 self._cut(key, part, part.hwm)
                 cut += 1
         return cut
-
-    def _grow_tail(self, key: PartitionKey, part: _Partition, now_s: float) -> None:
-        """Grow the partition's last shard over the new records while it still waits in
-        the queue, never leased (epoch 0), up to a full shard: when workers fall behind,
-        the shards they get carry the backlog instead of one small shard per
-        ``max_wait_s`` each costing a grant round trip and a seek (measured in
-        ``streamtrain demo``: one worker on 16 partitions trained 100-150 of its
-        400 records/s in 10-record shards). Not while a restored book waits for lost
-        grants' holders, who name the shard by its old range."""
-        if now_s < self._grace_until_s or part.hwm <= part.cut_to:
-            return
-        tail = next((s for s in part.shards.values() if s.end == part.cut_to), None)
-        if tail is None or tail.state != _QUEUED or tail.epoch != 0:
-            return
-        end = min(part.hwm, tail.start + self.settings.shard_records)
-        if end > tail.end:
-            tail.end = part.cut_to = end
-            if end == part.hwm:
-                part.uncut_since_s = None
-            self._dirty.add(key)
 
     def _cut(self, key: PartitionKey, part: _Partition, end: int) -> _Shard:
         shard = _Shard(part.cut_to, end)

@@ -25,45 +25,6 @@ def test_full_shards_are_cut_as_soon_as_available_and_the_rest_after_max_wait():
     assert b.positions()[(T, 0)] == (0, 260, 260)
 
 
-def test_a_queued_tail_grows_over_new_records_up_to_a_full_shard():
-    b = book(shard_records=100, max_wait_s=1.0)
-    b.observe(T, 0, 10, 0, now_s=0.0)
-    assert b.observe(T, 0, 10, 0, now_s=1.0) == 1  # a small shard after max_wait
-    assert b.observe(T, 0, 60, 0, now_s=1.2) == 0  # nobody took it: it grows
-    assert b.positions()[(T, 0)] == (0, 60, 60)
-    assert b.observe(T, 0, 130, 0, now_s=1.4) == 0  # full at 100; 30 wait uncut
-    assert b.positions()[(T, 0)] == (0, 100, 130)
-    [grant] = b.request("w", 1, now_s=1.5)
-    assert grant.shard == ShardRange(T, 0, 0, 100)
-
-
-def test_a_leased_or_requeued_tail_never_grows():
-    b = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
-    b.observe(T, 0, 10, 0, now_s=0.0)
-    b.observe(T, 0, 10, 0, now_s=1.0)
-    [grant] = b.request("w", 1, now_s=1.0)
-    b.observe(T, 0, 20, 0, now_s=1.5)
-    assert b.positions()[(T, 0)] == (0, 10, 20)  # leased: the new records wait uncut
-    b.observe(T, 0, 20, 0, now_s=2.5)  # cut on its own after max_wait
-    b.request("v", 1, now_s=2.5)
-    b.expire(now_s=10.0)  # both requeued under their old ranges
-    b.observe(T, 0, 30, 0, now_s=10.0)
-    assert b.positions()[(T, 0)] == (0, 20, 30)
-    assert b.done("w", grant.shard, grant.epoch, now_s=10.1) is None  # a late report
-
-
-def test_a_restored_book_does_not_grow_tails_during_the_grace():
-    b = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
-    b.observe(T, 0, 10, 0, now_s=0.0)
-    b.observe(T, 0, 10, 0, now_s=1.0)
-    restored = book(shard_records=100, max_wait_s=1.0, lease_s=3.0)
-    restored.restore(b.snapshot().values(), now_s=50.0)
-    restored.observe(T, 0, 40, 0, now_s=51.0)
-    assert restored.positions()[(T, 0)] == (0, 10, 40)  # a lost grant may name 0..10
-    restored.observe(T, 0, 40, 0, now_s=54.0)
-    assert restored.positions()[(T, 0)] == (0, 40, 40)
-
-
 def test_a_new_partition_starts_at_the_given_offset():
     b = book(shard_records=10)
     b.observe(T, 3, 125, 100, now_s=0.0)
