@@ -306,6 +306,16 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     "moves before the new workers consume).",
 )
 @option(
+    "--plan-lag-floor-s",
+    env="PLAN_LAG_FLOOR_S",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Lag the job shows while it keeps up (model seconds; e.g. with --assignment "
+    "shards records wait to be cut, granted and committed): the policy plans on the lag "
+    "and backlog above it.",
+)
+@option(
     "--throughput-model",
     env="PLAN_THROUGHPUT_MODEL",
     type=click.Choice(["sync", "async", "optimus", "ernest"]),
@@ -422,6 +432,7 @@ def lag_run(
     scale_up_prep_s: float | None,
     plan_assignment: str,
     min_action_pause_s: float,
+    plan_lag_floor_s: float,
     throughput_model: str,
     min_distinct_workers: int,
     prior_rate: float | None,
@@ -493,6 +504,7 @@ def lag_run(
             if scale_up_prep_s is None
             else scale_up_prep_s,
             min_action_pause_s=min_action_pause_s,
+            lag_floor_s=plan_lag_floor_s,
             # an action is pending (no new decision) until the samples show its size,
             # at most this long: the measured preparation and pause, with room to spare
             command_timeout_s=max(

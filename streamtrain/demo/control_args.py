@@ -30,6 +30,8 @@ __all__ = [
     "LAG_TICK_S",
     "PLAN_STEP_S",
     "SAMPLE_BUCKET_WALL_S",
+    "SHARD_LAG_FLOOR_WALL_S",
+    "SHARD_LEASE_WALL_S",
     "SHARD_MAX_WAIT_WALL_S",
     "SLO_WARNING_FRACTION",
     "TOLERATED_LAG_WALL_S",
@@ -71,8 +73,25 @@ PLAN_STEP_S = 300
 # benchmark's (streamtrain.scale.action_costs: a worker that imports no torch), so the
 # demo tells the planner its own; the pause is the mode's measured one.
 DEMO_WORKER_PREP_WALL_S = 6.0
-# With shards, records wait at most a wall second uncut (144 simulated seconds).
-SHARD_MAX_WAIT_WALL_S = 1.0
+# With shards, records wait at most half a wall second uncut (72 simulated seconds):
+# the cut is one of the waits that add up to the lag floor (cut, grant, read, train,
+# done report, commit: ≈3 wall seconds with 1 s); a worker whose shards are small asks
+# for more of them per grant round trip (streamtrain.ingest.shard_consumer).
+SHARD_MAX_WAIT_WALL_S = 0.5
+# A shard whose worker sent no heartbeat for 6 wall seconds goes back to the queue (the
+# coordinator's default is 3 s): on the shared 2-core machine live workers and the
+# control app's agent stalled for 3 s often enough that every lease expired at once
+# (each shard then trained twice); a killed worker's shards return 3 s later instead.
+SHARD_LEASE_WALL_S = 6.0
+# The settings below were tuned in group mode, whose lag floor (≈1-1.5 wall seconds:
+# the workers commit every second) they include. With shards a record also waits to
+# be cut, granted, reported done and committed by the control app: ≈2 wall seconds
+# more (benchmarks/scaling.py: the shard worker's median record waits ≈2.4 s more than
+# in group mode with 1-s cuts; 0.5-s cuts now). The planner subtracts that extra floor
+# (`--plan-lag-floor-s`), so the policy's thresholds mean the same in every mode
+# (without it the fallback, entered once, never saw the excess lag fall under its exit
+# threshold and the pool stayed at its peak size for the rest of the day).
+SHARD_LAG_FLOOR_WALL_S = 2.0
 # Throughput samples arrive once a wall second; 3 wall seconds of them at one pool size
 # make one job-level observation (7.2 simulated minutes at 144x), at least one step.
 SAMPLE_BUCKET_WALL_S = 3.0
@@ -141,7 +160,14 @@ def control_app_argv(
 
     cost = measured_cost(s.assignment)
     shards = (
-        ("--shards-job", n.job, "--shard-max-wait-s", str(SHARD_MAX_WAIT_WALL_S))
+        (
+            "--shards-job",
+            n.job,
+            "--shard-max-wait-s",
+            str(SHARD_MAX_WAIT_WALL_S),
+            "--shard-lease-s",
+            str(SHARD_LEASE_WALL_S),
+        )
         if s.assignment == "shards"
         else ()
     )
@@ -196,6 +222,8 @@ def control_app_argv(
         model_s(max(cost.prep_s, DEMO_WORKER_PREP_WALL_S)),
         "--min-action-pause-s",
         model_s(cost.pause_s),
+        "--plan-lag-floor-s",
+        model_s(SHARD_LAG_FLOOR_WALL_S if s.assignment == "shards" else 0.0),
         "--prior-rate",
         f"{s.worker_capacity_records_per_s:.3f}",
         "--sample-bucket-s",

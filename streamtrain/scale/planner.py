@@ -25,6 +25,10 @@ configured by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`:
   ``min_action_pause_s``: when the reported count moves before the new workers consume,
   as with a pool that reports its slots, the measured pause is too short) is the pause
   given to the next decisions.
+* **The lag floor** (``lag_floor_s``): the lag a job shows while it keeps up (with
+  shards: records waiting to be cut, granted and committed) is subtracted from each
+  lag reading, and that many seconds of arrivals from the backlog, before the policy
+  sees them, so its thresholds apply to the lag a worker count can change.
 * **Cannot keep up** (:class:`~streamtrain.scale.keep_up.KeepUpWatch`): one
   ``CANNOT_KEEP_UP`` alert when the model's best within ``[min_workers, max_workers]``
   does not exceed the recent arrival rate, a resolved one when it can again.
@@ -229,10 +233,15 @@ class Planner:
         lag = self.lag
         if lag is None:
             return None
+        rate = lag.records_per_s or 0.0
         max_lag_s = lag.max_lag_s
         if max_lag_s is None or not math.isfinite(max_lag_s):
-            rate = lag.records_per_s or 0.0
             max_lag_s = lag.backlog_records / rate if rate > 0 else 0.0
+        # what the job shows while it keeps up (records on their way to a commit) is
+        # not a backlog to plan away: the policy sees the lag and backlog above it
+        floor_s = self.settings.lag_floor_s
+        max_lag_s -= floor_s
+        backlog_records = lag.backlog_records - rate * floor_s
         measured = dict(self.samples_estimate_points())
         per_worker = measured.get(current, 0.0) / current if current else 0.0
         return Observation(
@@ -242,7 +251,7 @@ class Planner:
             history_start_s=self.arrivals.history_start_s,
             arrivals_records_per_s=self.arrivals.array(),
             max_lag_s=max(0.0, max_lag_s),
-            backlog_records=max(0.0, lag.backlog_records),
+            backlog_records=max(0.0, backlog_records),
             throughput_per_worker_records_per_s=per_worker or None,
             pending=self._pending.action if self._pending else None,
             last_pause_s=self._last_pause_s,

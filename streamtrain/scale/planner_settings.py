@@ -50,6 +50,7 @@ class PlannerSettings:
     initial_workers: int | None = None
     action_pause_s: float = 600.0
     min_action_pause_s: float = 0.0  # a floor under the measured pause
+    lag_floor_s: float = 0.0  # lag while keeping up: the policy sees lag above it
     scale_up_prep_s: float = 0.0
     refit_interval_s: float = 300.0
     refit_tolerance: float = 0.1
@@ -103,6 +104,8 @@ class PlannerSettings:
                     f"--plan-quantile works with {', '.join(sorted(QUANTILE_SETTING))}"
                 )
         spans = (self.refit_interval_s, self.command_timeout_s, self.recent_window_s)
+        if self.lag_floor_s < 0:
+            raise ConfigError(f"the lag floor cannot be negative, got {self.lag_floor_s}")
         if min(spans) <= 0 or self.refit_tolerance < 0 or self.max_history_steps < 1:
             raise ConfigError("intervals, timeouts and the history length must be positive")
 

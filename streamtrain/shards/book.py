@@ -15,7 +15,8 @@ epoch, until a deadline) or ``done``. It is responsible for:
   continuation of a shard the worker holds first (it reads on without a seek), then the
   queue, requeued shards first; a worker whose measured rate would need longer than
   ``target_shard_s`` for a shard gets a smaller one (the queued shard is split);
-* **heartbeats** (:meth:`~ShardBook.heartbeat`) extend a holder's leases; a queued shard
+* **heartbeats** (:meth:`~ShardBook.heartbeat`) extend a holder's leases (time while
+  no worker at all is heard does not count: the coordinator was deaf); a queued shard
   a worker says it holds (its grant was lost when the control app restarted) is
   re-leased to it rather than handed to another; :meth:`~ShardBook.expire` requeues the
   shards of a silent holder; :meth:`~ShardBook.release` requeues shards a leaving worker
@@ -101,6 +102,8 @@ class ShardBook:
         self._waiting: dict[str, tuple[int, float]] = {}  # worker -> (shards, asked at)
         self._grace_until_s = float("-inf")
         self._dirty: set[PartitionKey] = set()
+        self._heard_s = float("-inf")  # the newest heartbeat from any worker
+        self._expired_at_s: float | None = None  # the previous expire() call
 
     # -- cutting ----------------------------------------------------------------------
 
@@ -167,6 +170,7 @@ class ShardBook:
         its earlier one) and served by :meth:`serve_waiting` as soon as shards are cut:
         a worker never waits for its next request to learn that data arrived.
         """
+        self._heard_s = max(self._heard_s, now_s)
         grants = self._grant(worker_id, want, now_s)
         rest = want - len(grants)
         if rest > 0:
@@ -260,6 +264,7 @@ class ShardBook:
         it. Returns the ranges it should let go (leased to another, done, unknown).
         """
         refused: list[tuple[ShardRange, Refusal]] = []
+        self._heard_s = max(self._heard_s, now_s)
         for rng, epoch in held:
             key = rng.key
             shard, problem = self._find(rng)
@@ -301,7 +306,22 @@ class ShardBook:
         return ranges
 
     def expire(self, now_s: float) -> list[Grant]:
-        """Requeue the shards whose holder sent no heartbeat within ``lease_s``."""
+        """Requeue the shards whose holder sent no heartbeat within ``lease_s``.
+
+        While the book heard from no worker at all for ``lease_s / 3`` (every live
+        worker heartbeats far more often) it is the coordinator that is deaf (its
+        agent or the broker stalled), not every holder dead at once: the time does not
+        count against the leases. Measured in ``streamtrain demo``: the control app's
+        agent stalled ~3 s twice under load and every lease of 6 live workers expired
+        at the same millisecond, each shard then trained twice."""
+        previous, self._expired_at_s = self._expired_at_s, now_s
+        if now_s - self._heard_s > self.settings.lease_s / 3:
+            deaf_s = 0.0 if previous is None else max(0.0, now_s - previous)
+            for part in self._partitions.values():
+                for shard in part.shards.values():
+                    if shard.state == _LEASED:
+                        shard.deadline_s += deaf_s
+            return []
         expired: list[Grant] = []
         for key, part in self._partitions.items():
             for shard in part.shards.values():
@@ -331,6 +351,7 @@ class ShardBook:
         A report from an earlier holder (another epoch) is accepted too: its records were
         all trained, which is what done means.
         """
+        self._heard_s = max(self._heard_s, now_s)
         shard, problem = self._find(rng)
         if shard is None:
             return problem

@@ -96,6 +96,15 @@ class Holdings:
         """Held shards not yet read to their end (what the worker still has to fetch)."""
         return sum(1 for shards in self._held.values() for h in shards if not h.read)
 
+    def unread_records(self) -> int:
+        """Offsets of held shards still to fetch."""
+        return sum(
+            h.range.end_offset - h.next_offset
+            for shards in self._held.values()
+            for h in shards
+            if not h.read
+        )
+
     def accept(self, topic: str, partition: int, offsets: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Which of a fetch's records (one partition, offsets ascending) belong to a
         shard being read; counts them as handed out."""

@@ -82,7 +82,8 @@ class ShardSettings:
       queued, so a grant lost in a crash is reclaimed by its holder's heartbeat first);
     * ``target_shard_s``: a worker whose measured rate would need longer than this for a
       full shard gets a smaller one (rate times this, at least ``min_shard_records``);
-    * ``max_held_shards``: the most shards one worker holds at once (current + prefetch).
+    * ``max_held_shards``: the most shards one worker holds at once (current, prefetched,
+      and read but not yet acknowledged: a worker prefetches up to 8 small shards).
     """
 
     shard_records: int = 1_000
@@ -90,7 +91,7 @@ class ShardSettings:
     min_shard_records: int = 20
     lease_s: float = 3.0
     target_shard_s: float = 2.0
-    max_held_shards: int = 8
+    max_held_shards: int = 12
 
     def __post_init__(self) -> None:
         if self.shard_records < 1 or self.min_shard_records < 1:

@@ -85,6 +85,7 @@ def test_a_leaving_worker_returns_its_shards_to_the_queue():
 def test_a_holder_of_a_shard_leased_to_another_is_told_to_let_go():
     c = coordinator()
     grant = c.handle(update(want_shards=1), now_s=0.1)
+    c.handle(wire.encode(pb.ShardUpdate(job="job", worker_id="v")), now_s=9.9)  # v is heard
     c.tick({}, {}, now_s=10.0)  # w went silent: its lease expired
     other = c.handle(
         wire.encode(pb.ShardUpdate(job="job", worker_id="v", want_shards=1)), now_s=10.1

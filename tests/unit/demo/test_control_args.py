@@ -37,6 +37,7 @@ DEFAULT_ARGV = [
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
     *("--scale-up-prep-s", "864"),  # the demo worker's measured 6 s
     *("--min-action-pause-s", model_s(SHARDS.pause_s, 144)),
+    *("--plan-lag-floor-s", "288"),  # shards: 2 wall s more than group mode
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
     *("--policy-setting", "fallback_target_lag_s=1200"),
@@ -44,7 +45,8 @@ DEFAULT_ARGV = [
     *("--policy-setting", "trigger_lag_enter_s=720"),
     *("--policy-setting", "trigger_lag_exit_s=360"),
     *("--plan-time-scale", "144", "--plan-history", "/tmp/run/seed-history.json"),
-    *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "1.0"),
+    *("--shards-job", "streamtrain-demo-abcd1234", "--shard-max-wait-s", "0.5"),
+    *("--shard-lease-s", "6.0"),
 ]
 
 

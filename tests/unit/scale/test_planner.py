@@ -108,6 +108,31 @@ def test_a_decision_becomes_one_command_and_waits_for_the_pool(floor_s, pause_s)
     assert status["current_workers"] == 3
 
 
+def test_the_policy_sees_lag_and_backlog_above_the_lag_floor():
+    p = planner(lag_floor_s=12.0)
+    p.add_sample(sample(1, 5.0, T0), T0)
+    p.observe_lag(LagReading(T0, 20.0, 30.0, 600))
+    obs = p.observation(T0 + 0.5, 1)
+    assert obs is not None
+    assert obs.max_lag_s == pytest.approx(18.0)
+    assert obs.backlog_records == pytest.approx(600 - 20.0 * 12.0)
+    p.observe_lag(LagReading(T0 + 1, 20.0, 8.0, 160))  # below the floor: nothing
+    obs = p.observation(T0 + 1.5, 1)
+    assert obs is not None and obs.max_lag_s == 0.0 and obs.backlog_records == 0.0
+    with pytest.raises(ConfigError):
+        planner(lag_floor_s=-1.0)
+
+
+def test_a_lag_at_the_floor_does_not_scale_up():
+    floor = planner(lag_floor_s=25.0)
+    plain = planner()
+    for p in (floor, plain):
+        p.add_sample(sample(1, 5.0, T0), T0)
+        p.observe_lag(LagReading(T0, 20.0, 30.0, 600))
+    assert plain.tick(T0 + 0.5).command is not None  # HPA: lag 30 s over its 10-s target
+    assert floor.tick(T0 + 0.5).command is None  # 5 s above the floor: hold
+
+
 def test_a_command_not_reflected_in_time_stops_being_pending():
     p = planner(command_timeout_s=10.0)
     p.add_sample(sample(1, 5.0, T0), T0)

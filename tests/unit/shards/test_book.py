@@ -71,13 +71,33 @@ def test_a_silent_holder_loses_its_shards_and_the_next_worker_gets_them_first():
     b = book(shard_records=10, lease_s=3.0)
     b.observe(T, 0, 40, 0, now_s=0.0)
     [g] = b.request("a", 1, now_s=0.0)
+    b.heartbeat("b", [], now_s=2.9)  # b is alive and heard
     assert b.expire(now_s=2.9) == []
     b.heartbeat("a", [(g.shard, g.epoch)], now_s=2.0)  # extends to 5.0
+    b.heartbeat("b", [], now_s=4.9)
     assert b.expire(now_s=4.9) == []
+    b.heartbeat("b", [], now_s=5.0)
     [expired] = b.expire(now_s=5.0)
     assert expired.shard == g.shard and expired.worker_id == "a"
     [again] = b.request("b", 1, now_s=5.0)
     assert again.shard == g.shard and again.epoch > g.epoch
+
+
+def test_time_when_no_worker_is_heard_does_not_count_against_leases():
+    """Every worker silent at once: the coordinator is deaf (its agent stalled)."""
+    b = book(shard_records=10, lease_s=3.0)
+    b.observe(T, 0, 40, 0, now_s=0.0)
+    [g] = b.request("a", 1, now_s=0.0)
+    b.expire(now_s=0.5)
+    assert b.expire(now_s=1.5) == []  # nobody heard for 1.5 s: the clock stops
+    assert b.expire(now_s=5.0) == []  # the deaf 3.5 s did not count
+    b.heartbeat("b", [], now_s=5.5)  # heard again: a's silence counts again
+    assert b.expire(now_s=5.6) == []
+    b.heartbeat("b", [], now_s=7.0)
+    assert b.expire(now_s=7.0) == []  # 4.5 s after a's last word, 2 of them counted
+    b.heartbeat("b", [], now_s=8.0)
+    [expired] = b.expire(now_s=8.0)
+    assert expired.shard == g.shard
 
 
 def test_done_reports_advance_the_contiguous_prefix_only():
@@ -270,7 +290,11 @@ def test_model_random_workers_crashes_and_restarts_never_commit_past_untrained_r
         now += 10.0  # no more traffic: a survivor finishes everything
         for p in hwm:
             b.observe(T, p, hwm[p], 0, now)
-        b.expire(now)
+        b.expire(now)  # heard nobody for 10 s: deaf, nothing expires
+        for _ in range(30):  # the survivor heartbeats; the silent holders expire
+            now += 0.1
+            b.heartbeat("z", [], now)
+            b.expire(now)
         while grants := b.request("z", 3, now):
             for g in grants:
                 trained[g.shard.partition].update(range(g.shard.start_offset, g.shard.end_offset))

@@ -79,3 +79,14 @@ def test_records_of_partitions_not_held_are_dropped():
     h.add(grant(0, 0, 10))
     assert not h.accept(T, 1, offsets(0, 1)).any()
     assert h.ack(T, 1, 0, 1) == 0
+
+
+def test_unread_records_count_what_is_left_to_fetch():
+    h = Holdings()
+    h.add(grant(0, 0, 10))
+    h.add(grant(1, 100, 130))
+    assert (h.unread(), h.unread_records()) == (2, 40)
+    h.accept(T, 0, np.arange(0, 4, dtype=np.int64))
+    assert (h.unread(), h.unread_records()) == (2, 36)
+    h.accept(T, 0, np.arange(4, 12, dtype=np.int64))  # read to its end
+    assert (h.unread(), h.unread_records()) == (1, 30)
