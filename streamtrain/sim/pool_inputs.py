@@ -35,8 +35,8 @@ from streamtrain.scale.models import ThroughputModel, fit
 from streamtrain.scale.plan import basic_plan
 from streamtrain.sim.metrics import PolicyMetrics
 from streamtrain.sim.runner import prepare, simulate, window_of
-from streamtrain.sim.settings import SimSettings
 from streamtrain.sim.scenario import OfflineJob, OnlineSpec, Scenario, ServingSpec, offline_jobs
+from streamtrain.sim.settings import SimSettings
 from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = ["OnlineInputs", "PoolInputs", "build_inputs", "window_max"]
