@@ -50,6 +50,7 @@ class Replies:
         self._retry_for_s = retry_for_s
         self._count = counters
         self._routes: dict[str, bytes] = {}
+        self._plain: set[str] = set()
         self._unsent: collections.deque[_Answer] = collections.deque()
 
     @property
@@ -57,14 +58,36 @@ class Replies:
         """Whether answers wait for a retry."""
         return bool(self._unsent)
 
-    def remember(self, sender: str, route: bytes) -> None:
-        """``sender``'s batches arrive on ``route`` (its latest connection)."""
+    def remember(self, sender: str, route: bytes, *, plain: bool = False) -> None:
+        """``sender``'s batches arrive on ``route`` (its latest connection); ``plain``:
+        it is a worker of the first release (:mod:`~streamtrain.shuffle.legacy`), which
+        is never sent RECEIVED and gets a credit grant with each ACKED."""
         self._routes[sender] = route
+        if plain:
+            self._plain.add(sender)
+        else:
+            self._plain.discard(sender)
+
+    def grant(self, router: zmq.Socket[bytes], sender: str, records: int) -> None:
+        """Give a first-release ``sender`` back the credit of ``records`` trained records
+        (it regains credit from grants only); nothing for any other sender. A grant that
+        cannot go is not retried: the sender's ACK timeout refunds its credit."""
+        route = self._routes.get(sender)
+        if sender not in self._plain or route is None or records <= 0:
+            return
+        grant = codec.encode_grant(
+            job=self._job, receiver=self._worker_id, sender=sender, records=records
+        )
+        try:
+            router.send_multipart([route, codec.KIND_CREDIT, grant], flags=zmq.NOBLOCK)
+        except zmq.ZMQError:
+            self._count.control_send_failures += 1
 
     def keep_only(self, members: Container[str]) -> None:
         """Forget the routes of workers that are no longer members."""
         for worker in [w for w in self._routes if w not in members]:
             del self._routes[worker]
+            self._plain.discard(worker)
 
     def send(
         self,
@@ -77,7 +100,10 @@ class Replies:
         route: bytes | None = None,
     ) -> None:
         """Answer ``sender``'s ``batch_id`` (on ``route``, default its remembered one);
-        kept for a retry if it cannot go now."""
+        kept for a retry if it cannot go now. A first-release sender reads RECEIVED as a
+        rejection, so it is not told."""
+        if status == BatchAck.RECEIVED and sender in self._plain:
+            return
         if not self._try(router, sender, batch_id, status, reason, route):
             give_up_at = time.monotonic() + self._retry_for_s
             self._unsent.append(_Answer(sender, batch_id, status, reason, give_up_at))
