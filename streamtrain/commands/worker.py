@@ -200,6 +200,15 @@ def shuffle_settings(
     help="Local queue bound; fetching pauses when it is full.",
 )
 @option(
+    "--prefetch-kbytes",
+    env="WORKER_PREFETCH_KBYTES",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Bound of librdkafka's pre-fetch queue (queued.max.messages.kbytes). Default: "
+    "--queue-records x 256 B, within 1-64 MiB, so a full worker holds about as many "
+    "records in librdkafka as in its queue.",
+)
+@option(
     "--commit-interval-s",
     env="WORKER_COMMIT_INTERVAL_S",
     type=click.FloatRange(min=0, min_open=True),
@@ -368,6 +377,7 @@ def worker(
     worker_id: str | None,
     batch_records: int,
     queue_records: int,
+    prefetch_kbytes: int | None,
     commit_interval_s: float,
     max_record_bytes: int,
     dlq_suffix: str,
@@ -422,6 +432,7 @@ def worker(
         column_builder=column_builder,
         assignment=AssignmentMode(assignment),
         static_membership=static_membership,
+        prefetch_kbytes=prefetch_kbytes,
     )
     run = WorkerRun(
         max_records=max_records,
