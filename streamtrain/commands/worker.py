@@ -187,9 +187,11 @@ def shuffle_settings(
     "--batch-records",
     env="WORKER_BATCH_RECORDS",
     type=click.IntRange(min=1),
-    default=512,
+    default=5_000,
     show_default=True,
-    help="Records per training step.",
+    help="Records per training step. The default is the fastest of the batch sizes "
+    "benchmarks/ingest.py measures (512, 1,024, 4,096, 5,000; docs/benchmarks.md): "
+    "per-batch work is spread over more records.",
 )
 @option(
     "--queue-records",

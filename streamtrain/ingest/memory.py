@@ -83,7 +83,7 @@ def memory_report(start_rss_bytes: int, queue_peak_bytes: int | None) -> dict[st
     }
     if queue_peak_bytes is not None and start_rss_bytes and peak:
         bound = rss_bound_bytes(queue_peak_bytes)
-        report["queue_peak_mib"] = round(queue_peak_bytes / mib, 1)
+        report["queue_peak_mib"] = round(queue_peak_bytes / mib, 3)
         report["rss_growth_mib"] = round((peak - start_rss_bytes) / mib, 1)
         report["rss_bound_mib"] = round(bound / mib, 1)
         report["within_bound"] = peak - start_rss_bytes <= bound
