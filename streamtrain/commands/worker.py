@@ -187,11 +187,10 @@ def shuffle_settings(
     "--batch-records",
     env="WORKER_BATCH_RECORDS",
     type=click.IntRange(min=1),
-    default=5_000,
+    default=1_024,
     show_default=True,
-    help="Records per training step. The default is the fastest of the batch sizes "
-    "benchmarks/ingest.py measures (512, 1,024, 4,096, 5,000; docs/benchmarks.md): "
-    "per-batch work is spread over more records.",
+    help="Records per training step. The default is the batch size benchmarks/ingest.py "
+    "measured fastest (of 512, 1,024, 4,096 and 5,000; docs/benchmarks.md).",
 )
 @option(
     "--queue-records",

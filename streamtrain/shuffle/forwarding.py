@@ -323,14 +323,11 @@ class ForwardingUnit:
                 batch_id=batch_id,
                 origin_worker=settings.worker_id,
                 sent_at_ms=time.time_ns() // 1_000_000,
-                version=self._members[receiver].batch_schema_version,  # older peers: 1
+                version=_batch_version(self._members.get(receiver)),
             )
             try:
-                # copied into libzmq: pyzmq's zero-copy send hands each frame's release
-                # to its garbage-collector thread, several times slower than a memcpy
-                sockets.dealers[receiver].send_multipart(
-                    [codec.KIND_BATCH, frame], flags=zmq.NOBLOCK
-                )
+                dealer = sockets.dealers[receiver]  # copied: pyzmq's zero-copy is slower
+                dealer.send_multipart([codec.KIND_BATCH, frame], flags=zmq.NOBLOCK)
             except zmq.ZMQError:  # EAGAIN: not connected yet, or its pipe is full
                 self._unit.return_overflow(columns)
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
@@ -495,3 +492,8 @@ class ForwardingUnit:
                 receiving = event.state == WorkerStateEvent.RECEIVING
                 if not self._receivers.on_state(peer, receiving, event.sequence):
                     self._count.stale_events += 1
+
+
+def _batch_version(peer: PeerInfo | None) -> int:
+    """The ``RecordBatch`` form to write to ``peer`` (1 for an older release)."""
+    return codec.BATCH_SCHEMA_VERSION if peer is None else peer.batch_schema_version

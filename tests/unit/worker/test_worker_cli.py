@@ -102,8 +102,8 @@ def test_bad_shuffle_watermarks_fail_before_any_broker_starts():
         ],
     )
     assert result.exit_code == 2
-    # the queue holds at least one batch (5,000 by default)
-    assert "high watermark 9999 exceeds the queue capacity 5000 records" in result.output
+    # the queue holds at least one batch (1,024 by default)
+    assert "high watermark 9999 exceeds the queue capacity 1024 records" in result.output
     assert "embedded" not in result.output
 
 
@@ -169,6 +169,6 @@ def test_the_default_batch_is_the_benchmarks_best_and_help_says_so():
     """Issue #20: the worker's default batch is the fastest size benchmarks/ingest.py
     measured (docs/benchmarks.md), and --help says where it comes from."""
     option = next(p for p in worker.params if p.name == "batch_records")
-    assert option.default == 5_000
+    assert option.default == 1_024
     help_text = CliRunner().invoke(worker, ["--help"], terminal_width=200).output
     assert "benchmarks/ingest.py" in help_text
