@@ -236,7 +236,7 @@ class ForwardingUnit:
             deadline = self._in_flight.next_deadline(heard_at)
             if deadline is not None:
                 timeout_s = min(timeout_s, deadline - now)
-            if self._replies.pending:
+            if self._replies.pending:  # retries, and RECEIVED answers deferred
                 timeout_s = min(timeout_s, _ANSWER_RETRY_S)
             ready = dict(poller.poll(max(int(timeout_s * 1000), 0) + 1))
             if self._mailbox.fd in ready:
@@ -428,7 +428,8 @@ class ForwardingUnit:
             self._count.batches_received += 1
             self._count.records_received += records
             self._count.bytes_received += size
-            status, reason = BatchAck.RECEIVED, ""
+            self._replies.received(sender, batch.batch_id, time.monotonic())  # deferred
+            return
         else:
             self._ledger.release(sender, records)
             self._count.batches_refused += 1

@@ -83,9 +83,8 @@ def test_an_old_sender_forwards_to_a_new_receiver_without_loss(routed):
     assert sorted(set(trainer.offsets)) == total
     assert old.dropped_frames == 0
     assert stats.records_received >= len(total)
-    if routed:
-        assert old.answers["RECEIVED"] > 0
-    else:
+    assert old.answers["ACKED"] >= len(total) // 50  # one per batch at least
+    if not routed:
         assert old.grants_received > 0  # its credit came back
         assert old.answers["RECEIVED"] == 0  # it would have read them as rejections
         assert "no credit" not in old.reasons  # the grants matched what the ledger freed

@@ -60,3 +60,30 @@ def test_a_current_sender_gets_received_and_no_grants():
         router.close()
         dealer.close()
     assert [kind for kind, _ in frames] == [codec.KIND_ACK]
+
+
+def test_received_waits_and_is_not_sent_once_the_batch_is_acked():
+    """Issue #20: a batch trained at once is answered once (ACKED), not twice; one that
+    waits in the queue gets RECEIVED after RECEIVED_DELAY_S."""
+    from streamtrain.shuffle.replies import RECEIVED_DELAY_S
+
+    replies = Replies("j", "me", 1.0, ForwardingCounters())
+    with zmq.Context() as context:
+        router, dealer = _pair(context, b"new\x00nonce")
+        replies.remember("new", b"new\x00nonce")
+        replies.received("new", "quick", now=10.0)
+        replies.received("new", "slow", now=10.0)
+        assert replies.pending
+        replies.send(router, "new", "quick", BatchAck.ACKED)
+        replies.resend(router, {"new"}, now=10.0 + RECEIVED_DELAY_S / 2)  # not due yet
+        replies.resend(router, {"new"}, now=10.0 + RECEIVED_DELAY_S)
+        frames = _received(dealer)
+        router.close()
+        dealer.close()
+    answers = []
+    for _, payload in frames:
+        ack = BatchAck()
+        ack.ParseFromString(payload)
+        answers.append((ack.batch_id, BatchAck.Status.Name(ack.status)))
+    assert answers == [("quick", "ACKED"), ("slow", "RECEIVED")]
+    assert not replies.pending
