@@ -1,6 +1,7 @@
 """Ingest throughput: streamtrain's consumer path against a raw confluent-kafka loop.
 
 Run: .venv/bin/python -m benchmarks.ingest [--records 1000000] [--rounds 3]
+     [--batch-records 512,1024,4096,5000] [--accessor]
 
 Produces ``--records`` records of 200 bytes into an 8-partition topic on the embedded
 broker, then, alternating for ``--rounds`` rounds on that same topic:
@@ -9,22 +10,26 @@ broker, then, alternating for ``--rounds`` rounds on that same topic:
   (``error()`` and ``value()``), with the same fetch properties streamtrain uses
   (``streamtrain.ingest.settings.FETCH_TUNING``), so the ratio measures the Python-side
   work only;
-* streamtrain: ``IngestConsumer`` with ``RawDecoder(200)``, ``next_batch`` of
-  ``--batch-records`` (default 5000, half a ``consume()`` batch; on the development
-  machine power-of-two sizes such as 4096 measured 10-15 % slower, for reasons not
-  found), every batch acknowledged, commits every second and at close; at the end the
-  committed offsets must equal the records read. It uses the column builder the
-  installation has (``streamtrain.ingest.messages.active_builder()``: ``c`` when the C
-  extension was built); each round also runs it once more on the pure-Python accessor
-  path (``IngestSettings(column_builder="python")``), reported for reference (not in
-  the ratio when the C builder is there).
+* streamtrain: ``IngestConsumer`` with ``RawDecoder(200)`` and its default settings
+  (the local queue, its pre-fetch bound), ``next_batch`` of each of ``--batch-records``
+  in turn (default: 512, 1,024, 4,096 and 5,000, all in one run), every batch
+  acknowledged, commits every second and at close; at the end the committed offsets
+  must equal the records read. It uses the column builder the installation has
+  (``streamtrain.ingest.messages.active_builder()``: ``c`` when the C extension was
+  built); with ``--accessor`` each round also runs the largest batch size on the
+  pure-Python accessor path (``IngestSettings(column_builder="python")``), reported for
+  reference.
 
 Both read all partitions by explicit assignment (no group join in the timing) and are
 timed from their first record to their last. Reported: the median records/s of each,
-the ratio, a raw loop with librdkafka's default fetch properties for reference, and the
-memory of a worker whose 100k-record local queue is full (RSS growth, and the queue's own
-bytes). The last line is machine-readable:
-``ratio=<streamtrain/raw> streamtrain_records_per_s=<n> raw_records_per_s=<n>``.
+the ratio per batch size, a raw loop with librdkafka's default fetch properties for
+reference, and the memory of a worker whose default 100k-record local queue is full: its
+RSS growth against the queued records' own bytes (payloads and columns), and the bound
+``2 x queued + RSS_CONSTANT_MIB`` the worker's summary reports too
+(:mod:`streamtrain.ingest.memory`). The last line is machine-readable:
+``ratio=<the lowest over the batch sizes> ratio_<size>=<x>... best_batch_records=<size>
+streamtrain_records_per_s=<at the best size> raw_records_per_s=<n>
+rss_growth_mib=<x> queued_mib=<x> rss_bound_mib=<x>``.
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ import argparse
 import statistics
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -41,7 +45,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from streamtrain.broker import EmbeddedBroker
 from streamtrain.config import KafkaSettings
 from streamtrain.ingest import IngestConsumer, IngestSettings, RawDecoder, messages
-from streamtrain.ingest.settings import FETCH_TUNING, ColumnBuilder
+from streamtrain.ingest.localqueue import LocalQueue
+from streamtrain.ingest.memory import RSS_CONSTANT_MIB, rss_bound_bytes, rss_bytes
+from streamtrain.ingest.settings import ColumnBuilder
 from streamtrain.kafka import create_topic
 
 PARTITIONS = 8
@@ -76,10 +82,12 @@ def _produce(settings: KafkaSettings, topic: str, records: int) -> float:
 
 
 def _raw(settings: KafkaSettings, topic: str, records: int, tuned: bool) -> float:
+    # the fetch properties of a default IngestSettings: FETCH_TUNING and the pre-fetch bound
+    fetch = IngestSettings(group="g", topics=(topic,)).fetch_properties()
     conf: dict[str, Any] = {
         "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
-        **(FETCH_TUNING if tuned else {}),
+        **(fetch if tuned else {}),
     }
     consumer = Consumer(settings.confluent_config(**conf))
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
@@ -144,15 +152,8 @@ def _streamtrain(
     return (seen - first_batch) / elapsed
 
 
-def _rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def _queue_memory(settings: KafkaSettings, topic: str, queue_records: int) -> tuple[int, int]:
-    """RSS growth and queued payload+column bytes once a worker's local queue is full."""
+    """RSS growth and the queued records' own bytes once a worker's local queue is full."""
     ingest = IngestSettings(
         group=f"bench-mem-{uuid.uuid4().hex[:8]}",
         topics=(topic,),
@@ -160,25 +161,40 @@ def _queue_memory(settings: KafkaSettings, topic: str, queue_records: int) -> tu
         queue_records=queue_records,
         dlq_suffix=None,
     )
-    before = _rss_bytes()
+    before = rss_bytes()
     consumer = IngestConsumer(settings, ingest, RawDecoder(RECORD_BYTES))
     with consumer:
         deadline = time.monotonic() + 60
         while not consumer.queue.full and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)  # let librdkafka's pre-fetch settle after the pause
-        grown = _rss_bytes() - before
-        queued = consumer.queue.records * (RECORD_BYTES + 4 + 8 + 8 + 8)
+        grown = rss_bytes() - before
+        assert isinstance(consumer.queue, LocalQueue)
+        queued = consumer.queue.queued_bytes
     return grown, queued
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be positive integers: {text!r}")
+    return sizes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch-records", type=int, default=5000)
+    parser.add_argument(
+        "--batch-records",
+        type=_sizes,
+        default=[512, 1024, 4096, 5000],
+        help="comma-separated batch sizes, all measured in one run",
+    )
     parser.add_argument("--queue-records", type=int, default=100_000)
+    parser.add_argument("--accessor", action="store_true", help="also the accessor path")
     args = parser.parse_args()
+    sizes: list[int] = args.batch_records
     with EmbeddedBroker() as broker:
         settings = broker.kafka_settings()
         topic = f"bench-ingest-{uuid.uuid4().hex[:8]}"
@@ -187,39 +203,54 @@ def main() -> None:
         print(f"produced {args.records:,} records of {RECORD_BYTES} B: {produce_rate:,.0f}/s")
         builder = messages.active_builder()
         print(f"column builder: {builder}")
-        raw_rates, st_rates, accessor_rates = [], [], []
+        raw_rates: list[float] = []
+        st_rates: dict[int, list[float]] = {size: [] for size in sizes}
+        accessor_rates: list[float] = []
         for round_no in range(1, args.rounds + 1):
             raw_rates.append(_raw(settings, topic, args.records, tuned=True))
-            st_rates.append(_streamtrain(settings, topic, args.records, args.batch_records))
-            line = (
-                f"round {round_no}: raw {raw_rates[-1]:,.0f} records/s, "
-                f"streamtrain {st_rates[-1]:,.0f} records/s"
-            )
-            if builder == "c":
+            line = f"round {round_no}: raw {raw_rates[-1]:,.0f} records/s"
+            for size in sizes:
+                st_rates[size].append(_streamtrain(settings, topic, args.records, size))
+                line += f", batch {size} {st_rates[size][-1]:,.0f}"
+            if args.accessor and builder == "c":
                 accessor_rates.append(
-                    _streamtrain(settings, topic, args.records, args.batch_records, "python")
+                    _streamtrain(settings, topic, args.records, max(sizes), "python")
                 )
-                line += f" (accessor path {accessor_rates[-1]:,.0f})"
-            print(line)
+                line += f" (accessor path, batch {max(sizes)}: {accessor_rates[-1]:,.0f})"
+            print(line, flush=True)
         default_rate = _raw(settings, topic, args.records, tuned=False)
         grown, queued = _queue_memory(settings, topic, args.queue_records)
     raw = statistics.median(raw_rates)
-    st = statistics.median(st_rates)
+    rates = {size: statistics.median(st_rates[size]) for size in sizes}
+    ratios = {size: rate / raw for size, rate in rates.items()}
+    best = max(sizes, key=lambda size: rates[size])
     print(f"raw consume() loop, librdkafka default fetch properties: {default_rate:,.0f} records/s")
-    print(f"raw consume() loop (median of {args.rounds}):               {raw:,.0f} records/s")
-    print(f"streamtrain to acked numpy batches (median of {args.rounds}): {st:,.0f} records/s")
+    print(f"raw consume() loop (median of {args.rounds}): {raw:,.0f} records/s")
+    for size in sizes:
+        print(
+            f"streamtrain to acked numpy batches of {size:>5} (median of {args.rounds}): "
+            f"{rates[size]:,.0f} records/s, ratio {ratios[size]:.3f}"
+        )
     if accessor_rates:
         accessor = statistics.median(accessor_rates)
         print(
             f"streamtrain on the accessor path (no C builder): {accessor:,.0f} records/s, "
             f"ratio {accessor / raw:.3f}"
         )
+    bound = rss_bound_bytes(queued)
     print(
-        f"worker with a full {args.queue_records:,}-record local queue: "
-        f"RSS +{grown / 2**20:.0f} MiB (of which queued records and columns "
-        f"{queued / 2**20:.0f} MiB; the rest is librdkafka pre-fetch and allocator)"
+        f"worker with a full {args.queue_records:,}-record local queue: RSS "
+        f"+{grown / 2**20:.1f} MiB; the queued records and their columns {queued / 2**20:.1f} "
+        f"MiB; bound 2 x queued + {RSS_CONSTANT_MIB} MiB = {bound / 2**20:.1f} MiB "
+        f"({'within' if grown <= bound else 'OVER'})"
     )
-    print(f"ratio={st / raw:.3f} streamtrain_records_per_s={st:.0f} raw_records_per_s={raw:.0f}")
+    per_size = " ".join(f"ratio_{size}={ratios[size]:.3f}" for size in sizes)
+    print(
+        f"ratio={min(ratios.values()):.3f} {per_size} best_batch_records={best} "
+        f"streamtrain_records_per_s={rates[best]:.0f} raw_records_per_s={raw:.0f} "
+        f"rss_growth_mib={grown / 2**20:.1f} queued_mib={queued / 2**20:.1f} "
+        f"rss_bound_mib={bound / 2**20:.1f}"
+    )
 
 
 if __name__ == "__main__":

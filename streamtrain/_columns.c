@@ -21,7 +21,9 @@
  * returns the concatenated payloads (bytes), or None when a message is not a plain
  * record (an error event, another type, a value that is not bytes): the caller then
  * takes the accessor path for the whole list. A null value (tombstone) is an empty
- * payload.
+ * payload. The payloads are copied without the GIL when there are at least
+ * COPY_WITHOUT_GIL_BYTES of them (the trainer's thread runs meanwhile): the source
+ * pointers are collected first, so no Python object is touched while it is released.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +36,9 @@ enum { PARTITIONS, OFFSETS, TIMESTAMPS, BOUNDS, N_BUFFERS };
 static const char *const buffer_names[N_BUFFERS] = {"partitions", "offsets", "timestamps",
                                                     "bounds"};
 static const Py_ssize_t buffer_itemsizes[N_BUFFERS] = {4, 8, 8, 8};
+
+/* Below this many payload bytes the copy is shorter than handing the GIL over. */
+#define COPY_WITHOUT_GIL_BYTES (64 * 1024)
 
 static void
 release_buffers(Py_buffer *views, int count)
@@ -98,6 +103,11 @@ fill(PyObject *self, PyObject *args)
     int64_t *bnd = (int64_t *)views[BOUNDS].buf;
     PyObject *result = NULL;
     int64_t total = 0;
+    const char **sources = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(const char *));
+    if (sources == NULL) {
+        release_buffers(views, N_BUFFERS);
+        return PyErr_NoMemory();
+    }
 
     /* Pass 1: check every message, read the fixed-size fields, sum the payload sizes. */
     bnd[0] = 0;
@@ -111,10 +121,12 @@ fill(PyObject *self, PyObject *args)
         if (error != NULL && error != Py_None)
             goto not_plain;
         memcpy(&value, base + value_at, sizeof value);
+        sources[i] = NULL;
         if (value != NULL && value != Py_None) {
             if (!PyBytes_CheckExact(value))
                 goto not_plain;
             total += PyBytes_GET_SIZE(value);
+            sources[i] = PyBytes_AS_STRING(value);
         }
         bnd[i + 1] = total;
         memcpy(&part[i], base + partition_at, 4);
@@ -127,20 +139,24 @@ fill(PyObject *self, PyObject *args)
     if (result == NULL)
         goto done;
     char *out = PyBytes_AS_STRING(result);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t len = bnd[i + 1] - bnd[i];
-        if (len) {
-            PyObject *value;
-            memcpy(&value, (const char *)PyList_GET_ITEM(messages, i) + value_at,
-                   sizeof value);
-            memcpy(out + bnd[i], PyBytes_AS_STRING(value), (size_t)len);
-        }
+    /* The list and its messages' values stay referenced by the caller meanwhile. */
+    if (total >= COPY_WITHOUT_GIL_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (bnd[i + 1] > bnd[i])
+                memcpy(out + bnd[i], sources[i], (size_t)(bnd[i + 1] - bnd[i]));
+        Py_END_ALLOW_THREADS
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (bnd[i + 1] > bnd[i])
+                memcpy(out + bnd[i], sources[i], (size_t)(bnd[i + 1] - bnd[i]));
     }
     goto done;
 
 not_plain:
     result = Py_NewRef(Py_None);
 done:
+    PyMem_Free(sources);
     release_buffers(views, N_BUFFERS);
     return result;
 }

@@ -187,9 +187,10 @@ def shuffle_settings(
     "--batch-records",
     env="WORKER_BATCH_RECORDS",
     type=click.IntRange(min=1),
-    default=512,
+    default=1_024,
     show_default=True,
-    help="Records per training step.",
+    help="Records per training step. The default is the batch size benchmarks/ingest.py "
+    "measured fastest (of 512, 1,024, 4,096 and 5,000; docs/benchmarks.md).",
 )
 @option(
     "--queue-records",
@@ -198,6 +199,15 @@ def shuffle_settings(
     default=100_000,
     show_default=True,
     help="Local queue bound; fetching pauses when it is full.",
+)
+@option(
+    "--prefetch-kbytes",
+    env="WORKER_PREFETCH_KBYTES",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Bound of librdkafka's pre-fetch queue (queued.max.messages.kbytes). Default: "
+    "--queue-records x 256 B, within 1-64 MiB, so a full worker holds about as many "
+    "records in librdkafka as in its queue.",
 )
 @option(
     "--commit-interval-s",
@@ -368,6 +378,7 @@ def worker(
     worker_id: str | None,
     batch_records: int,
     queue_records: int,
+    prefetch_kbytes: int | None,
     commit_interval_s: float,
     max_record_bytes: int,
     dlq_suffix: str,
@@ -422,6 +433,7 @@ def worker(
         column_builder=column_builder,
         assignment=AssignmentMode(assignment),
         static_membership=static_membership,
+        prefetch_kbytes=prefetch_kbytes,
     )
     run = WorkerRun(
         max_records=max_records,

@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError as ClientError
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import KafkaError, StreamtrainError
+from streamtrain.heap import keep_large_buffers_in_heap
 from streamtrain.ingest.batching import MessageBatcher
 from streamtrain.ingest.committer import Committer
 from streamtrain.ingest.decoders import Decoder, RawDecoder
@@ -157,6 +158,7 @@ class IngestConsumer:
     def start(self) -> IngestConsumer:
         if self._consumer is not None:
             raise StreamtrainError("ingest consumer already started")
+        keep_large_buffers_in_heap()  # a payload buffer per chunk: no page faults for each
         consumer = Consumer(
             self.settings.consumer_config(
                 self.kafka, error_cb=self._on_error, on_commit=self._committer.on_commit

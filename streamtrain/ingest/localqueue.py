@@ -6,7 +6,9 @@ pauses fetching instead, so a rebalance callback is never stuck behind a full qu
 ``get`` waits for a batch of up to ``max_records`` records of one topic: whole chunks
 while they fit, or the front of a chunk that alone is larger. It never cuts a chunk to
 fill a batch up, so chunks the fetch thread cut at the batch size stay aligned and no
-payload bytes are copied; ``drop`` removes the records of revoked partitions.
+payload bytes are copied; ``drop`` removes the records of revoked partitions. It counts
+the bytes it holds (:func:`~streamtrain.ingest.memory.record_bytes`) and their peak, for
+the worker's memory report.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from typing import Protocol
 
 from streamtrain.errors import ConfigError
+from streamtrain.ingest.memory import record_bytes
 from streamtrain.records import RecordColumns, drop_partitions
 
 __all__ = ["LocalQueue", "RecordQueue"]
@@ -58,12 +61,24 @@ class LocalQueue:
         self.capacity_records = capacity_records
         self._chunks: collections.deque[RecordColumns] = collections.deque()
         self._records = 0
+        self._bytes = 0
+        self._peak_bytes = 0
         self._closed = False
         self._changed = threading.Condition()
 
     @property
     def records(self) -> int:
         return self._records
+
+    @property
+    def queued_bytes(self) -> int:
+        """What the queued records hold: payloads and column entries."""
+        return self._bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most :attr:`queued_bytes` ever were."""
+        return self._peak_bytes
 
     @property
     def full(self) -> bool:
@@ -79,6 +94,8 @@ class LocalQueue:
         with self._changed:
             self._chunks.append(chunk)
             self._records += len(chunk)
+            self._bytes += record_bytes(chunk)
+            self._peak_bytes = max(self._peak_bytes, self._bytes)
             self._changed.notify_all()
 
     def close(self) -> None:
@@ -123,6 +140,7 @@ class LocalQueue:
                 taken = first.take(slice(0, max_records))
                 self._chunks[0] = first.take(slice(max_records, len(first)))
             self._records -= len(taken)
+            self._bytes -= record_bytes(taken)
             return taken
         picked = [self._chunks.popleft()]
         count = len(first)
@@ -137,6 +155,7 @@ class LocalQueue:
             picked.append(self._chunks.popleft())
             count += len(head)
         self._records -= count
+        self._bytes -= sum(record_bytes(chunk) for chunk in picked)
         return RecordColumns.concat(picked)
 
     def drop(self, topic: str, partitions: set[int]) -> int:
@@ -147,5 +166,6 @@ class LocalQueue:
             kept, dropped = drop_partitions(self._chunks, topic, partitions)
             self._chunks = kept
             self._records -= dropped
+            self._bytes = sum(record_bytes(chunk) for chunk in kept)
             self._changed.notify_all()
         return dropped

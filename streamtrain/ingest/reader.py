@@ -169,7 +169,10 @@ class BatchReader:
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
         lengths = chunk.payload_lengths()
-        if lengths.size and int(lengths.max()) > self.max_record_bytes:
+        # no record can be over the limit when all of them together are not
+        if chunk.payload_bytes > self.max_record_bytes and int(lengths.max()) > (
+            self.max_record_bytes
+        ):
             oversized = np.flatnonzero(lengths > self.max_record_bytes)
             self._reject(
                 chunk.take(oversized),

@@ -25,6 +25,7 @@ from streamtrain.errors import ConfigError
 __all__ = [
     "COLUMN_BUILDERS",
     "FETCH_TUNING",
+    "PREFETCH_BYTES_PER_RECORD",
     "ColumnBuilder",
     "IngestSettings",
     "default_worker_id",
@@ -36,6 +37,10 @@ FETCH_TUNING: Mapping[str, Any] = {
     "fetch.queue.backoff.ms": 10,
     "queued.min.messages": 200_000,
 }
+
+PREFETCH_BYTES_PER_RECORD = 256
+"""What the default pre-fetch bound allows per record of the local queue: a full
+default queue (100,000 records) lets librdkafka hold about 24 MiB."""
 
 ColumnBuilder = Literal["c", "python"]
 """How ingest turns consumed messages into columns (:mod:`streamtrain.ingest.messages`):
@@ -66,7 +71,10 @@ class IngestSettings:
     topic ``<topic><dlq_suffix>`` (``dlq_suffix=None``: no dead-letter topic, and an
     undecodable record is an error). ``auto_ack``: a batch is acknowledged when the
     next one is requested, unless acknowledged before. ``column_builder`` picks how
-    consumed messages become columns (:data:`ColumnBuilder`).
+    consumed messages become columns (:data:`ColumnBuilder`). ``prefetch_kbytes`` bounds
+    librdkafka's pre-fetch queue (``queued.max.messages.kbytes``); by default it follows
+    the local queue (:meth:`fetch_properties`), so a full worker holds about as many
+    records in librdkafka as in its queue, not librdkafka's 64 MiB.
 
     ``assignment`` picks how partitions reach this worker
     (:class:`~streamtrain.config.AssignmentMode`): ``group`` uses the eager assignor,
@@ -102,6 +110,7 @@ class IngestSettings:
     column_builder: ColumnBuilder = "c"
     assignment: AssignmentMode = AssignmentMode.GROUP
     static_membership: bool = False
+    prefetch_kbytes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.group.strip():
@@ -115,6 +124,8 @@ class IngestSettings:
             raise ConfigError(f"topics are listed twice: {', '.join(self.topics)}")
         if any(p < 0 for p in self.partitions):
             raise ConfigError(f"partitions must be non-negative, got {list(self.partitions)}")
+        if self.prefetch_kbytes is not None and self.prefetch_kbytes < 1:
+            raise ConfigError(f"prefetch_kbytes must be at least 1, got {self.prefetch_kbytes}")
         for name in ("batch_records", "consume_records", "queue_records", "max_record_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -159,6 +170,19 @@ class IngestSettings:
     def cooperative(self) -> bool:
         return self.assignment is AssignmentMode.COOPERATIVE
 
+    @property
+    def effective_prefetch_kbytes(self) -> int:
+        """``prefetch_kbytes``, or the local queue's records at
+        :data:`PREFETCH_BYTES_PER_RECORD` each, within 1 MiB and librdkafka's 64 MiB."""
+        if self.prefetch_kbytes is not None:
+            return self.prefetch_kbytes
+        derived = self.queue_records * PREFETCH_BYTES_PER_RECORD // 1024
+        return min(max(derived, 1024), 65_536)
+
+    def fetch_properties(self) -> dict[str, Any]:
+        """The librdkafka fetch properties: :data:`FETCH_TUNING` and the pre-fetch bound."""
+        return {**FETCH_TUNING, "queued.max.messages.kbytes": self.effective_prefetch_kbytes}
+
     def consumer_config(self, kafka: KafkaSettings, **callbacks: Any) -> dict[str, Any]:
         """confluent-kafka Consumer properties: manual commits, tuned fetching."""
         membership: dict[str, Any] = {}
@@ -177,7 +201,7 @@ class IngestSettings:
                 "heartbeat.interval.ms": self.heartbeat_interval_ms,
                 "max.poll.interval.ms": self.max_poll_interval_ms,
                 "reconnect.backoff.max.ms": self.reconnect_backoff_max_ms,
-                **FETCH_TUNING,
+                **self.fetch_properties(),
                 **membership,
                 **self.consumer_overrides,
                 **callbacks,

@@ -45,6 +45,7 @@ from confluent_kafka import KafkaError as ClientError
 from streamtrain import wire
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import KafkaError, SchemaError, StreamtrainError
+from streamtrain.heap import keep_large_buffers_in_heap
 from streamtrain.ingest.decoders import Decoder, RawDecoder
 from streamtrain.ingest.dlq import DeadLetterQueue
 from streamtrain.ingest.localqueue import LocalQueue
@@ -133,6 +134,7 @@ class ShardConsumer:
     def start(self) -> ShardConsumer:
         if self._consumer is not None:
             raise StreamtrainError("shard consumer already started")
+        keep_large_buffers_in_heap()  # a payload buffer per chunk: no page faults for each
         for topic in (self.updates_topic, self.grants_topic):
             create_topic(self.kafka, topic, 1, exist_ok=True)
         config = {  # the settings' consumer_overrides win over the shard tuning

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RecordBatch(_message.Message):
-    __slots__ = ("schema_version", "job", "batch_id", "origin_worker", "topic", "partitions", "offsets", "timestamps_ms", "payload_lengths", "payloads", "forwarded", "sent_at_ms")
+    __slots__ = ("schema_version", "job", "batch_id", "origin_worker", "topic", "partitions", "offsets", "timestamps_ms", "payload_lengths", "payloads", "forwarded", "sent_at_ms", "record_count", "partitions_le32", "offsets_le64", "timestamps_ms_le64", "payload_lengths_le32")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,11 @@ class RecordBatch(_message.Message):
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_LE32_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_LE64_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPS_MS_LE64_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_LENGTHS_LE32_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job: str
     batch_id: str
@@ -33,7 +38,12 @@ class RecordBatch(_message.Message):
     payloads: bytes
     forwarded: bool
     sent_at_ms: int
-    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., batch_id: _Optional[str] = ..., origin_worker: _Optional[str] = ..., topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., offsets: _Optional[_Iterable[int]] = ..., timestamps_ms: _Optional[_Iterable[int]] = ..., payload_lengths: _Optional[_Iterable[int]] = ..., payloads: _Optional[bytes] = ..., forwarded: _Optional[bool] = ..., sent_at_ms: _Optional[int] = ...) -> None: ...
+    record_count: int
+    partitions_le32: bytes
+    offsets_le64: bytes
+    timestamps_ms_le64: bytes
+    payload_lengths_le32: bytes
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., batch_id: _Optional[str] = ..., origin_worker: _Optional[str] = ..., topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., offsets: _Optional[_Iterable[int]] = ..., timestamps_ms: _Optional[_Iterable[int]] = ..., payload_lengths: _Optional[_Iterable[int]] = ..., payloads: _Optional[bytes] = ..., forwarded: _Optional[bool] = ..., sent_at_ms: _Optional[int] = ..., record_count: _Optional[int] = ..., partitions_le32: _Optional[bytes] = ..., offsets_le64: _Optional[bytes] = ..., timestamps_ms_le64: _Optional[bytes] = ..., payload_lengths_le32: _Optional[bytes] = ...) -> None: ...
 
 class BatchAck(_message.Message):
     __slots__ = ("schema_version", "job", "batch_id", "receiver_worker", "status", "reason", "acked_at_ms")
@@ -116,7 +126,7 @@ class WorkerStateEvent(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., state: _Optional[_Union[WorkerStateEvent.State, str]] = ..., sequence: _Optional[int] = ..., queue_length: _Optional[int] = ..., emitted_at_ms: _Optional[int] = ...) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("schema_version", "job", "worker_id", "data_endpoint", "event_endpoint", "curve_public_key", "incarnation", "heartbeat_at_ms", "heartbeat_interval_ms")
+    __slots__ = ("schema_version", "job", "worker_id", "data_endpoint", "event_endpoint", "curve_public_key", "incarnation", "heartbeat_at_ms", "heartbeat_interval_ms", "batch_schema_version")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +136,7 @@ class Member(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_AT_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job: str
     worker_id: str
@@ -135,4 +146,5 @@ class Member(_message.Message):
     incarnation: int
     heartbeat_at_ms: int
     heartbeat_interval_ms: int
-    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., data_endpoint: _Optional[str] = ..., event_endpoint: _Optional[str] = ..., curve_public_key: _Optional[str] = ..., incarnation: _Optional[int] = ..., heartbeat_at_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    batch_schema_version: int
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., data_endpoint: _Optional[str] = ..., event_endpoint: _Optional[str] = ..., curve_public_key: _Optional[str] = ..., incarnation: _Optional[int] = ..., heartbeat_at_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., batch_schema_version: _Optional[int] = ...) -> None: ...

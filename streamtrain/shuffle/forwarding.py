@@ -21,9 +21,9 @@ The ForwardingUnit is responsible for:
   counted (:class:`~streamtrain.shuffle.stats.ForwardingCounters`); a batch it cannot
   take but may answer is answered REJECTED at once; answers go back on the routing id
   the batch came with (:class:`~streamtrain.shuffle.replies.Replies`);
-* connecting only to peers whose sockets can be set up: a peer whose address or key
-  libzmq refuses is left out (logged, counted, tried again later), never a reason to
-  stop.
+* connecting only to peers whose sockets can be set up (a peer whose address or key
+  libzmq refuses is left out: logged, counted, tried again later), in the dialect of a
+  peer's release (:mod:`~streamtrain.shuffle.legacy`: a rolling upgrade).
 
 If its thread stops on an error, :attr:`ForwardingUnit.failure` says why (also when the
 thread ended without one), so the worker fails loudly instead of waiting for ACKs that
@@ -53,6 +53,7 @@ from streamtrain.shuffle.frames import (
     sender_of,
 )
 from streamtrain.shuffle.inflight import InFlightBatches
+from streamtrain.shuffle.legacy import LegacyDialer, plain_sender
 from streamtrain.shuffle.mailbox import Mailbox
 from streamtrain.shuffle.membership import Membership, PeerInfo, new_incarnation
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
@@ -105,6 +106,7 @@ class ForwardingUnit:
         self._replies = Replies(
             settings.job, settings.worker_id, settings.ack_timeout_s, self._count
         )
+        self._dialer = LegacyDialer()  # how this worker reaches receivers of older releases
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -185,7 +187,7 @@ class ForwardingUnit:
     def _run(self) -> None:
         sockets: PeerSockets | None = None
         try:
-            sockets = PeerSockets(self._settings)
+            sockets = PeerSockets(self._settings, self._dialer)
             self._me = PeerInfo(
                 worker_id=self._settings.worker_id,
                 data_endpoint=sockets.data_endpoint,
@@ -227,14 +229,14 @@ class ForwardingUnit:
             if now >= next_broadcast:
                 self._publish_state(sockets)
                 next_broadcast = now + self._settings.state_rebroadcast_ms / 1000.0
-            self._expire(now)
+            self._expire(sockets, poller, now)
             self._forward(sockets)
             self._replies.resend(sockets.router, self._members, now)
             timeout_s = min(next_sync, next_broadcast) - time.monotonic()
             deadline = self._in_flight.next_deadline(heard_at)
             if deadline is not None:
                 timeout_s = min(timeout_s, deadline - now)
-            if self._replies.pending:
+            if self._replies.pending:  # retries, and RECEIVED answers deferred
                 timeout_s = min(timeout_s, _ANSWER_RETRY_S)
             ready = dict(poller.poll(max(int(timeout_s * 1000), 0) + 1))
             if self._mailbox.fd in ready:
@@ -321,11 +323,11 @@ class ForwardingUnit:
                 batch_id=batch_id,
                 origin_worker=settings.worker_id,
                 sent_at_ms=time.time_ns() // 1_000_000,
+                version=_batch_version(self._members.get(receiver)),
             )
             try:
-                sockets.dealers[receiver].send_multipart(
-                    [codec.KIND_BATCH, frame], flags=zmq.NOBLOCK, copy=False
-                )
+                dealer = sockets.dealers[receiver]  # copied: pyzmq's zero-copy is slower
+                dealer.send_multipart([codec.KIND_BATCH, frame], flags=zmq.NOBLOCK)
             except zmq.ZMQError:  # EAGAIN: not connected yet, or its pipe is full
                 self._unit.return_overflow(columns)
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
@@ -335,11 +337,14 @@ class ForwardingUnit:
             self._count.records_sent += len(columns)
             self._count.bytes_sent += len(frame)
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, sockets: PeerSockets, poller: zmq.Poller, now: float) -> None:
         for flight in self._in_flight.expired(now, self._receivers.heard_at):
-            self._receivers.suppress(flight.receiver, now + 2 * self._settings.ack_timeout_s)
             self._unit.return_overflow(flight.columns)
             self._count.batches_timed_out += 1
+            peer = self._members.get(flight.receiver)
+            # an older release may have dropped it for its routing id: then the other kind
+            if peer is None or not sockets.timed_out(peer, flight.sent_at, now, poller):
+                self._receivers.suppress(flight.receiver, now + 2 * self._settings.ack_timeout_s)
 
     def _publish(self, sockets: PeerSockets, state: WorkerStateEvent.State) -> None:
         receiving, queue_records, sequence = self._unit.receiver_state()
@@ -369,6 +374,7 @@ class ForwardingUnit:
         for origin, batch_id, records in trained:
             self._ledger.trained(origin, records)
             self._replies.send(sockets.router, origin, batch_id, BatchAck.ACKED)
+            self._replies.grant(sockets.router, origin, records)  # first-release senders
 
     # receiving -------------------------------------------------------------------------
 
@@ -380,35 +386,33 @@ class ForwardingUnit:
                 frames = sockets.router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            sender = sender_of(frames[0].bytes)
+            route = frames[0].bytes
+            sender = sender_of(route)
+            plain = sender is None and (sender := plain_sender(route, self._members)) is not None
             if len(frames) != 3 or frames[1].bytes != codec.KIND_BATCH or sender is None:
                 self._count.dropped(Drop.MALFORMED)
                 continue
-            route, payload = frames[0].bytes, frames[2].buffer
+            payload = frames[2].buffer
+            user_id = frames[2].get("User-Id") if curve else None
+            topics = settings.topics or None
             batch = check_batch(
                 sender,
                 payload,
                 members=self._members,
                 job=settings.job,
                 curve=curve,
-                user_id=frames[2].get("User-Id") if curve else None,
-                topics=settings.topics or None,
+                user_id=user_id,
+                topics=topics,
             )
             if isinstance(batch, Refusal):
                 self._count.dropped(batch.why)
-                self._replies.send(
-                    sockets.router,
-                    sender,
-                    batch.batch_id,
-                    BatchAck.REJECTED,
-                    batch.reason,
-                    route=route,
-                )
+                answer = (batch.batch_id, BatchAck.REJECTED, batch.reason)
+                self._replies.send(sockets.router, sender, *answer, route=route)
                 continue
             if isinstance(batch, Drop):
                 self._count.dropped(batch)
                 continue
-            self._replies.remember(sender, route)
+            self._replies.remember(sender, route, plain=plain)
             self._take(sockets, sender, batch, len(payload))
 
     def _take(
@@ -424,7 +428,8 @@ class ForwardingUnit:
             self._count.batches_received += 1
             self._count.records_received += records
             self._count.bytes_received += size
-            status, reason = BatchAck.RECEIVED, ""
+            self._replies.received(sender, batch.batch_id, time.monotonic())  # deferred
+            return
         else:
             self._ledger.release(sender, records)
             self._count.batches_refused += 1
@@ -440,7 +445,9 @@ class ForwardingUnit:
             if isinstance(message, Drop):
                 self._count.dropped(message)
                 continue
-            self._receivers.heard(receiver, time.monotonic())
+            now = time.monotonic()
+            self._receivers.heard(receiver, now)
+            self._dialer.answered(receiver, now)  # the dialect it is spoken to works
             if isinstance(message, BatchAck):
                 self._on_ack(receiver, message)
             # a CreditGrant comes from an older worker: credit is ACK-clocked, nothing to do
@@ -486,3 +493,8 @@ class ForwardingUnit:
                 receiving = event.state == WorkerStateEvent.RECEIVING
                 if not self._receivers.on_state(peer, receiving, event.sequence):
                     self._count.stale_events += 1
+
+
+def _batch_version(peer: PeerInfo | None) -> int:
+    """The ``RecordBatch`` form to write to ``peer`` (1 for an older release)."""
+    return codec.BATCH_SCHEMA_VERSION if peer is None else peer.batch_schema_version

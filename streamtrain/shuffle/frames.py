@@ -31,7 +31,6 @@ import enum
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
-from streamtrain import wire
 from streamtrain.errors import SchemaError
 from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, WorkerStateEvent
 from streamtrain.shuffle import codec
@@ -95,7 +94,7 @@ def _refusal(payload: bytes | memoryview, sender: str, job: str, why: Drop) -> R
         reason = "unknown peer"
     elif why is Drop.NEWER_SCHEMA:
         reason = (
-            f"schema version {header.schema_version} is newer than {wire.SCHEMA_VERSION}, "
+            f"schema version {header.schema_version} is newer than {codec.BATCH_SCHEMA_VERSION}, "
             "which this worker reads"
         )
     else:
@@ -127,7 +126,7 @@ def check_batch(
         batch = codec.decode_batch(payload)
     except SchemaError:
         header = codec.peek_batch(payload)
-        if header is not None and header.schema_version > wire.SCHEMA_VERSION:
+        if header is not None and header.schema_version > codec.BATCH_SCHEMA_VERSION:
             return _refusal(payload, sender, job, Drop.NEWER_SCHEMA)
         return Drop.MALFORMED
     if batch.origin_worker != sender or batch.job != job:

@@ -221,6 +221,7 @@ class KafkaMembership:
             incarnation=me.incarnation,
             heartbeat_at_ms=self._wall_ms(),
             heartbeat_interval_ms=self._interval_ms,
+            batch_schema_version=me.batch_schema_version,
         )
         try:
             producer.produce(self._topic, key=me.worker_id.encode(), value=wire.encode(record))
@@ -280,6 +281,8 @@ class KafkaMembership:
                     event_endpoint=record.event_endpoint,
                     incarnation=record.incarnation,
                     curve_public_key=record.curve_public_key.encode("ascii") or None,
+                    # an older release announces none: it reads version 1 only
+                    batch_schema_version=record.batch_schema_version or 1,
                 )
             except (ConfigError, UnicodeEncodeError) as exc:
                 problem = str(exc)

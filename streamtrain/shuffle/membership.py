@@ -21,6 +21,7 @@ from streamtrain.shuffle.announcements import (
     endpoint_problem,
     worker_id_problem,
 )
+from streamtrain.shuffle.codec import BATCH_SCHEMA_VERSION
 
 __all__ = ["MemberDirectory", "Membership", "PeerInfo", "StaticMembership", "new_incarnation"]
 
@@ -36,6 +37,9 @@ class PeerInfo:
 
     ``curve_public_key`` is the Z85 key its sockets serve with (``None`` without CURVE);
     ``incarnation`` changes on every restart, so peers reset what they knew about it.
+    ``batch_schema_version`` is the newest ``RecordBatch`` form it reads: 1 for a worker
+    of an older release (it announced none), which peers then speak its dialect to
+    (:mod:`~streamtrain.shuffle.legacy`) during a rolling upgrade.
     Every field is checked here (:mod:`~streamtrain.shuffle.announcements`), so a peer
     that announced something unusable never reaches the sockets: :class:`ConfigError`.
     """
@@ -45,6 +49,12 @@ class PeerInfo:
     event_endpoint: str
     incarnation: int
     curve_public_key: bytes | None = None
+    batch_schema_version: int = BATCH_SCHEMA_VERSION
+
+    @property
+    def legacy(self) -> bool:
+        """Whether it is a worker of a release before columnar batches (issue #20)."""
+        return self.batch_schema_version < BATCH_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         problem = worker_id_problem(self.worker_id)
@@ -58,6 +68,10 @@ class PeerInfo:
             problem = curve_key_problem(self.curve_public_key)
             if problem is not None:
                 raise ConfigError(f"peer {self.worker_id!r}: {problem}")
+        if self.batch_schema_version < 1:
+            raise ConfigError(
+                f"peer {self.worker_id!r}: batch schema version {self.batch_schema_version}"
+            )
         if self.incarnation < 0:
             raise ConfigError(f"peer {self.worker_id!r}: negative incarnation {self.incarnation}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamtrain.heap import keep_large_buffers_in_heap
 from streamtrain.records import Acknowledger, RecordColumns
 from streamtrain.shuffle.forwarding import ForwardingStats, ForwardingUnit
 from streamtrain.shuffle.membership import Membership, PeerInfo
@@ -45,6 +46,7 @@ class ShuffleNode:
         return self.forwarding.me
 
     def start(self) -> PeerInfo:
+        keep_large_buffers_in_heap()  # a frame buffer per batch: no page faults for each
         return self.forwarding.start()
 
     def stop(self) -> None:

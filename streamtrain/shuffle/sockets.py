@@ -2,8 +2,10 @@
 
 Owned here: :class:`PeerSockets`: one ZeroMQ context (one per worker process), the
 ROUTER that receives record batches, the PUB that broadcasts state events, per peer a
-DEALER (batches out, answers in) and a SUB (that peer's events, and only that peer's),
-and with CURVE the ZAP handler and the handshake-failure monitors.
+DEALER (batches out, answers in; to a worker of an older release with the routing id
+its release accepts, :mod:`~streamtrain.shuffle.legacy`) and a SUB (that peer's events,
+and only that peer's), and with CURVE the ZAP handler and the handshake-failure
+monitors.
 
 Every socket is owned from the moment it exists: a peer whose sockets cannot be set up
 (an address that does not resolve, a key libzmq refuses) has them closed at once and is
@@ -27,6 +29,7 @@ import zmq
 
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import routing_id
+from streamtrain.shuffle.legacy import Dialect, LegacyDialer
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.security import ZapHandler, make_curve_client, make_curve_server
 from streamtrain.shuffle.settings import ShuffleSettings
@@ -52,8 +55,9 @@ _FAILED_HANDSHAKES = (
 class PeerSockets:
     """The sockets of one ForwardingUnit thread (created, used and closed there)."""
 
-    def __init__(self, settings: ShuffleSettings) -> None:
+    def __init__(self, settings: ShuffleSettings, dialer: LegacyDialer | None = None) -> None:
         self._settings = settings
+        self._dialer = dialer if dialer is not None else LegacyDialer()
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.route = routing_id(settings.worker_id, secrets.token_bytes(16))
         self.dealers: dict[str, zmq.Socket[bytes]] = {}
@@ -118,15 +122,14 @@ class PeerSockets:
 
     def connect(self, info: PeerInfo, poller: zmq.Poller, now: float) -> bool:
         """Connect a DEALER and a SUB to ``info``; ``False`` (nothing left open, the reason
-        logged, the peer left out for a while) when libzmq refuses its address or key."""
+        logged, the peer left out for a while) when libzmq refuses its address or key.
+        The DEALER of a worker of an older release speaks the dialect the
+        :class:`~streamtrain.shuffle.legacy.LegacyDialer` found it speaks."""
         worker = info.worker_id
         made: list[zmq.Socket[bytes]] = []
+        plain_route = info.legacy and self._dialer.dialect(worker) is Dialect.PLAIN
         try:
-            dealer = self._client(zmq.DEALER, info, made)
-            dealer.immediate = 1
-            dealer.routing_id = self.route
-            dealer.maxmsgsize = CONTROL_FRAME_BYTES
-            dealer.connect(info.data_endpoint)
+            dealer = self._dealer(info, made, plain_route)
             sub = self._client(zmq.SUB, info, made)
             sub.maxmsgsize = CONTROL_FRAME_BYTES
             sub.setsockopt(zmq.SUBSCRIBE, codec.KIND_STATE)
@@ -148,6 +151,44 @@ class PeerSockets:
         poller.register(sub, zmq.POLLIN)
         return True
 
+    def timed_out(self, info: PeerInfo, sent_at: float, now: float, poller: zmq.Poller) -> bool:
+        """A batch sent to ``info`` at ``sent_at`` ran out of time at ``now``. ``True`` if
+        ``info`` is of an older release that answered nothing since, so it dropped the
+        batch for its routing id: the DEALER is replaced by one with the other kind."""
+        if not info.legacy or info.worker_id not in self.dealers:
+            return False
+        switched = self._dialer.timed_out(info.worker_id, sent_at, now)
+        if switched is None:
+            return False
+        _LOG.info("peer %s of an older release: speaking %s", info.worker_id, switched.value)
+        self._redial(info, poller, plain_route=switched is Dialect.PLAIN)
+        return True
+
+    def _redial(self, info: PeerInfo, poller: zmq.Poller, *, plain_route: bool) -> None:
+        old = self.dealers.pop(info.worker_id, None)
+        if old is not None:
+            poller.unregister(old)
+            old.close(linger=0)
+        made: list[zmq.Socket[bytes]] = []
+        try:
+            dealer = self._dealer(info, made, plain_route)
+        except zmq.ZMQError:
+            for socket in made:
+                socket.close(linger=0)
+            raise
+        self.dealers[info.worker_id] = dealer
+        poller.register(dealer, zmq.POLLIN)
+
+    def _dealer(
+        self, info: PeerInfo, made: list[zmq.Socket[bytes]], plain_route: bool
+    ) -> zmq.Socket[bytes]:
+        dealer = self._client(zmq.DEALER, info, made)
+        dealer.immediate = 1
+        dealer.routing_id = self._settings.worker_id.encode("utf-8") if plain_route else self.route
+        dealer.maxmsgsize = CONTROL_FRAME_BYTES
+        dealer.connect(info.data_endpoint)
+        return dealer
+
     def _client(
         self, kind: int, info: PeerInfo, made: list[zmq.Socket[bytes]]
     ) -> zmq.Socket[bytes]:
@@ -160,6 +201,7 @@ class PeerSockets:
         return socket
 
     def disconnect(self, worker_id: str, poller: zmq.Poller) -> None:
+        self._dialer.forget(worker_id)
         for sockets in (self.dealers, self.subs):
             socket = sockets.pop(worker_id, None)
             if socket is not None:

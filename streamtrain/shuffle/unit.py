@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from streamtrain.errors import ConfigError
-from streamtrain.records import Acknowledger, RecordColumns, contiguous_runs, drop_partitions
+from streamtrain.records import Acknowledger, RecordColumns, drop_partitions
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.watermarks import basic_local_share, next_receiving
@@ -310,7 +310,9 @@ class ShuffleUnit:
         return True
 
     def _ack_columns(self, columns: RecordColumns) -> None:
-        for partition, first, last in contiguous_runs(columns.partitions, columns.offsets):
+        # the chunk's runs in record order (computed once per chunk, in C when built):
+        # they cover exactly its records, which is all an acknowledger needs
+        for partition, first, last in columns.offset_ranges():
             self._ack.ack(columns.topic, partition, first, last)
 
     # receiver side (ForwardingUnit thread) ------------------------------------------

@@ -5,8 +5,10 @@ Owned here: :class:`WorkerRun` (how long to run and where to publish),
 ``streamtrain worker``) and :func:`run_worker`, the loop behind ``streamtrain worker``:
 take a batch, run the app's step, acknowledge, until stopped, idle (an
 :class:`~streamtrain.ingest.idle.IdleClock`), or a record budget is spent; publish
-throughput samples and serve Prometheus metrics meanwhile. With shuffle settings the
-consumer's records pass through a shuffle node (:mod:`streamtrain.worker.shuffle_queue`).
+throughput samples and serve Prometheus metrics meanwhile. The summary reports the
+worker's memory against its local queue (:mod:`streamtrain.ingest.memory`). With
+shuffle settings the consumer's records pass through a shuffle node
+(:mod:`streamtrain.worker.shuffle_queue`).
 With ``settings.assignment`` ``shards`` the records come from leased offset-range shards
 (:class:`~streamtrain.ingest.shard_consumer.ShardConsumer`); told to stop, such a worker
 hands back the shards it has not started and finishes the ones it reads (up to
@@ -31,6 +33,8 @@ from streamtrain.config import AssignmentMode, KafkaSettings
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.idle import IdleClock
+from streamtrain.ingest.localqueue import LocalQueue
+from streamtrain.ingest.memory import memory_report, rss_bytes
 from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reporting import (
     GroupSize,
@@ -101,6 +105,7 @@ class WorkerSummary:
     elapsed_s: float
     committed: Mapping[PartitionKey, int] = field(default_factory=dict)
     shuffle: Mapping[str, int] | None = None
+    memory: Mapping[str, float | bool] | None = None
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
@@ -120,6 +125,8 @@ class WorkerSummary:
         }
         if self.shuffle is not None:
             summary["shuffle"] = dict(self.shuffle)
+        if self.memory is not None:
+            summary["memory"] = dict(self.memory)
         return summary
 
 
@@ -193,6 +200,7 @@ def run_worker(
         if node is not None:
             me = stack.enter_context(node).me
             log.info("shuffle (%s) at %s", node.unit.settings.policy.value, me.data_endpoint)
+        start_rss = rss_bytes()
         stack.enter_context(consumer)
         totals = None if node is None else (lambda: shuffle_totals(node))
         _publish(stack, kafka, settings, run, metrics, on_metrics_url, totals)
@@ -214,7 +222,14 @@ def run_worker(
         elapsed_s=time.monotonic() - started,
         committed=dict(consumer.last_committed),
         shuffle=None if node is None else shuffle_totals(node),
+        memory=memory_report(start_rss, _queue_peak_bytes(consumer)),
     )
+
+
+def _queue_peak_bytes(consumer: IngestConsumer | ShardConsumer) -> int | None:
+    """The local queue's peak bytes (``None`` for a queue that does not count them)."""
+    queue = getattr(consumer, "queue", None)
+    return queue.peak_bytes if isinstance(queue, LocalQueue) else None
 
 
 def _publish(

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import zmq
 
-from streamtrain import wire
 from streamtrain.proto.data_plane_pb2 import BatchAck, RecordBatch, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import routing_id
@@ -202,7 +201,7 @@ def test_a_batch_of_a_newer_schema_version_is_answered_at_once(directory):
     directory.announce(PeerInfo("known", "tcp://127.0.0.1:9", "tcp://127.0.0.1:9", 1))
     receiver = _node(directory, "receiver")
     newer = RecordBatch(
-        schema_version=wire.SCHEMA_VERSION + 1,
+        schema_version=codec.BATCH_SCHEMA_VERSION + 1,
         job="job-c",
         batch_id="v2-1",
         origin_worker="known",

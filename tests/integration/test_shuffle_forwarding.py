@@ -274,10 +274,12 @@ def test_malformed_and_unknown_peer_frames_are_dropped_and_counted(directory, im
                     break
             acks = [codec.decode_control(k, p) for k, p in answers if k == codec.KIND_ACK]
             assert all(isinstance(a, BatchAck) for a in acks)
-            assert [(a.batch_id, a.status) for a in acks if isinstance(a, BatchAck)] == [
-                ("x", BatchAck.RECEIVED),
-                ("x", BatchAck.ACKED),
-            ]
+            statuses = [(a.batch_id, a.status) for a in acks if isinstance(a, BatchAck)]
+            # RECEIVED goes out only if the batch was not trained within RECEIVED_DELAY_S
+            assert statuses in (
+                [("x", BatchAck.ACKED)],
+                [("x", BatchAck.RECEIVED), ("x", BatchAck.ACKED)],
+            )
         finally:
             known.close()
             stranger.close()

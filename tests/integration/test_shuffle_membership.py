@@ -62,9 +62,14 @@ def test_workers_find_each_other_and_a_clean_exit_removes_at_once(broker):
         wait_for(lambda: set(a.peers()) == {"b"} and set(b.peers()) == {"a"}, what="discovery")
         assert b.peers()["a"].curve_public_key == b"k" * 40
         assert b.peers()["a"].data_endpoint == "tcp://127.0.0.1:11"
+        assert not b.peers()["a"].legacy  # it announced the batch form it reads
+        # an older release's announcement has no batch schema version: it reads version 1
+        _write(broker, job, "old", time.time_ns() // 1_000_000)
+        wait_for(lambda: "old" in b.peers(), what="the older worker")
+        assert b.peers()["old"].batch_schema_version == 1
         a.close()
         # b's timeout is 30 s: only the tombstone can explain a quick removal
-        wait_for(lambda: b.peers() == {}, timeout_s=10, what="tombstone")
+        wait_for(lambda: "a" not in b.peers(), timeout_s=10, what="tombstone")
         assert b.stats().tombstones_read >= 1
     finally:
         a.close()

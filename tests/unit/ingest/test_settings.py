@@ -47,9 +47,24 @@ def test_dlq_topic_and_explicit_assignment():
         ({"session_timeout_ms": 1000, "heartbeat_interval_ms": 1000}, "heartbeat"),
         ({"dlq_suffix": ""}, "dlq_suffix"),
         ({"column_builder": "rust"}, "column_builder"),
+        ({"prefetch_kbytes": 0}, "prefetch_kbytes"),
     ],
 )
 def test_bad_settings_are_clear(kwargs, needle):
     base = {"group": "g", "topics": ("a",)}
     with pytest.raises(ConfigError, match=needle):
         IngestSettings(**{**base, **kwargs})
+
+
+def test_the_prefetch_bound_follows_the_local_queue():
+    """librdkafka's pre-fetch (64 MiB by default) is bounded by the queue settings."""
+    default = IngestSettings(group="g", topics=("a",))
+    assert default.effective_prefetch_kbytes == 100_000 * 256 // 1024  # about 24 MiB
+    conf = default.consumer_config(KafkaSettings("h:1"))
+    assert conf["queued.max.messages.kbytes"] == default.effective_prefetch_kbytes
+    tiny = IngestSettings(group="g", topics=("a",), queue_records=1_000, batch_records=100)
+    assert tiny.effective_prefetch_kbytes == 1024  # at least 1 MiB
+    huge = IngestSettings(group="g", topics=("a",), queue_records=10_000_000)
+    assert huge.effective_prefetch_kbytes == 65_536  # never more than librdkafka's default
+    given = IngestSettings(group="g", topics=("a",), prefetch_kbytes=5_000)
+    assert given.fetch_properties()["queued.max.messages.kbytes"] == 5_000

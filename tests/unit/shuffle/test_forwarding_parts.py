@@ -107,7 +107,7 @@ def test_only_a_non_members_own_well_formed_batch_is_answered():
 
 def _newer(origin="w1", job="j", batch_id="b-9"):
     frame = RecordBatch(
-        schema_version=wire.SCHEMA_VERSION + 1,
+        schema_version=codec.BATCH_SCHEMA_VERSION + 1,
         job=job,
         batch_id=batch_id,
         origin_worker=origin,
@@ -127,7 +127,7 @@ def test_a_batch_of_a_newer_schema_version_is_answered_rejected():
     refusal = check_batch("w1", _newer(), members={"w1"}, job="j", curve=False)
     assert isinstance(refusal, Refusal)
     assert (refusal.batch_id, refusal.why) == ("b-9", Drop.NEWER_SCHEMA)
-    assert f"schema version {wire.SCHEMA_VERSION + 1}" in refusal.reason
+    assert f"schema version {codec.BATCH_SCHEMA_VERSION + 1}" in refusal.reason
     # only the sender's own batch of this job is answered
     assert check_batch("w1", _newer("w2"), members={"w1"}, job="j", curve=False) is (Drop.MALFORMED)
 

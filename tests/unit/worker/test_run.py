@@ -69,3 +69,10 @@ def test_summary_json():
         {"topic": "t", "partition": 1, "offset": 5},
     ]
     assert isinstance(RawDecoder(), object)
+
+
+def test_summary_json_reports_memory_when_measured():
+    memory = {"rss_start_mib": 100.0, "rss_growth_mib": 40.0, "within_bound": True}
+    payload = WorkerSummary("w", 1, 1, 1, 0, 1.0, memory=memory).to_json()
+    assert payload["memory"] == memory
+    assert "memory" not in WorkerSummary("w", 1, 1, 1, 0, 1.0).to_json()

@@ -98,12 +98,12 @@ def test_bad_shuffle_watermarks_fail_before_any_broker_starts():
         worker,
         [
             *("--topic", "t", "--group", "g", "--shuffle", "advanced"),
-            *("--queue-records", "100", "--shuffle-high-watermark-records", "999"),
+            *("--queue-records", "100", "--shuffle-high-watermark-records", "9999"),
         ],
     )
     assert result.exit_code == 2
-    # the queue holds at least one batch (512 by default)
-    assert "high watermark 999 exceeds the queue capacity 512 records" in result.output
+    # the queue holds at least one batch (1,024 by default)
+    assert "high watermark 9999 exceeds the queue capacity 1024 records" in result.output
     assert "embedded" not in result.output
 
 
@@ -163,3 +163,12 @@ def test_no_curve_beyond_loopback_is_refused():
     )
     assert result.exit_code == 2
     assert "must authenticate" in result.output
+
+
+def test_the_default_batch_is_the_benchmarks_best_and_help_says_so():
+    """Issue #20: the worker's default batch is the fastest size benchmarks/ingest.py
+    measured (docs/benchmarks.md), and --help says where it comes from."""
+    option = next(p for p in worker.params if p.name == "batch_records")
+    assert option.default == 1_024
+    help_text = CliRunner().invoke(worker, ["--help"], terminal_width=200).output
+    assert "benchmarks/ingest.py" in help_text
