@@ -79,6 +79,20 @@ class MmoeTrainer:
         self._next_eval = time.monotonic()
         self._log: IO[str] = log_path.open("a")
 
+    def warm_up(self) -> None:
+        """One forward and backward pass and one scoring on a small sample, without
+        changing the model: torch's first calls are slow, and they should not count as
+        lag once the producer runs."""
+        table = self.source.sample(100, seed=EVAL_SEED)
+        model = self.app.model
+        sparse, dense, click, conversion = (
+            torch.from_numpy(np.array(table[name], order="C"))
+            for name in ("sparse", "dense", "click", "conversion")
+        )
+        torch.autograd.backward(ctr_loss(model(sparse, dense), click, conversion))
+        self.app.optimizer.zero_grad(set_to_none=True)
+        click_auc(model, table)
+
     def step(self, columns: RecordColumns) -> float:
         started = time.thread_time()
         table = decode_ctr(columns)

@@ -21,7 +21,8 @@ trainer, as the JSON spec says:
   ``null`` (no trainer);
 * ``out_dir``: where ``<worker>.trained`` (one ``partition first last`` line per
   contiguous run, flushed before the batch is acknowledged) and ``<worker>.status.json``
-  (rewritten atomically every ``status_interval_s``) go.
+  (rewritten atomically every ``status_interval_s``; ``trainer_ready`` once the trainer can
+take batches) go.
 
 Acknowledgements go to ingest's real :class:`~streamtrain.ingest.tracker.OffsetTracker`
 (records handed out before they enter the shuffle, acknowledged when trained here or
@@ -115,6 +116,7 @@ class _Worker:
         self.started_at = time.time()
         self.kafka_bytes = {"rx_bytes": 0, "tx_bytes": 0}
         self.mmoe: MmoeTrainer | None = None
+        self.trainer_ready = spec.get("trainer") is None  # set once the trainer can train
 
     # source ------------------------------------------------------------------------------
 
@@ -226,9 +228,11 @@ class _Worker:
             from streamtrain.experiments.mmoe_trainer import MmoeTrainer  # torch: only here
 
             self.mmoe = MmoeTrainer(trainer, self.out_dir / f"{self.settings.worker_id}.auc.jsonl")
+            self.mmoe.warm_up()
             step = self.mmoe.step
         elif trainer.get("torch"):
             step = _torch_step()
+        self.trainer_ready = True
         with (self.out_dir / f"{self.settings.worker_id}.trained").open("a") as log:
             while not self.stop.is_set():
                 if self.mmoe is not None:
@@ -265,6 +269,7 @@ class _Worker:
             "source_done": self.source_done,
             "records_read": self.records_read,
             "trained_records": self.trained_records,
+            "trainer_ready": self.trainer_ready,
             "eval_cpu_s": 0.0 if self.mmoe is None else self.mmoe.eval_cpu_s,
             "step_cpu_s": 0.0 if self.mmoe is None else self.mmoe.step_cpu_s,
             "kafka_rx_bytes": self.kafka_bytes["rx_bytes"],

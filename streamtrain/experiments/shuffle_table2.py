@@ -392,7 +392,7 @@ def _wait_started(
         if any(proc.poll() is not None for proc in procs):
             raise StreamtrainError(f"a worker exited early; see the logs in {out_dir}")
         statuses = [_status(out_dir, w) for w in range(config.workers)]
-        if all(s is not None for s in statuses):
+        if all(s is not None and s.get("trainer_ready") for s in statuses):
             events = [int(s["forwarding"]["events_received"]) for s in statuses if s]
             if policy is ShufflePolicy.NONE or min(events) >= config.workers - 1:
                 return
