@@ -12,8 +12,8 @@ Owned here:
 * :class:`LagCostCurve`: a thread that measures the curve for *this* run (the hidden
   model's drift per day and the mean records per simulated minute of the run's traffic)
   with :func:`~streamtrain.experiments.staleness.measure_staleness`, real MMoE training
-  on one torch thread (a few CPU seconds), while the day runs. Until it is done the
-  loss is ``None``.
+  on one torch thread (a few CPU seconds), started before the demo's children so it
+  is normally done when the day begins. Until it is done the loss is ``None``.
 
 The curve is one model trained on all the traffic, as ``python -m benchmarks.staleness``
 measures it, not a twin of the demo's workers (each trains its own model on its share);
@@ -79,10 +79,10 @@ class LagCostCurve(threading.Thread):
         self.config = StalenessConfig(
             drift_turns_per_day=drift_turns_per_day,
             records_per_min=per_min,
-            minutes=240,
+            minutes=200,
             warmup_min=max(CURVE_LAGS_MIN) + 10,
             lags_min=CURVE_LAGS_MIN,
-            eval_records=2_000,
+            eval_records=1_500,
             batch_records=100,
             seed=seed,
         )

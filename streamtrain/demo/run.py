@@ -392,7 +392,8 @@ class _Demo:
         result["workers"]["killed"] = len(self.killed)
         result["workers"]["replaced"] = self.replaced
         result["phase"] = self.phases.phase.value
-        self.lag_cost.join(timeout=120)  # started with the day: normally long done
+        # started with the day, normally long done; a stopped run does not wait for it
+        self.lag_cost.join(timeout=0 if self.phases.phase is Phase.STOPPED else 120)
         result.update(
             self.lag_cost.loss(
                 self.timeline.to_json()["reports"],
@@ -422,6 +423,7 @@ def run_demo(
     demo = _Demo(kafka, settings, echo)
     stop = stop or threading.Event()
     with contextlib.ExitStack() as stack:
+        demo.lag_cost.start()  # a few CPU seconds: while the children start
         demo.create_topics()
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
@@ -479,7 +481,6 @@ def run_demo(
             start_at_s=demo.start_at_s,
             drift_turns=settings.drift_turns_per_day,
         )
-        demo.lag_cost.start()
         demo.generator.start()
         stack.callback(demo.generator.join, 35)
         stack.callback(demo.generator.stop)

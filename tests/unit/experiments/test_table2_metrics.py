@@ -29,7 +29,9 @@ def test_lag_seconds_is_the_wait_of_the_oldest_uncommitted_record():
     assert lag.tolist() == [4.0, 0.0]
     # nothing committed yet: the first record's age
     assert lag_seconds(history_s, counts, np.array([0, 0]), 15.0).tolist() == [5.0, 3.0]
-    assert lag_seconds(np.zeros(0), np.zeros((0, 2), dtype=np.int64), np.array([0, 0]), 1.0).tolist() == [0, 0]
+    assert lag_seconds(
+        np.zeros(0), np.zeros((0, 2), dtype=np.int64), np.array([0, 0]), 1.0
+    ).tolist() == [0, 0]
 
 
 def test_accumulated_lag_integrates_each_partition():
