@@ -15,9 +15,12 @@ trainer take and ack, ACK back), p99 over ``L`` batches; the raw round trip p99 
 printed beside it. The last line is machine-readable:
 ``forwarded_records_per_s=<n> raw_records_per_s=<n> ratio=<x> p99_ms=<x>``.
 
-``--table2 --out-dir DIR`` runs the KALE Table 2 experiment instead
-(:mod:`streamtrain.experiments.shuffle_table2`: 4 workers, 16 skewed partitions on the embedded
-broker, policies none/basic/advanced) and writes its table, CSV and plot to ``DIR``.
+``--table2 [--runs N] --out-dir DIR`` runs the KALE Table 2 experiment instead
+(:mod:`streamtrain.experiments.shuffle_table2`: 4 workers taking real MMoE steps, 16
+skewed partitions on the embedded broker, drifting labels, policies none/basic/advanced,
+``N`` times each) and writes its tables (beside KALE's row), CSVs and plot to ``DIR``;
+its last line: ``total_mb_<policy>=… basic_vs_none_pct=… advanced_vs_basic_pct=…
+auc_<policy>=…`` (of the last run).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -315,86 +317,6 @@ def _forwarded(records: int, batch: int, size: int, latency_batches: int) -> dic
     return sender | {"receiver_cpu_s": received["cpu_s"]}
 
 
-# KALE Table 2 -----------------------------------------------------------------------------
-
-
-def _table2(out_dir: Path, *, quick: bool) -> None:
-    from streamtrain.broker import EmbeddedBroker
-    from streamtrain.experiments.shuffle_table2 import ExperimentConfig, PolicyResult, run_policy
-
-    config = ExperimentConfig(produce_s=10.0, drain_timeout_s=40.0) if quick else ExperimentConfig()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[PolicyResult] = []
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
-        for policy in ShufflePolicy:
-            work = Path(scratch) / policy.value
-            results.append(run_policy(broker.kafka_settings(), policy, config, work))
-    hot = list(config.hot_partitions)
-    lines = [
-        f"{config.workers} workers, each training {config.train_records_per_s:,} records/s, "
-        f"{config.partitions} partitions, producer {config.produce_records_per_s:,} records/s "
-        f"of {config.record_bytes} B for {config.produce_s:g} s, "
-        f"{config.hot_share:.0%} of it on partitions {hot}",
-        "",
-        "| policy | forwarded MB | forwarded records | worker CPU s | max lag, hot partitions "
-        "(records) | max lag, cold partitions (records) | all drained, s after the producer "
-        "stopped |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    csv = ["policy,time_s,partition,lag_records"]
-    for result in results:
-        is_hot = np.isin(np.arange(config.partitions), hot)
-        lag = result.lag_records
-        drained = (
-            f"{result.drained_after_s - result.produce_s:.1f}"
-            if result.drained_after_s is not None
-            else f"not within {config.drain_timeout_s:.0f}"
-        )
-        lines.append(
-            f"| {result.policy.value} | {result.forwarded_bytes / 1e6:.1f} | "
-            f"{result.forwarded_records:,} | {result.cpu_s:.1f} | {int(lag[:, is_hot].max()):,} | "
-            f"{int(lag[:, ~is_hot].max()):,} | {drained} |"
-        )
-        for t, row in zip(result.times_s.tolist(), lag.tolist(), strict=True):
-            csv.extend(f"{result.policy.value},{t:.2f},{p},{v}" for p, v in enumerate(row))
-    table = "\n".join(lines) + "\n"
-    (out_dir / "shuffle_table2.md").write_text(table)
-    (out_dir / "shuffle_table2_lag.csv").write_text("\n".join(csv) + "\n")
-    _plot(results, config.hot_partitions, out_dir / "shuffle_table2.png")
-    print(table)
-    print(f"wrote {out_dir / 'shuffle_table2.md'}, shuffle_table2_lag.csv, shuffle_table2.png")
-
-
-def _plot(results: list[Any], hot: tuple[int, ...], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), sharey=True)
-    for axis, result in zip(axes, results, strict=True):
-        for partition in range(result.lag_records.shape[1]):
-            is_hot = partition in hot
-            axis.plot(
-                result.times_s,
-                result.lag_records[:, partition],
-                color="tab:red" if is_hot else "tab:blue",
-                alpha=0.9 if is_hot else 0.35,
-                linewidth=1.6 if is_hot else 0.8,
-                label=("hot partition" if is_hot else "cold partition")
-                if partition in (hot[0], next(p for p in range(99) if p not in hot))
-                else None,
-            )
-        axis.axvline(result.produce_s, color="grey", linestyle=":", linewidth=0.8)
-        axis.set_title(f"shuffle policy: {result.policy.value}")
-        axis.set_xlabel("time since the producer started (s)")
-    axes[0].set_ylabel("lag per partition (records)")
-    axes[0].legend(loc="upper left")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
 ROLES = {
     "raw-pull": _role_raw_pull,
     "raw-push": _role_raw_push,
@@ -414,6 +336,7 @@ def main() -> None:
     parser.add_argument("--table2", action="store_true", help="run the Table 2 experiment")
     parser.add_argument("--out-dir", default="docs/img", help="where --table2 writes")
     parser.add_argument("--quick", action="store_true", help="--table2 with a short run")
+    parser.add_argument("--runs", type=int, default=1, help="--table2: runs of each policy")
     parser.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -421,7 +344,9 @@ def main() -> None:
         print(json.dumps(ROLES[args.role](json.loads(args.spec))), flush=True)
         return
     if args.table2:
-        _table2(Path(args.out_dir), quick=args.quick)
+        from benchmarks.table2 import run_table2
+
+        run_table2(Path(args.out_dir), quick=args.quick, runs=args.runs)
         return
     records, batch, size = args.records, args.batch_records, args.record_bytes
     raw_runs = [_raw(records, batch, size, args.latency_batches) for _ in range(args.repeats)]

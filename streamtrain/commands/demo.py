@@ -126,6 +126,15 @@ __all__ = ["demo"]
     "`cooperative` (incremental rebalancing) or `group` (eager rebalancing: every action "
     "pauses every worker). Run the demo once per mode to compare them.",
 )
+@option(
+    "--drift-turns-per-day",
+    env="DEMO_DRIFT_TURNS_PER_DAY",
+    type=click.FloatRange(min=0),
+    default=0.5,
+    show_default=True,
+    help="How often the hidden model that labels the traffic turns in a simulated day. "
+    "Fast drift (e.g. 6) makes stale training visible: the summary's auc_lost_to_lag.",
+)
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print the summary as one JSON object.")
 @kafka_options
 @handle_errors
@@ -148,6 +157,7 @@ def demo(
     kill_worker_at_s: float | None,
     shuffle: str,
     assignment: str,
+    drift_turns_per_day: float,
     as_json: bool,
     **opts: Any,
 ) -> None:
@@ -190,6 +200,7 @@ def demo(
         kill_worker_at_s=kill_worker_at_s,
         shuffle=shuffle,
         assignment=assignment,
+        drift_turns_per_day=drift_turns_per_day,
     )
 
     def echo(line: str) -> None:

@@ -53,6 +53,7 @@ from streamtrain.demo.children import DemoNames, kafka_env
 from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
 from streamtrain.demo.history import demo_seed_history, write_seed_history
+from streamtrain.demo.lag_cost import LagCostCurve
 from streamtrain.demo.observe import (
     StatsTail,
     Timeline,
@@ -116,8 +117,11 @@ class DemoSettings:
     shuffle: str = "advanced"  # the workers' --shuffle policy (group, cooperative)
     worker_queue_records: int = 1_024
     assignment: str = "shards"  # the workers' --assignment (benchmarks/scaling.py: best)
+    drift_turns_per_day: float = 0.5  # how far the hidden labelling model turns a day
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.drift_turns_per_day) or self.drift_turns_per_day < 0:
+            raise ConfigError(f"the drift must be >= 0 turns a day, got {self.drift_turns_per_day}")
         if not math.isfinite(self.speed) or self.speed <= 0:
             raise ConfigError(f"the speed must be a positive factor, got {self.speed}")
         if self.day_s < 30:
@@ -193,6 +197,11 @@ class _Demo:
         self.control_port = 0
         self.killed: list[int] = []
         self.replaced = 0
+        self.lag_cost = LagCostCurve(
+            drift_turns_per_day=settings.drift_turns_per_day,
+            records_per_day=self.plan.total_records,
+            seed=settings.seed,
+        )
 
     @property
     def start_at_s(self) -> float:
@@ -237,6 +246,7 @@ class _Demo:
             duration_s=s.day_s,
             seed=s.seed,
             capacity_records_per_s=s.worker_capacity_records_per_s,
+            drift_turns=s.drift_turns_per_day,
         )
         argv = worker_argv(
             self.names,
@@ -351,6 +361,12 @@ class _Demo:
             },
             "timeline": timeline,
             "action_marks": action_marks(timeline),
+            **self.lag_cost.loss(
+                timeline["reports"],
+                started_at_s=self.start_at_s,
+                ended_at_s=time.time(),
+                speed=self.settings.speed,
+            ),
         }
 
     def summary(self, ended_at_s: float) -> dict[str, Any]:
@@ -376,6 +392,16 @@ class _Demo:
         result["workers"]["killed"] = len(self.killed)
         result["workers"]["replaced"] = self.replaced
         result["phase"] = self.phases.phase.value
+        # started with the day, normally long done; a stopped run does not wait for it
+        self.lag_cost.join(timeout=0 if self.phases.phase is Phase.STOPPED else 120)
+        result.update(
+            self.lag_cost.loss(
+                self.timeline.to_json()["reports"],
+                started_at_s=self.start_at_s,
+                ended_at_s=ended_at_s,
+                speed=self.settings.speed,
+            )
+        )
         result["run_dir"] = str(self.run_dir)
         result["job"] = self.names.job
         result["topic"] = self.names.topic
@@ -397,6 +423,7 @@ def run_demo(
     demo = _Demo(kafka, settings, echo)
     stop = stop or threading.Event()
     with contextlib.ExitStack() as stack:
+        demo.lag_cost.start()  # a few CPU seconds: while the children start
         demo.create_topics()
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
@@ -447,7 +474,12 @@ def run_demo(
         stack.callback(feeds.join, 10)
         stack.callback(feeds.stop)
         demo.generator = TrafficGenerator(
-            kafka, demo.names.topic, demo.plan, seed=settings.seed, start_at_s=demo.start_at_s
+            kafka,
+            demo.names.topic,
+            demo.plan,
+            seed=settings.seed,
+            start_at_s=demo.start_at_s,
+            drift_turns=settings.drift_turns_per_day,
         )
         demo.generator.start()
         stack.callback(demo.generator.join, 35)

@@ -234,7 +234,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{w['max']}, {w['at_day_end']} at the end of the day; "
             f"{summary['scaling_actions']} scaling actions, "
             f"{summary['worker_minutes']} worker-minutes",
-            f"  online AUC: mean {number(auc['mean'])}, last {number(auc['last'])}",
+            f"  online AUC: mean {number(auc['mean'])}, last {number(auc['last'])}; "
+            f"lost to lag {number(summary.get('auc_lost_to_lag'), '{:.4f}')} (against the "
+            f"measured AUC-against-lag curve)",
             f"  records: {r['produced']:,} produced, {r['trained_unique']:,} trained, "
             f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once), "
             f"{r['trained_from_peers']:,} trained by a peer of the worker that read them",

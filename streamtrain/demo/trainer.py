@@ -2,8 +2,6 @@
 
 Owned here:
 
-* :func:`roc_auc` (pure): the area under the ROC curve from scores and 0/1 labels
-  (Mann-Whitney, ties counted half).
 * :class:`DemoWorkerConfig`: what a demo worker needs to know, read from the environment
   the demo gives its pool (``STREAMTRAIN_DEMO_*``), so the worker stays an ordinary
   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app``.
@@ -36,18 +34,17 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 import torch
-from numpy.typing import NDArray
 
 from streamtrain.demo.observe import FORWARDED_IDS_SUFFIX
 from streamtrain.demo.traffic import drift_phase
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.example import SyntheticCtr
-from streamtrain.ingest.mmoe import MmoeCtrApp
+from streamtrain.ingest.mmoe import MmoeCtrApp, roc_auc
 from streamtrain.ingest.reader import Batch
 
 __all__ = ["DemoTrainer", "DemoWorkerConfig", "demo_app", "roc_auc"]
@@ -56,25 +53,6 @@ log = logging.getLogger(__name__)
 
 _ENV = "STREAMTRAIN_DEMO_"
 _EVAL_SEED = 7_777  # the evaluation sample's own random stream, apart from the traffic's
-
-
-def roc_auc(scores: NDArray[Any], labels: NDArray[Any]) -> float:
-    """AUC of ``scores`` for 0/1 ``labels``; NaN when one class is missing."""
-    scores = np.asarray(scores, dtype=np.float64)
-    positive = np.asarray(labels).astype(bool)
-    n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(scores.size, dtype=np.float64)
-    ranks[order] = np.arange(1, scores.size + 1)
-    # Ties share their mean rank.
-    sorted_scores = scores[order]
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    for start, count in zip(first[counts > 1], counts[counts > 1], strict=True):
-        ranks[order[start : start + count]] = start + (count + 1) / 2
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 @dataclass(frozen=True, slots=True)

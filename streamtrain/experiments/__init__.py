@@ -1,11 +1,14 @@
 """experiments: scripted processes and experiments that drive the subsystems for evidence.
 
 * ``shuffle_harness``: ``python -m streamtrain.experiments.shuffle_harness SPEC.json``,
-  one scripted shuffle worker process (synthetic or Kafka source, simulated or torch
-  trainer, Kafka or static membership), used by the integration tests and the
-  experiment;
-* ``shuffle_table2``: KALE Table 2 in shape (worker processes, skewed partitions,
-  committed-offset lag sampling), run by ``benchmarks/shuffle.py --table2``.
+  one scripted shuffle worker process (synthetic or Kafka source, simulated, torch or
+  real MMoE trainer, Kafka or static membership), used by the integration tests and the
+  experiment; ``mmoe_trainer``: its MMoE step and AUC evaluations;
+* ``shuffle_table2``: KALE Table 2 with real training (worker processes, skewed
+  partitions, drifting labels, committed-offset lag sampling, bytes on the wire, CPU,
+  AUC), run by ``benchmarks/shuffle.py --table2``; ``table2_metrics``: its pure metrics;
+* ``staleness``: KALE Fig. 1, AUC against training lag, run by ``benchmarks/staleness.py``
+  (and by the demo, for its ``auc_lost_to_lag``).
 
 An assembly layer like :mod:`streamtrain.worker`: it may use the test doubles of
 :mod:`streamtrain.testing`; library code never imports it.

@@ -13,17 +13,24 @@ trainer, as the JSON spec says:
   "partitions", "group", "commit_interval_s"}`` (assigned partitions, read from the
   group's committed offsets, which advance only up to the lowest record not
   acknowledged locally or remotely) or ``{"kind": "none"}``;
-* ``trainer``: ``{"records_per_s"}`` (0: as fast as it can), ``"batch_records"``,
-  ``"torch"`` (a real SGD step on the payload bytes per batch) or ``null`` (no trainer);
+* ``trainer``: ``{"records_per_s"}`` (0: as fast as it can; otherwise each batch takes
+  at least its share of a second, as a slower accelerator would), ``"batch_records"``,
+  ``"torch"`` (a real SGD step on the payload bytes per batch), ``"model": "mmoe"`` (a
+  real MMoE step on CTR records and AUC evaluations:
+  :class:`~streamtrain.experiments.mmoe_trainer.MmoeTrainer`, its fields beside these) or
+  ``null`` (no trainer);
 * ``out_dir``: where ``<worker>.trained`` (one ``partition first last`` line per
   contiguous run, flushed before the batch is acknowledged) and ``<worker>.status.json``
-  (rewritten atomically every ``status_interval_s``) go.
+  (rewritten atomically every ``status_interval_s``; ``trainer_ready`` once the trainer can
+take batches) go.
 
 Acknowledgements go to ingest's real :class:`~streamtrain.ingest.tracker.OffsetTracker`
 (records handed out before they enter the shuffle, acknowledged when trained here or
 ACKed by a peer), and the Kafka source commits what it says is committable, as a worker
 does: the status reports both (``positions``: the tracker's next commit position per
-``topic:partition``; ``committed``: what was committed to Kafka).
+``topic:partition``; ``committed``: what was committed to Kafka). The Kafka source also
+reports the bytes its consumer exchanged with the brokers (librdkafka's statistics:
+``kafka_rx_bytes``, ``kafka_tx_bytes``).
 
 SIGTERM stops it cleanly (tombstone, LEFT, final status). It writes files only; it
 prints nothing.
@@ -41,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -52,6 +59,9 @@ from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import MemberDirectory, Membership, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
+
+if TYPE_CHECKING:
+    from streamtrain.experiments.mmoe_trainer import MmoeTrainer
 
 __all__ = ["main", "settings_from_spec"]
 
@@ -104,6 +114,9 @@ class _Worker:
         self.trained_records = 0
         self.commits: dict[int, int] = {}
         self.started_at = time.time()
+        self.kafka_bytes = {"rx_bytes": 0, "tx_bytes": 0}
+        self.mmoe: MmoeTrainer | None = None
+        self.trainer_ready = spec.get("trainer") is None  # set once the trainer can train
 
     # source ------------------------------------------------------------------------------
 
@@ -146,7 +159,14 @@ class _Worker:
         kafka = KafkaSettings(bootstrap=source["bootstrap"])
         topic, partitions = source["topic"], [int(p) for p in source["partitions"]]
         consumer = Consumer(
-            kafka.confluent_config(**{"group.id": source["group"], "enable.auto.commit": False})
+            kafka.confluent_config(
+                **{
+                    "group.id": source["group"],
+                    "enable.auto.commit": False,
+                    "statistics.interval.ms": 500,
+                    "stats_cb": self._on_kafka_stats,
+                }
+            )
         )
         committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
         starts = []
@@ -179,6 +199,11 @@ class _Worker:
         finally:
             consumer.close()
 
+    def _on_kafka_stats(self, raw: str) -> None:
+        stats = json.loads(raw)
+        for key in self.kafka_bytes:
+            self.kafka_bytes[key] = max(self.kafka_bytes[key], int(stats.get(key, 0)))
+
     def _commit(self, consumer: Any) -> None:
         """Commit what the tracker says is committable (as a worker's committer does)."""
         from confluent_kafka import KafkaException, TopicPartition
@@ -198,9 +223,20 @@ class _Worker:
     def run_trainer(self, trainer: dict[str, Any]) -> None:
         rate = float(trainer.get("records_per_s", 0))
         batch_records = int(trainer.get("batch_records", 500))
-        step = _torch_step() if trainer.get("torch") else None
+        step: Callable[[RecordColumns], object] | None = None
+        if trainer.get("model") == "mmoe":
+            from streamtrain.experiments.mmoe_trainer import MmoeTrainer  # torch: only here
+
+            self.mmoe = MmoeTrainer(trainer, self.out_dir / f"{self.settings.worker_id}.auc.jsonl")
+            self.mmoe.warm_up()
+            step = self.mmoe.step
+        elif trainer.get("torch"):
+            step = _torch_step()
+        self.trainer_ready = True
         with (self.out_dir / f"{self.settings.worker_id}.trained").open("a") as log:
             while not self.stop.is_set():
+                if self.mmoe is not None:
+                    self.mmoe.maybe_evaluate()
                 batch = self.node.take(batch_records, timeout_s=0.1)
                 if batch is None:
                     continue
@@ -216,6 +252,9 @@ class _Worker:
                         self.stop.wait(left)
                 self.node.ack(batch)
                 self.trained_records += len(batch)
+        if self.mmoe is not None:
+            self.mmoe.maybe_evaluate(force=True)  # the model as it ends
+            self.mmoe.close()
 
     # status ------------------------------------------------------------------------------
 
@@ -230,6 +269,11 @@ class _Worker:
             "source_done": self.source_done,
             "records_read": self.records_read,
             "trained_records": self.trained_records,
+            "trainer_ready": self.trainer_ready,
+            "eval_cpu_s": 0.0 if self.mmoe is None else self.mmoe.eval_cpu_s,
+            "step_cpu_s": 0.0 if self.mmoe is None else self.mmoe.step_cpu_s,
+            "kafka_rx_bytes": self.kafka_bytes["rx_bytes"],
+            "kafka_tx_bytes": self.kafka_bytes["tx_bytes"],
             "unit": dataclasses.asdict(stats.unit),
             "forwarding": dataclasses.asdict(stats.forwarding),
             "positions": {
@@ -257,7 +301,7 @@ def _position(tracker: OffsetTracker, key: tuple[str, int]) -> int | None:
     return None if progress is None else progress.committed
 
 
-def _torch_step() -> Callable[[RecordColumns], None]:
+def _torch_step() -> Callable[[RecordColumns], object]:
     import torch
 
     torch.set_num_threads(1)

@@ -1,17 +1,29 @@
-"""KALE Table 2 in shape: no, basic and advanced shuffling under a skewed producer.
+"""KALE Table 2 with real training: no, basic and advanced shuffling under a skewed producer.
 
 Owned here: :func:`run_policy`, one scripted run on a Kafka cluster the caller gives
 (the benchmark uses the embedded broker): a fresh topic of ``partitions`` partitions,
 ``workers`` worker processes (:mod:`streamtrain.experiments.shuffle_harness`) that each own a
 contiguous block of partitions (static assignment, as a round-robin dispatcher would
-give), train at ``train_records_per_s`` each and commit offsets only up to the lowest
-record not acknowledged locally or remotely; a producer that sends
-``produce_records_per_s`` for ``produce_s`` seconds with ``hot_share`` of the traffic on
-the ``hot_partitions``; and a sampler that reads the group's committed offsets every
-``sample_interval_s`` and reports per-partition lag (records produced minus committed) until
-every partition drained or ``drain_timeout_s`` passed. Returned per policy: the lag
-series, forwarded bytes and records, the workers' CPU time, and the time until all
-partitions drained. Rendering (table, plot) is the caller's.
+give) and take one real Adam step of the MMoE CTR model per batch
+(:mod:`streamtrain.experiments.mmoe_trainer`, started from the same model trained
+before the run, :func:`pretrain`), each at most ``train_records_per_s`` (a batch takes
+at least its share of a second, as a slower accelerator would), committing offsets only
+up to the lowest record not acknowledged locally or remotely; a producer that sends
+``produce_records_per_s`` CTR records for ``produce_s`` seconds with ``hot_share`` of
+them on the ``hot_partitions``, labelled by a hidden model that turns ``drift_turns``
+over the run (so a model trained late is stale); and a sampler that reads the group's
+committed offsets every ``sample_interval_s`` and reports per-partition lag (records
+produced minus committed, and seconds the oldest uncommitted record has waited) until
+every partition drained or ``drain_timeout_s`` passed.
+
+Returned per policy (:class:`PolicyResult`): the lag series, the bytes on the wire
+(the workers' Kafka consumers as librdkafka counts them, the shuffle's forwarded batch
+frames as it counts them, and its answers and state events, estimated from their
+counts times their encoded size: the shuffle does not count control bytes), the
+workers' CPU utilization (CPU seconds from the producer's start to the end of the
+measurement, less the seconds spent on AUC evaluations, over that wall time), the
+drain time, and each worker's click AUC on held-out samples of the traffic of the
+moment (:mod:`streamtrain.experiments.table2_metrics`). Rendering is the caller's.
 """
 
 from __future__ import annotations
@@ -32,10 +44,17 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.experiments.mmoe_trainer import drift_phase_at
+from streamtrain.experiments.table2_metrics import AucSummary, auc_summary, lag_seconds
+from streamtrain.ingest.example import CTR_RECORD, SyntheticCtr, split_records
 from streamtrain.kafka import create_topic
+from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
+from streamtrain.shuffle import codec
 from streamtrain.shuffle.policy import ShufflePolicy
 
-__all__ = ["ExperimentConfig", "PolicyResult", "run_policy"]
+__all__ = ["ExperimentConfig", "PolicyResult", "WireBytes", "pretrain", "run_policy"]
+
+_ZMTP_FRAME_BYTES = 2  # a short ZMTP frame's flags and size bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +63,13 @@ class ExperimentConfig:
     partitions: int = 16
     hot_partitions: tuple[int, ...] = (0, 1, 5)
     hot_share: float = 0.7
-    produce_records_per_s: int = 4_000
+    produce_records_per_s: int = 2_000
     produce_s: float = 30.0
-    train_records_per_s: int = 1_200
-    record_bytes: int = 200
+    train_records_per_s: int = 800
+    drift_turns: float = 0.25  # how far the hidden labelling model turns while producing
+    pretrain_records: int = 40_000  # the model every worker starts from (phase 0)
+    eval_records: int = 2_000
+    eval_interval_s: float = 1.0
     drain_timeout_s: float = 90.0
     sample_interval_s: float = 0.5
     commit_interval_s: float = 0.2
@@ -57,12 +79,17 @@ class ExperimentConfig:
     batch_records: int = 100
     credit_window_records: int = 1_000
     ack_timeout_ms: int = 10_000
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.partitions % self.workers:
             raise ConfigError("partitions must be a multiple of workers (static blocks)")
         if not 0 < self.hot_share < 1 or not self.hot_partitions:
             raise ConfigError("hot_share must be in (0, 1) with at least one hot partition")
+
+    @property
+    def record_bytes(self) -> int:
+        return int(CTR_RECORD.itemsize)
 
     def weights(self) -> np.ndarray:
         """Each partition's share of the produced records."""
@@ -72,17 +99,69 @@ class ExperimentConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WireBytes:
+    """Bytes on the wire in a run, by kind (see the module docstring)."""
+
+    kafka_rx: int  # fetch responses and the other broker answers the workers' consumers got
+    kafka_tx: int  # the consumers' requests: fetches, offset commits, heartbeats
+    forwarded: int  # the shuffle's batch frames
+    answers: int  # RECEIVED and ACKED answers (estimated)
+    state_events: int  # receiver-state broadcasts (estimated)
+
+    @property
+    def total(self) -> int:
+        return self.kafka_rx + self.kafka_tx + self.forwarded + self.answers + self.state_events
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyResult:
     policy: ShufflePolicy
     times_s: np.ndarray
     lag_records: np.ndarray  # [sample, partition]
+    lag_s: np.ndarray  # [sample, partition]: how long the oldest uncommitted record waited
     produced_records: np.ndarray  # per partition
-    forwarded_bytes: int
     forwarded_records: int
-    cpu_s: float
+    wire: WireBytes
+    cpu_s: float  # workers' CPU seconds over the window, less AUC evaluations
+    window_s: float  # wall seconds from the producer's start to the end of the measurement
     drained_after_s: float | None  # since the producer started; None: not within the timeout
     produce_s: float
+    auc: AucSummary
+    auc_series: dict[str, list[dict[str, float]]]  # per worker: at_s (since start), auc
     per_worker: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def forwarded_bytes(self) -> int:
+        return self.wire.forwarded
+
+    @property
+    def cpu_pct(self) -> float:
+        """Mean worker CPU utilization over the window, percent of one core."""
+        workers = max(len(self.per_worker), 1)
+        return 100 * self.cpu_s / (workers * self.window_s) if self.window_s > 0 else 0.0
+
+
+def pretrain(config: ExperimentConfig, path: Path) -> Path:
+    """Train the MMoE every worker starts from on ``pretrain_records`` records of the
+    undrifted traffic (phase 0) and save its ``state_dict`` to ``path``."""
+    import torch
+
+    from streamtrain.ingest.mmoe import MmoeCtrApp, ctr_loss
+
+    app = MmoeCtrApp(seed=config.seed)
+    table = SyntheticCtr(seed=config.seed).sample(config.pretrain_records, seed=99)
+    for start in range(0, len(table), config.batch_records):
+        part = table[start : start + config.batch_records]
+        sparse, dense, click, conversion = (
+            torch.from_numpy(np.array(part[name], order="C"))
+            for name in ("sparse", "dense", "click", "conversion")
+        )
+        app.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(ctr_loss(app.model(sparse, dense), click, conversion))
+        app.optimizer.step()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(app.model.state_dict(), path)
+    return path
 
 
 def _spec(
@@ -92,6 +171,7 @@ def _spec(
     job: str,
     worker: int,
     out_dir: Path,
+    init_state: Path | None,
 ) -> Path:
     block = config.partitions // config.workers
     spec = {
@@ -122,10 +202,21 @@ def _spec(
             "group": job,
             "commit_interval_s": config.commit_interval_s,
         },
-        "trainer": {"records_per_s": config.train_records_per_s, "batch_records": 100},
+        "trainer": {
+            "records_per_s": config.train_records_per_s,
+            "batch_records": config.batch_records,
+            "model": "mmoe",
+            "init_state": None if init_state is None else str(init_state),
+            "seed": config.seed,
+            "eval": {
+                "clock_file": str(out_dir / "clock.json"),
+                "records": config.eval_records,
+                "interval_s": config.eval_interval_s,
+            },
+        },
         "out_dir": str(out_dir),
         "status_interval_s": 0.5,
-        "run_s": config.produce_s + config.drain_timeout_s + 120,
+        "run_s": config.produce_s + config.drain_timeout_s + 180,
     }
     path = out_dir / f"w{worker}.spec.json"
     path.write_text(json.dumps(spec))
@@ -147,24 +238,92 @@ def _worker_totals(status: dict[str, Any]) -> dict[str, float]:
         "bytes_sent": float(forwarding.get("bytes_sent", 0)),
         "records_sent": float(forwarding.get("records_sent", 0)),
         "records_received": float(forwarding.get("records_received", 0)),
+        "batches_received": float(forwarding.get("batches_received", 0)),
+        "events_sent": float(forwarding.get("events_sent", 0)),
+        "batches_sent": float(forwarding.get("batches_sent", 0)),
+        "batches_rejected": float(forwarding.get("batches_rejected", 0)),
+        "batches_timed_out": float(forwarding.get("batches_timed_out", 0)),
         "cpu_s": float(status.get("cpu_s", 0.0)),
+        "eval_cpu_s": float(status.get("eval_cpu_s", 0.0)),
+        "step_cpu_s": float(status.get("step_cpu_s", 0.0)),
+        "kafka_rx_bytes": float(status.get("kafka_rx_bytes", 0)),
+        "kafka_tx_bytes": float(status.get("kafka_tx_bytes", 0)),
     }
 
 
+def _answer_bytes(job: str) -> int:
+    """One RECEIVED or ACKED answer on the wire: its frames, as the receiver encodes them."""
+    ack = codec.encode_ack(
+        job=job,
+        batch_id="1a2b3c4d-1000",
+        receiver="w0",
+        status=BatchAck.ACKED,
+        reason="",
+        at_ms=int(time.time() * 1000),
+    )
+    return len(codec.KIND_ACK) + len(ack) + 2 * _ZMTP_FRAME_BYTES
+
+
+def _event_bytes(job: str) -> int:
+    event = codec.encode_state(
+        job=job,
+        worker_id="w0",
+        state=WorkerStateEvent.RECEIVING,
+        sequence=1000,
+        queue_records=100,
+        at_ms=int(time.time() * 1000),
+    )
+    return len(codec.KIND_STATE) + len(event) + 2 * _ZMTP_FRAME_BYTES
+
+
+class _Production:
+    """The producer's progress: cumulative counts per partition, and their history."""
+
+    def __init__(self, partitions: int) -> None:
+        self.counts = np.zeros(partitions, dtype=np.int64)
+        self.history_s: list[float] = []
+        self.history_counts: list[np.ndarray] = []
+
+    def record(self, at_s: float) -> None:
+        self.history_counts.append(self.counts.copy())
+        self.history_s.append(at_s)  # appended second: a reader never sees a time alone
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.history_s)
+        if n == 0:
+            return np.zeros(0), np.zeros((0, self.counts.size), dtype=np.int64)
+        return np.asarray(self.history_s[:n]), np.stack(self.history_counts[:n])
+
+
 def _produce(
-    kafka: KafkaSettings, topic: str, config: ExperimentConfig, counts: np.ndarray
+    kafka: KafkaSettings,
+    topic: str,
+    config: ExperimentConfig,
+    production: _Production,
+    clock: dict[str, float],
 ) -> None:
     producer = Producer(kafka.confluent_config(**{"linger.ms": 5}))
     rng = np.random.default_rng(1)
+    source = SyntheticCtr(seed=config.seed)
     weights = config.weights()
-    payload = b"x" * config.record_bytes
+    pending: list[bytes] = []
+    chunk = max(config.produce_records_per_s // 4, 1)  # a quarter second of one phase
     tick_s = 0.01
     started = time.monotonic()
     ticks = 0
+    next_id = 0
+    counts = production.counts
     while (now := time.monotonic()) - started < config.produce_s:
         ticks += 1
         due = int(config.produce_records_per_s * tick_s * ticks) - int(counts.sum())
         for partition in rng.choice(config.partitions, size=max(due, 0), p=weights):
+            if not pending:
+                table = source.sample(
+                    chunk, first_id=next_id, phase=drift_phase_at(time.time(), clock)
+                )
+                next_id += chunk
+                pending = split_records(table)[::-1]
+            payload = pending.pop()
             while True:
                 try:
                     producer.produce(topic, payload, partition=int(partition))
@@ -172,6 +331,7 @@ def _produce(
                 except BufferError:
                     producer.poll(0.01)
             counts[partition] += 1
+        production.record(time.monotonic())
         producer.poll(0)
         time.sleep(max(started + ticks * tick_s - now, 0))
     if producer.flush(30) != 0:
@@ -179,9 +339,15 @@ def _produce(
 
 
 def run_policy(
-    kafka: KafkaSettings, policy: ShufflePolicy, config: ExperimentConfig, out_dir: Path
+    kafka: KafkaSettings,
+    policy: ShufflePolicy,
+    config: ExperimentConfig,
+    out_dir: Path,
+    *,
+    init_state: Path | None = None,
 ) -> PolicyResult:
-    """One scripted run (see the module docstring); worker files go to ``out_dir``."""
+    """One scripted run (see the module docstring); worker files go to ``out_dir``;
+    ``init_state``: the :func:`pretrain` file the workers start from (none: untrained)."""
     job = f"table2-{policy.value}-{uuid.uuid4().hex[:6]}"
     out_dir.mkdir(parents=True, exist_ok=True)
     create_topic(kafka, job, config.partitions)
@@ -191,7 +357,7 @@ def run_policy(
         for worker in range(config.workers):
             log = (out_dir / f"w{worker}.log").open("wb")
             logs.append(log)
-            spec = _spec(config, policy, kafka, job, worker, out_dir)
+            spec = _spec(config, policy, kafka, job, worker, out_dir, init_state)
             procs.append(
                 subprocess.Popen(  # noqa: S603 - our own interpreter and module
                     [sys.executable, "-m", "streamtrain.experiments.shuffle_harness", str(spec)],
@@ -221,17 +387,24 @@ def _wait_started(
     out_dir: Path,
     procs: list[subprocess.Popen[bytes]],
 ) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if any(proc.poll() is not None for proc in procs):
             raise StreamtrainError(f"a worker exited early; see the logs in {out_dir}")
         statuses = [_status(out_dir, w) for w in range(config.workers)]
-        if all(s is not None for s in statuses):
+        if all(s is not None and s.get("trainer_ready") for s in statuses):
             events = [int(s["forwarding"]["events_received"]) for s in statuses if s]
             if policy is ShufflePolicy.NONE or min(events) >= config.workers - 1:
                 return
         time.sleep(0.2)
-    raise StreamtrainError(f"the workers did not all start within 60 s; see {out_dir}")
+    raise StreamtrainError(f"the workers did not all start within 90 s; see {out_dir}")
+
+
+def _evaluations(out_dir: Path, worker: int) -> list[dict[str, float]]:
+    path = out_dir / f"w{worker}.auc.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _measure(
@@ -242,12 +415,22 @@ def _measure(
     out_dir: Path,
     procs: list[subprocess.Popen[bytes]],
 ) -> PolicyResult:
-    counts = np.zeros(config.partitions, dtype=np.int64)
-    producer = threading.Thread(target=_produce, args=(kafka, job, config, counts), daemon=True)
+    production = _Production(config.partitions)
+    before = {f"w{w}": _worker_totals(_status(out_dir, w) or {}) for w in range(config.workers)}
+    clock = {
+        "start_at_s": time.time(),
+        "produce_s": config.produce_s,
+        "drift_turns": config.drift_turns,
+    }
+    (out_dir / "clock.json").write_text(json.dumps(clock))
+    producer = threading.Thread(
+        target=_produce, args=(kafka, job, config, production, clock), daemon=True
+    )
     watcher = Consumer(kafka.confluent_config(**{"group.id": job, "enable.auto.commit": False}))
     partitions = [TopicPartition(job, p) for p in range(config.partitions)]
     times: list[float] = []
     lags: list[np.ndarray] = []
+    lag_s: list[np.ndarray] = []
     drained_after: float | None = None
     started = time.monotonic()
     producer.start()
@@ -256,34 +439,57 @@ def _measure(
             time.sleep(config.sample_interval_s)
             if any(proc.poll() is not None for proc in procs):
                 raise StreamtrainError(f"a worker exited during the run; see {out_dir}")
+            history_s, history_counts = production.snapshot()
             committed = watcher.committed(partitions, timeout=10)
             offsets = np.array([max(tp.offset, 0) for tp in committed], dtype=np.int64)
-            elapsed = time.monotonic() - started
-            times.append(elapsed)
-            lags.append(np.maximum(counts - offsets, 0))
+            now = time.monotonic()
+            produced = history_counts[-1] if len(history_s) else np.zeros_like(offsets)
+            times.append(now - started)
+            lags.append(np.maximum(produced - offsets, 0))
+            lag_s.append(lag_seconds(history_s, history_counts, offsets, now))
             if not producer.is_alive() and not lags[-1].any():
-                drained_after = elapsed
+                drained_after = now - started
                 break
     finally:
         producer.join(timeout=config.produce_s + 60)
         watcher.close()
+    window_s = time.monotonic() - started
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
-        proc.wait(timeout=30)
-    per_worker = {f"w{w}": _worker_totals(_status(out_dir, w) or {}) for w in range(config.workers)}
-    forwarded_bytes = int(sum(t["bytes_sent"] for t in per_worker.values()))
-    forwarded_records = int(sum(t["records_sent"] for t in per_worker.values()))
-    cpu_s = sum(t["cpu_s"] for t in per_worker.values())
+        proc.wait(timeout=60)
+    after = {f"w{w}": _worker_totals(_status(out_dir, w) or {}) for w in range(config.workers)}
+    per_worker = {w: {k: after[w][k] - before[w].get(k, 0.0) for k in after[w]} for w in after}
+    received = sum(t["batches_received"] for t in per_worker.values())
+    events = sum(t["events_sent"] for t in per_worker.values())
+    wire = WireBytes(
+        kafka_rx=int(sum(t["kafka_rx_bytes"] for t in per_worker.values())),
+        kafka_tx=int(sum(t["kafka_tx_bytes"] for t in per_worker.values())),
+        forwarded=int(sum(t["bytes_sent"] for t in per_worker.values())),
+        answers=int(2 * received * _answer_bytes(job)),
+        state_events=int(events * (config.workers - 1) * _event_bytes(job)),
+    )
+    evaluations = {f"w{w}": _evaluations(out_dir, w) for w in range(config.workers)}
+    start_wall = clock["start_at_s"]
+    summary = auc_summary(
+        evaluations, started_at_s=start_wall, stopped_at_s=start_wall + config.produce_s
+    )
     return PolicyResult(
         policy=policy,
         times_s=np.asarray(times),
         lag_records=np.asarray(lags),
-        produced_records=counts.copy(),
-        forwarded_bytes=forwarded_bytes,
-        forwarded_records=forwarded_records,
-        cpu_s=cpu_s,
+        lag_s=np.asarray(lag_s),
+        produced_records=production.counts.copy(),
+        forwarded_records=int(sum(t["records_sent"] for t in per_worker.values())),
+        wire=wire,
+        cpu_s=sum(t["cpu_s"] - t["eval_cpu_s"] for t in per_worker.values()),
+        window_s=window_s,
         drained_after_s=drained_after,
         produce_s=config.produce_s,
+        auc=summary,
+        auc_series={
+            w: [{"at_s": x["at_s"] - start_wall, "auc": x["auc"]} for x in lines]
+            for w, lines in evaluations.items()
+        },
         per_worker=per_worker,
     )

@@ -123,7 +123,16 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
 ):
     from playwright.sync_api import sync_playwright
 
-    demo = Demo(tmp_path, "--duration", "90", "--kill-worker-at", "30", "--json")
+    demo = Demo(
+        tmp_path,
+        "--duration",
+        "90",
+        "--kill-worker-at",
+        "30",
+        "--drift-turns-per-day",
+        "6",
+        "--json",
+    )
     try:
         url = demo.dashboard_url()
         demo.wait_state(
@@ -158,6 +167,11 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
                     "Number(document.getElementById('auc').dataset.points || 0) > 0",
                     timeout=30_000,
                 )
+                # the AUC lost to lag, once the run's AUC-against-lag curve is measured
+                page.wait_for_function(
+                    "/^-?\\d+\\.\\d{4}$/.test(document.getElementById('auclost').textContent)",
+                    timeout=120_000,
+                )
             finally:
                 browser.close()
         out = demo.finish(400)
@@ -185,6 +199,14 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
     assert summary["workers"]["killed"] == 1 and summary["workers"]["replaced"] >= 1
     assert summary["phase"] == "done"
     assert 0.5 < summary["auc"]["mean"] < 1.0
+    # KALE Fig. 1 for this run: at 6 turns a day a 90-minute-old model is far worse, and
+    # the loss the summary reports is looked up on that curve
+    lost, detail = summary["auc_lost_to_lag"], summary["auc_lost_to_lag_detail"]
+    curve = detail["curve"]
+    assert curve["0"] > curve["90"] + 0.05
+    assert isinstance(lost, float) and curve["0"] - curve["90"] >= lost
+    assert detail["upper_bound_job_lag"] >= lost - 1e-3
+    assert detail["mean_lag_simulated_min"] > 0
     assert summary["lag_reports"] > 10 and summary["alerts"] >= 1
     for key in ("slo_violation_rate", "accumulated_lag_min", "scaling_actions", "worker_minutes"):
         assert key in summary
