@@ -9,31 +9,18 @@ called (an optional dependency); without it a :class:`ConfigError` says how to g
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.evaluate import Scores
+from streamtrain.plotting import pyplot
 from streamtrain.units import DAY_S
 
 __all__ = ["plot_eval"]
-
-
-def _pyplot() -> Any:
-    try:
-        matplotlib = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        plt = importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        raise ConfigError(
-            "--plot needs matplotlib, which is not installed: pip install matplotlib"
-        ) from None
-    return plt
 
 
 def plot_eval(
@@ -48,7 +35,7 @@ def plot_eval(
     trails = {name: s.trail for name, s in results.items() if s.trail is not None}
     if not trails:
         raise ConfigError("nothing to plot: the evaluation kept no forecasts")
-    plt = _pyplot()
+    plt = pyplot()
     first = min(int(t.origins[0]) for t in trails.values())
     horizon = max(t.point.shape[1] for t in trails.values())
     last = max(int(t.origins[-1]) for t in trails.values()) + horizon

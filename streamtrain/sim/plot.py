@@ -10,13 +10,11 @@ imported only here and only when called (it is an optional dependency); without 
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from streamtrain.errors import ConfigError
+from streamtrain.plotting import pyplot
 from streamtrain.sim.metrics import SLO_LAG_S
 from streamtrain.sim.runner import SimReport
 from streamtrain.units import HOUR_S, MINUTE_S
@@ -24,21 +22,9 @@ from streamtrain.units import HOUR_S, MINUTE_S
 __all__ = ["plot_report"]
 
 
-def _pyplot() -> Any:
-    try:
-        matplotlib = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        plt = importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        raise ConfigError(
-            "--plot needs matplotlib, which is not installed: pip install matplotlib"
-        ) from None
-    return plt
-
-
 def plot_report(report: SimReport, path: str | Path, *, slo_lag_s: float = SLO_LAG_S) -> Path:
     """Write the two-panel figure to ``path`` (PNG, or any format matplotlib knows)."""
-    plt = _pyplot()
+    plt = pyplot()
     path = Path(path)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     hours = np.arange(report.rates_records_per_s.size) * report.step_s / HOUR_S
