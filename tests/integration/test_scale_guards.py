@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamtrain.errors import ExecutorError
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
+from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings, Handled
 from streamtrain.scale.executors import (
     ApplierSettings,
     CommandApplier,
@@ -94,7 +94,7 @@ def _consumer_settings(topic, alerts, suffix):
 
 
 def _consume_all(consumer, expected, timeout_s=60):
-    handled: list = []
+    handled: list[Handled] = []
     deadline = time.monotonic() + timeout_s
     while len(handled) < expected and time.monotonic() < deadline:
         handled += consumer.poll(0.5)
