@@ -9,9 +9,10 @@ server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
 records/s with half of them on partition 0 (a hot partition: its worker overflows and
 forwards to the others), ``--workers`` ``streamtrain worker --shuffle advanced``
 processes (worker i reads partitions i and i + workers; each trains at most
-``--capacity`` records/s, a sleeping device: ``benchmarks/scaling_app.py`` records each
+``--capacity`` records/s (250: worker 0 gets more than that and forwards the rest), a
+sleeping device: ``benchmarks/scaling_app.py`` records each
 trained id before the batch is acknowledged), and the control app (``streamtrain lag
-run`` with the planner). While the producer runs for ``--duration-s`` seconds a seeded
+run`` with the planner). Once every worker trains, for ``--duration-s`` seconds a seeded
 schedule (:mod:`benchmarks.chaos_faults`) injects, in turn:
 
 * ``kill_sender``: kill -9 worker 0 (the hot partition's: it forwards), restart it 3 s
@@ -37,6 +38,7 @@ the exit code is 1 when an id was never trained.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -191,6 +193,30 @@ def watch_victim(
         consumer.close()
 
 
+def _wait_until_all_train(workers: list[Child], out: Path, timeout_s: float) -> None:
+    """Until every worker finished a training step (its start is slow on a busy machine)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pids = [w.process.pid for w in workers if w.process is not None]
+        steps = [out / f"worker-{pid}.steps" for pid in pids]
+        if all(path.exists() and path.stat().st_size > 0 for path in steps):
+            return
+        time.sleep(0.5)
+    print(f"  not every worker trains after {timeout_s:g} s; faults start anyway", flush=True)
+
+
+def forwarded(logs: Path) -> int:
+    """Records forwarded by the shuffle, summed over the workers' exit summaries (a
+    worker killed -9 writes none: a floor)."""
+    total = 0
+    for path in logs.glob("w*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"records_forwarded"' in line:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    total += int(json.loads(line)["shuffle"]["records_forwarded"])
+    return total
+
+
 def trained(out: Path) -> tuple[np.ndarray, list[float]]:
     ids = [np.fromfile(p, dtype="<i8") for p in out.glob("*.ids")]
     steps: list[float] = []
@@ -241,9 +267,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             threading.Thread(
                 target=watch_victim, args=(kafka, job, f"w{victim}", relay, stop), daemon=True
             ).start()
-            time.sleep(10.0)  # the workers' and the control app's start
             load.start()
-            began = time.monotonic()
+            _wait_until_all_train(workers, out, timeout_s=180.0)
+            began = time.monotonic()  # the faults' clock starts once every worker trains
             pending = list(faults)
             receivers = [w for w in workers[1:] if w is not workers[victim]] or workers[1:]
             while time.monotonic() - began < args.duration_s:
@@ -275,8 +301,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     elif kind == "control":
                         control.kill()
                         control.start()
-                    else:
-                        relay.stall(PARTITION_S)
+                    else:  # the stall runs beside the schedule
+                        threading.Thread(target=relay.stall, args=(PARTITION_S,)).start()
                 time.sleep(0.2)
             load.stop.set()
             load.join(180)
@@ -299,6 +325,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         finally:
             stop.set()
             load.stop.set()
+            for child in children:  # SIGTERM to all at once, then wait for each
+                if child.process is not None and child.process.poll() is None:
+                    child.process.send_signal(signal.SIGTERM)
             for child in reversed(children):
                 child.stop()
             relay.close()
@@ -315,6 +344,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "max_stall_s": round(float(gaps.max()), 1),
         "faults": done,
         "unexpected_exits": unexpected,
+        "forwarded": forwarded(logs),
         "starts": {c.name: c.starts for c in children},
     }
 
@@ -325,16 +355,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=600.0, help="records/s produced")
-    parser.add_argument("--capacity", type=float, default=400.0, help="records/s a worker")
+    parser.add_argument("--capacity", type=float, default=250.0, help="records/s a worker")
     parser.add_argument("--broker-down-s", type=float, default=10.0)
     parser.add_argument("--drain-s", type=float, default=240.0)
     parser.add_argument("--once", action="store_true", help="every fault kind once")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help="keep the logs and trained ids here"
+    )
     args = parser.parse_args()
     if args.workers < 4:
         parser.error("the soak needs at least 4 workers (a sender and receivers)")
-    with tempfile.TemporaryDirectory(prefix="streamtrain-chaos-") as tmp:
-        result = run(args, Path(tmp))
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=False)
+        result = run(args, args.out_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="streamtrain-chaos-") as tmp:
+            result = run(args, Path(tmp))
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2))
     kinds = sorted({f["kind"] for f in result["faults"]})
@@ -347,7 +384,7 @@ def main() -> None:
         f"lost={result['lost']} duplicates_pct={result['duplicates_pct']} "
         f"max_stall_s={result['max_stall_s']} faults={len(result['faults'])} "
         f"fault_kinds={','.join(kinds)} produced={result['produced']} "
-        f"unexpected_exits={result['unexpected_exits']}",
+        f"unexpected_exits={result['unexpected_exits']} forwarded={result['forwarded']}",
         flush=True,
     )
     sys.exit(1 if result["lost"] else 0)

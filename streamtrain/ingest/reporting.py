@@ -58,14 +58,13 @@ class GroupSize:
         self.group = group
         self.timeout_s = timeout_s
         self._admin: Any = None
-        self._failing = False
 
     def __call__(self) -> int:
         from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
             self._admin = AdminClient(self.kafka.confluent_config())
-        if self._failing and not broker_answers(self.kafka, self.timeout_s):
+        if not broker_answers(self.kafka, self.timeout_s):
             return 0  # no admin request into an outage (streamtrain.kafka.broker_answers)
         try:
             futures = self._admin.describe_consumer_groups(
@@ -73,10 +72,8 @@ class GroupSize:
             )
             description = futures[self.group].result(timeout=self.timeout_s)
         except (KafkaException, TimeoutError) as exc:
-            self._failing = True
             log.debug("describing group %r failed: %s", self.group, exc)
             return 0
-        self._failing = False
         return len(description.members)
 
 
