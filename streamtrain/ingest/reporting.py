@@ -72,6 +72,7 @@ class GroupSize:
             )
             description = futures[self.group].result(timeout=self.timeout_s)
         except (KafkaException, TimeoutError) as exc:
+            self._admin = None  # dropped while the broker is away (streamtrain.lag.offsets)
             log.debug("describing group %r failed: %s", self.group, exc)
             return 0
         return len(description.members)
