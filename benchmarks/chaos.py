@@ -9,7 +9,7 @@ server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
 records/s with half of them on partition 0 (a hot partition: its worker overflows and
 forwards to the others), ``--workers`` ``streamtrain worker --shuffle advanced``
 processes (worker i reads partitions i and i + workers; each trains at most
-``--capacity`` records/s (250: worker 0 gets more than that and forwards the rest), a
+``--capacity`` records/s (400: worker 0 gets 343 records/s and keeps up alone), a
 sleeping device: ``benchmarks/scaling_app.py`` records each
 trained id before the batch is acknowledged), and the control app (``streamtrain lag
 run`` with the planner). Once every worker trains, for ``--duration-s`` seconds a seeded
@@ -24,14 +24,16 @@ schedule (:mod:`benchmarks.chaos_faults`) injects, in turn:
   a network partition does; TCP holds the bytes).
 
 ``--once`` runs every kind exactly once (the test suite's short run). After the
-producer stops, the job drains until every delivered id was trained (at most
-``--drain-s``). Measured: ``lost`` (delivered ids never trained: must be 0),
-``duplicates_pct`` (trained records beyond the first of each id, in % of the ids:
-at-least-once's price of the faults), ``max_stall_s`` (the longest time no worker
-finished a training step, from the first step until the backlog was drained), and the
-faults injected. A worker or control app that exits by itself is restarted and
-counted (``unexpected_exits``). The last line is machine-readable:
-``lost=... duplicates_pct=... max_stall_s=... faults=... produced=... unexpected_exits=...``;
+producer stops, the job drains until every delivered id was trained, or until no id
+was trained for ``--stuck-s`` (120 s; at most ``--drain-s``). Measured: ``lost``
+(delivered ids never trained: must be 0), ``duplicates_pct`` (trained records beyond
+the first of each id, in % of the ids: at-least-once's price of the faults),
+``max_stall_s`` (the longest time no worker finished a training step, from the first
+step until the backlog was drained), and the faults injected. A worker or control app
+that exits by itself is restarted and counted (``unexpected_exits``); ``forwarded`` is
+what the shuffle forwarded (from the workers' exit summaries). The last line is
+machine-readable: ``lost=... duplicates_pct=... max_stall_s=... faults=...
+fault_kinds=... produced=... unexpected_exits=... forwarded=...``;
 the exit code is 1 when an id was never trained.
 """
 
@@ -313,14 +315,18 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 flush=True,
             )
             deadline = time.monotonic() + args.drain_s
+            missing, progressed_at = delivered.size, time.monotonic()
             while time.monotonic() < deadline:
                 for child in children:
                     if child.exited() is not None:
                         unexpected += 1
                         child.start()
                 ids, _ = trained(out)
-                if np.setdiff1d(delivered, ids).size == 0:
-                    break
+                left = np.setdiff1d(delivered, ids).size
+                if left == 0 or time.monotonic() - progressed_at > args.stuck_s:
+                    break  # all trained, or no id trained for --stuck-s: lost for good
+                if left < missing:
+                    missing, progressed_at = left, time.monotonic()
                 time.sleep(2.0)
         finally:
             stop.set()
@@ -355,9 +361,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=600.0, help="records/s produced")
-    parser.add_argument("--capacity", type=float, default=250.0, help="records/s a worker")
+    parser.add_argument("--capacity", type=float, default=400.0, help="records/s a worker")
     parser.add_argument("--broker-down-s", type=float, default=10.0)
-    parser.add_argument("--drain-s", type=float, default=240.0)
+    parser.add_argument("--drain-s", type=float, default=1800.0, help="drain at most this")
+    parser.add_argument(
+        "--stuck-s",
+        type=float,
+        default=120.0,
+        help="the drain ends when no id was trained for this long",
+    )
     parser.add_argument("--once", action="store_true", help="every fault kind once")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
