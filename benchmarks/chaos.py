@@ -73,7 +73,8 @@ class Load(threading.Thread):
 
     def __init__(self, kafka: KafkaSettings, topic: str, partitions: int, rate: float) -> None:
         super().__init__(name="chaos-load", daemon=True)
-        self.producer = Producer(kafka.confluent_config(**{"linger.ms": 5}))
+        # 50-ms batches: every batch is an object on the durable broker's S3 storage
+        self.producer = Producer(kafka.confluent_config(**{"linger.ms": 50}))
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.stop = threading.Event()
         self.delivered: list[int] = []
@@ -156,10 +157,10 @@ def worker_argv(topic: str, job: str, index: int, workers: int, victim: bool) ->
     argv += ["--group", job, "--worker-id", f"w{index}"]
     argv += ["--partition", str(index), "--partition", str(index + workers)]
     argv += ["--entry", "benchmarks.scaling_app:make", "--app-dir", str(REPO)]
-    argv += ["--batch-records", "50", "--queue-records", "500", "--commit-interval-s", "0.5"]
+    # a small queue so that the hot worker overflows (the shuffle's defaults otherwise)
+    argv += ["--batch-records", "50", "--queue-records", "500"]
     argv += ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
-    argv += ["--shuffle", "advanced", "--shuffle-heartbeat-interval-ms", "500"]
-    argv += ["--shuffle-heartbeat-timeout-ms", "3000"]
+    argv += ["--shuffle", "advanced"]
     if victim:
         argv += ["--shuffle-host", VICTIM_HOST, "--shuffle-advertise-host", RELAY_HOST]
     return argv
