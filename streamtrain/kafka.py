@@ -4,11 +4,16 @@ Owned here: probing a bootstrap address for a Metadata answer within a deadline,
 creating topics (by default with the cluster's replication factor:
 :func:`cluster_replication_factor`), and describing topics. Every confluent-kafka error
 is translated to :class:`streamtrain.errors.KafkaError` (or a subclass) with the topic
-named.
+named. :func:`broker_answers` is a plain TCP check of the bootstrap servers: a
+long-lived admin client must not send requests into a broker outage (librdkafka 2.16
+aborted the process, ``rd_kafka_enq_once_del_source_return`` assertion, when group
+coordinator requests were in flight while the broker was killed and came back; issue
+#18), so its owner checks this first after a failed call.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 
@@ -23,6 +28,7 @@ from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
 __all__ = [
     "BrokerInfo",
     "TopicInfo",
+    "broker_answers",
     "cluster_replication_factor",
     "create_topic",
     "describe_topics",
@@ -58,6 +64,17 @@ def _admin(settings: KafkaSettings, timeout_s: float) -> AdminClient:
             }
         )
     )
+
+
+def broker_answers(settings: KafkaSettings, timeout_s: float) -> bool:
+    """Whether any bootstrap server accepts a TCP connection within ``timeout_s``."""
+    for host, port in settings.servers:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def probe(settings: KafkaSettings, timeout_s: float = 10.0) -> BrokerInfo:

@@ -347,6 +347,30 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     help="Samples in one bucket at one pool size make one job-level observation.",
 )
 @option(
+    "--sample-max-clock-skew-s",
+    env="PLAN_SAMPLE_MAX_CLOCK_SKEW_S",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Samples observed further ahead of this app's clock (wall seconds) are refused.",
+)
+@option(
+    "--sample-max-pool-workers",
+    env="PLAN_SAMPLE_MAX_POOL_WORKERS",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Samples reporting a larger pool are refused.",
+)
+@option(
+    "--sample-max-records-per-s",
+    env="PLAN_SAMPLE_MAX_RECORDS_PER_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1e9,
+    show_default=True,
+    help="Samples with a higher rate (records per wall second) are refused.",
+)
+@option(
     "--plan-time-scale",
     env="PLAN_TIME_SCALE",
     type=click.FloatRange(min=0, min_open=True),
@@ -437,6 +461,9 @@ def lag_run(
     min_distinct_workers: int,
     prior_rate: float | None,
     sample_bucket_s: float,
+    sample_max_clock_skew_s: float,
+    sample_max_pool_workers: int,
+    sample_max_records_per_s: float,
     plan_time_scale: float,
     plan_history: Path | None,
     allocator: bool,
@@ -519,6 +546,10 @@ def lag_run(
                 prior_single_worker_records_per_s=None
                 if prior_rate is None
                 else clock.model_rate(prior_rate),
+                # the limits of issue #18, item 5, on the planner's clock
+                max_clock_skew_s=clock.model_duration(sample_max_clock_skew_s),
+                max_pool_workers=sample_max_pool_workers,
+                max_records_per_s=clock.model_rate(sample_max_records_per_s),
             ),
             time_scale=clock,
             history=seed,

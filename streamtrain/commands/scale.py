@@ -255,11 +255,26 @@ def fit_command(data_path: Path, kind: str, batch_size: float, as_json: bool) ->
 )
 @option("--max-attempts", env="APPLY_MAX_ATTEMPTS", type=click.IntRange(min=1), default=5)
 @option(
+    "--max-workers",
+    env="PLAN_MAX_WORKERS",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="The job's --max-workers (as `lag run`, same variable): the default of "
+    "--max-target-workers.",
+)
+@option(
     "--max-target-workers",
     env="APPLY_MAX_TARGET_WORKERS",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=1, max=10_000),
     default=None,
-    help="Refuse commands above this many workers.",
+    help="Refuse (and alert on) commands above this many workers. Default: --max-workers.",
+)
+@option(
+    "--allow-scale-to-zero",
+    env="APPLY_ALLOW_SCALE_TO_ZERO",
+    is_flag=True,
+    help="Apply commands to 0 workers (refused otherwise: an unset target decodes to 0).",
 )
 @option(
     "--max-age-s",
@@ -324,7 +339,9 @@ def apply_command(
     group_id: str | None,
     journal: Path | None,
     max_attempts: int,
+    max_workers: int,
     max_target_workers: int | None,
+    allow_scale_to_zero: bool,
     max_age_s: float,
     initial_workers: int,
     **opts: Any,
@@ -340,7 +357,8 @@ def apply_command(
     from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
     from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool
 
-    with kafka_connection(opts) as kafka, _executor(executor, opts) as chosen:
+    bound = max_target_workers or max_workers
+    with kafka_connection(opts) as kafka, _executor(executor, opts, bound) as chosen:
         if initial_workers and isinstance(chosen, LocalProcessPool):
             chosen.scale_to(initial_workers)
         applier = CommandApplier(
@@ -349,7 +367,8 @@ def apply_command(
                 max_attempts=max_attempts,
                 job=job,
                 journal_path=journal,
-                max_target_workers=max_target_workers,
+                max_target_workers=bound,
+                allow_scale_to_zero=allow_scale_to_zero,
             ),
         )
         settings = ConsumerSettings(
@@ -390,7 +409,7 @@ def _echo_result(result: ApplyResult) -> None:
 
 
 @contextlib.contextmanager
-def _executor(kind: str, opts: dict[str, Any]) -> Iterator[Executor]:
+def _executor(kind: str, opts: dict[str, Any], max_workers: int) -> Iterator[Executor]:
     """The executor ``kind`` from the options, closed on exit when it holds resources."""
     from streamtrain.scale.executors import (
         CommandExecutor,
@@ -412,6 +431,7 @@ def _executor(kind: str, opts: dict[str, Any]) -> Iterator[Executor]:
             replace_dead=opts["replace_dead"],
             log_dir=opts["worker_log_dir"],
             size_path=opts["pool_size_file"],
+            max_workers=max_workers,
         ) as pool:
             yield pool
     elif kind == "kubernetes":

@@ -4,7 +4,14 @@ Owned here, the planner's side of the app (:mod:`streamtrain.scale.planner` deci
 this feeds it and publishes what it returns):
 
 * an agent takes ``ThroughputSample`` messages from the samples topic (decoded with
-  :mod:`streamtrain.wire`; an undecodable one is logged and counted);
+  :mod:`streamtrain.wire`; an undecodable or null one is logged and counted). With
+  several instances of the app (issue #18, item 9) the samples topic's partitions are
+  spread over them but only the leader plans: an instance that is not the leader
+  forwards each sample, unread, to the internal ``<app_id>-samples`` topic (one
+  partition, key: the job), which Faust assigns together with its leader topic (both
+  have one partition and every instance subscribes to both), so the leader takes every
+  sample. Samples waiting for the planner are bounded (``SAMPLES_PENDING_LIMIT``, the
+  oldest dropped and counted) wherever they wait;
 * a leader-only timer (every ``tick_s``) hands the new samples and the group's newest
   lag to the planner in a thread (a policy may fit a forecaster) and publishes its
   ``ScaleCommand`` (key: the job) to the commands topic and its alerts
@@ -47,11 +54,18 @@ from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.wire import decode, encode
 
-__all__ = ["COMMAND_OUTBOX_LIMIT", "PlannerAgent", "add_planner", "forecast_pool"]
+__all__ = [
+    "COMMAND_OUTBOX_LIMIT",
+    "SAMPLES_PENDING_LIMIT",
+    "PlannerAgent",
+    "add_planner",
+    "forecast_pool",
+]
 
 log = logging.getLogger(__name__)
 
 COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
+SAMPLES_PENDING_LIMIT = 10_000  # samples waiting for the planner's next tick
 
 
 def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
@@ -77,21 +91,48 @@ class PlannerAgent:
     def __init__(self, planner: Planner) -> None:
         self.planner = planner
         self.status: dict[str, Any] = {}
-        self.new_samples: list[pb.ThroughputSample] = []
+        self.new_samples: collections.deque[pb.ThroughputSample] = collections.deque(
+            maxlen=SAMPLES_PENDING_LIMIT
+        )
         self.bad_samples = 0
+        self.dropped_samples = 0  # pushed out of new_samples by newer ones
+        self.forwarded_samples = 0  # sent on to the leader (not the leader here)
         self.command_outbox: collections.deque[pb.ScaleCommand] = collections.deque(
             maxlen=COMMAND_OUTBOX_LIMIT
         )
         self.arrivals_restored = False
         self.arrivals_persisted: int | None = None  # the newest arrival step written
 
-    def take(self, value: bytes) -> None:
-        """One message from the samples topic (an undecodable one is counted)."""
+    def take(self, value: bytes | None) -> None:
+        """One message from the samples topic (an undecodable or null one is counted)."""
+        if not isinstance(value, bytes | bytearray):  # a null value (a tombstone)
+            self.bad_samples += 1
+            log.warning("dropping a throughput sample without a value (%r)", type(value))
+            return
         try:
-            self.new_samples.append(decode(pb.ThroughputSample, value))
+            sample = decode(pb.ThroughputSample, bytes(value))
         except SchemaError as exc:
             self.bad_samples += 1
             log.warning("dropping an undecodable throughput sample: %s", exc)
+            return
+        if len(self.new_samples) == self.new_samples.maxlen:
+            self.dropped_samples += 1
+        self.new_samples.append(sample)
+
+    def drain_samples(self) -> list[pb.ThroughputSample]:
+        """The samples taken since the last call (the planner's next batch)."""
+        batch = list(self.new_samples)
+        self.new_samples.clear()
+        return batch
+
+    def counts(self) -> dict[str, int]:
+        """What every instance shows on ``/planner``, leader or not."""
+        return {
+            "bad_samples": self.bad_samples,
+            "pending_samples": len(self.new_samples),
+            "dropped_samples": self.dropped_samples,
+            "forwarded_samples": self.forwarded_samples,
+        }
 
     def plan(
         self, samples: list[pb.ThroughputSample], lag: GroupLag | None, now_s: float
@@ -111,7 +152,10 @@ class PlannerAgent:
             )
         output = planner.tick(now_s)
         self.status = planner.status() | {"bad_samples": self.bad_samples}
-        commands = [*self.command_outbox, *([output.command] if output.command else [])]
+        # Only the newest command matters: an older one re-sent after it would undo it
+        # (the applier refuses older commands too: issue #18, item 10).
+        unsent = [output.command] if output.command else list(self.command_outbox)[-1:]
+        commands = unsent
         self.command_outbox.clear()
         return commands, list(output.alerts)
 
@@ -143,6 +187,13 @@ def add_planner(
     samples = app.topic(
         settings.samples_topic, key_serializer="raw", value_serializer="raw", partitions=None
     )
+    to_leader = app.topic(
+        f"{settings.app_id}-samples",
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=1,
+        internal=True,
+    )
     commands = app.topic(
         settings.commands_topic, key_serializer="raw", value_serializer="raw", partitions=1
     )
@@ -151,6 +202,20 @@ def add_planner(
 
     async def take_samples(stream: Any) -> None:
         async for value in stream:
+            if app.is_leader() or value is None:
+                agent.take(value)
+                continue
+            forwarded = await publish(
+                [(value, to_leader.send(key=agent.planner.settings.job.encode(), value=value))],
+                settings.request_timeout_s,
+            )
+            agent.forwarded_samples += len(forwarded.confirmed)
+            if forwarded.failed:
+                agent.dropped_samples += 1
+                log.warning("a sample could not be forwarded to the leader (broker away?)")
+
+    async def take_forwarded(stream: Any) -> None:
+        async for value in stream:  # on the leader (see the module docstring)
             agent.take(value)
 
     async def plan() -> None:
@@ -158,7 +223,7 @@ def add_planner(
             if not app.tables.recovery.completed.is_set():
                 return  # the arrival history is not recovered yet
             agent.restore_arrivals(history)
-        batch, agent.new_samples = agent.new_samples, []
+        batch = agent.drain_samples()
         lag = service.monitor.latest.get(group)
         to_send, new_alerts = await asyncio.to_thread(agent.plan, batch, lag, time.time())
         timeout = settings.request_timeout_s
@@ -184,9 +249,11 @@ def add_planner(
                 log.warning("%d arrival steps not persisted (broker away?)", len(stored.failed))
 
     async def planner_page(web: Any, request: Any) -> Any:
-        return web.json(agent.status or {"note": "the planner has not run yet"})
+        body = agent.status or {"note": "the planner has not run yet"}
+        return web.json(body | agent.counts() | {"leader": bool(app.is_leader())})
 
     # Registered by call rather than by decorator: Faust's decorators are untyped.
     app.agent(samples)(take_samples)
+    app.agent(to_leader)(take_forwarded)
     app.timer(settings.monitor.tick_s, on_leader=True)(plan)
     app.page("/planner")(planner_page)

@@ -7,7 +7,12 @@ Owned here: :class:`Dashboard`, a threaded HTTP server that serves
 * ``GET /api/state``: the JSON the ``state`` callable returns (the demo's timeline,
   record counts and phase);
 * ``POST /api/burst``: calls ``burst`` (the traffic generator adds a burst of records,
-  so a lag spike and its SLO alert can be shown on demand).
+  so a lag spike and its SLO alert can be shown on demand). Only the page itself may
+  (issue #18, item 10: CSRF): the request must carry the run's token (a random one per
+  dashboard, written into the page it serves) in ``X-Streamtrain-Csrf``, and an
+  ``Origin`` header, when sent, must be this server's own; anything else is a 403 and
+  ``burst`` is not called. A custom header also makes a browser ask before a
+  cross-site POST, which this server never allows.
 
 Anything else is a 404. The server runs in a daemon thread; :meth:`Dashboard.close`
 stops it.
@@ -15,8 +20,10 @@ stops it.
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
@@ -29,6 +36,9 @@ from streamtrain.errors import ConfigError, StreamtrainError
 __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
+
+_TOKEN_SLOT = b"__STREAMTRAIN_CSRF_TOKEN__"
+CSRF_HEADER = "X-Streamtrain-Csrf"
 
 
 class Dashboard:
@@ -43,7 +53,9 @@ class Dashboard:
         port: int = 0,
     ) -> None:
         page = resources.files("streamtrain.demo").joinpath("dashboard.html").read_bytes()
-        handler = _handler(page, state, burst)
+        self.csrf_token = secrets.token_urlsafe(24)
+        page = page.replace(_TOKEN_SLOT, self.csrf_token.encode())
+        handler = _handler(page, state, burst, self.csrf_token)
         try:
             self.server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
@@ -71,7 +83,7 @@ class Dashboard:
 
 
 def _handler(
-    page: bytes, state: Callable[[], dict[str, Any]], burst: Callable[[], str]
+    page: bytes, state: Callable[[], dict[str, Any]], burst: Callable[[], str], token: str
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -101,11 +113,26 @@ def _handler(
             if self.path.split("?", 1)[0] != "/api/burst":
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no action {self.path}"})
                 return
+            refused = self._forged()
+            if refused is not None:
+                log.warning("dashboard: refused a POST /api/burst: %s", refused)
+                self._json(HTTPStatus.FORBIDDEN, {"message": refused})
+                return
             try:
                 message = burst()
             except StreamtrainError as exc:
                 self._json(HTTPStatus.CONFLICT, {"message": str(exc)})
                 return
             self._json(HTTPStatus.OK, {"message": message})
+
+        def _forged(self) -> str | None:
+            """Why this POST is not the page's own, or None (module docstring)."""
+            sent = self.headers.get(CSRF_HEADER, "")
+            if not hmac.compare_digest(sent.encode(), token.encode()):
+                return f"missing or wrong {CSRF_HEADER} token (reload the dashboard)"
+            origin = self.headers.get("Origin")
+            if origin is not None and origin != f"http://{self.headers.get('Host', '')}":
+                return f"cross-origin request from {origin!r}"
+            return None
 
     return Handler

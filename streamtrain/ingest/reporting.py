@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics, throughput_sample
+from streamtrain.kafka import broker_answers
 from streamtrain.wire import encode
 
 __all__ = ["GroupSize", "PoolSizeFile", "ThroughputReporter", "WorkerCollector", "serve_metrics"]
@@ -63,12 +64,15 @@ class GroupSize:
 
         if self._admin is None:
             self._admin = AdminClient(self.kafka.confluent_config())
+        if not broker_answers(self.kafka, self.timeout_s):
+            return 0  # no admin request into an outage (streamtrain.kafka.broker_answers)
         try:
             futures = self._admin.describe_consumer_groups(
                 [self.group], request_timeout=self.timeout_s
             )
             description = futures[self.group].result(timeout=self.timeout_s)
         except (KafkaException, TimeoutError) as exc:
+            self._admin = None  # dropped while the broker is away (streamtrain.lag.offsets)
             log.debug("describing group %r failed: %s", self.group, exc)
             return 0
         return len(description.members)

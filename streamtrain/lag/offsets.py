@@ -11,6 +11,15 @@ Owned here, and only here, is the Kafka I/O of the lag monitor:
   seconds when the committed offset is older than the HWM history (the one-shot CLI
   always, the app after a restart or for a long-stuck group).
 
+While the broker is away (the last snapshot failed), a snapshot first tries a plain TCP
+connection to a bootstrap server (:func:`streamtrain.kafka.broker_answers`) and fails
+at once when none answers, without asking librdkafka: an admin client kept sending
+requests into an outage aborted the whole process (librdkafka 2.16
+``rd_kafka_enq_once_del_source_return`` assertion, seen with the broker killed for
+60 s, issue #18). A client whose requests failed is dropped at once, while the broker
+is still away: its requests that wait for the group coordinator would otherwise fire
+when the broker comes back, after they timed out, and abort the process.
+
 Which partitions a group is watched on: the topics given, or else every topic the group
 has committed offsets for. A topic that does not exist (never created, or deleted while
 watched) is listed in ``missing_topics``; its partitions are not made up.
@@ -39,6 +48,7 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
+from streamtrain.kafka import broker_answers
 from streamtrain.lag.metrics import TopicOffsets
 
 __all__ = ["OffsetsReader", "OffsetsSnapshot", "TopicPartitionKey", "read_record_timestamps"]
@@ -118,6 +128,7 @@ class OffsetsReader:
         self.topics = tuple(dict.fromkeys(topics))
         self.request_timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
+        self._failing = False  # the last snapshot failed: check the broker is back first
 
     def _client(self) -> AdminClient:
         if self._admin is None:
@@ -141,6 +152,18 @@ class OffsetsReader:
         ListOffsets (latest) for every watched partition, and one (earliest) only for
         the partitions some group has no commit on.
         """
+        if self._failing and not broker_answers(self.settings, self.request_timeout_s):
+            raise BrokerUnreachableError(self.settings.bootstrap, self.request_timeout_s)
+        try:
+            snapshot = self._snapshot_sync()
+        except KafkaError:
+            self._failing = True
+            self._admin = None  # dropped now, while the broker is away (module docstring)
+            raise
+        self._failing = False
+        return snapshot
+
+    def _snapshot_sync(self) -> OffsetsSnapshot:
         started = time.monotonic()
         groups = self._resolve_groups(self._wait(self._list_groups()) if self._pattern else None)
         fetches = self._offset_fetches(groups)

@@ -7,7 +7,9 @@ makes a redelivered command a no-op: idempotent on ``command_id``). Every result
 logged by the applier and passed to ``on_result``; a failed apply, an undecodable
 message and a command too old to apply (``max_age_s`` after ``created_at_ms``, e.g.
 replayed from the start of the topic) each become an ``Alert`` on the alerts topic, so
-nothing is dropped silently. Offsets are committed only after a message was handled.
+nothing is dropped silently. Offsets are committed only after a message was handled,
+and every message is handled: one that crashes its handling becomes an alert and is
+committed (it would crash every restart again otherwise).
 With ``outcomes_topic`` each applied command's ``ScaleOutcome`` (the job's assignment
 mode, workers before and after, the executor's preparation time) is published there.
 
@@ -145,7 +147,7 @@ class CommandConsumer:
             if message.error() is not None:
                 log.warning("commands topic: %s", message.error())
                 continue
-            handled.append(self.handle(message.value() or b"", message.offset()))
+            handled.append(self._handle_safely(message.value() or b"", message.offset()))
             try:
                 self._consumer.commit(message=message, asynchronous=False)
             except KafkaException as exc:  # redelivery is harmless: the applier dedupes
@@ -153,6 +155,18 @@ class CommandConsumer:
         if self._producer is not None:
             self._producer.poll(0)
         return handled
+
+    def _handle_safely(self, value: bytes, offset: int) -> Handled:
+        """:meth:`handle`, with any crash turned into an alert: the offset is committed
+        whatever happened, so one bad command never crash-loops the applier (issue #18,
+        item 3)."""
+        try:
+            return self.handle(value, offset)
+        except Exception as exc:  # reported as an alert, then committed
+            log.exception("scale command at offset %d crashed its handling", offset)
+            why = f"scale command at offset {offset} not applied: {type(exc).__name__}: {exc}"
+            self._alert(why, "failed")
+            return Handled(offset, None, why)
 
     def handle(self, value: bytes, offset: int = -1) -> Handled:
         """One message's bytes: decode, filter, apply, report (see the module docstring)."""

@@ -18,11 +18,21 @@ Owned here:
     ERROR and returned as outcome ``"failed"`` with the error text. A failed id is not
     remembered, so a redelivered command is tried again.
   - **Invalid commands are reported, not raised.** An empty id, a target above
-    ``max_target_workers``, or a job other than the configured one gives a ``"failed"``
-    result with ``attempts=0`` (logged at ERROR, passed to ``on_result``). The applier
-    sits in a consumer loop: raising would either kill the loop or be swallowed by a
-    generic handler, whereas a result travels the same road as every other failure (the
-    control app turns it into an alert).
+    ``max_target_workers`` (or above :data:`MAX_TARGET_WORKERS`, whatever the settings:
+    an absurd count is never applied), a target of 0 unless ``allow_scale_to_zero``
+    (0 is what an unset proto field decodes to), or a job other than the configured one
+    gives a ``"failed"`` result with ``attempts=0`` (logged at ERROR, passed to
+    ``on_result``; the command consumer turns it into an alert). The applier sits in a
+    consumer loop: raising would either kill the loop or be swallowed by a generic
+    handler, whereas a result travels the same road as every other failure. An
+    executor that raises something other than an ``ExecutorError`` (a bug, a request
+    the HTTP client refuses to build) is logged with its traceback and reported as
+    ``"failed"`` too, never raised (issue #18, item 3: one bad command crash-looped
+    ``scale apply``).
+  - **Never out of order** (issue #18, item 10). The newest ``created_at_ms`` applied
+    per job is kept (in memory and in the journal); a command created before it is not
+    applied: outcome ``"superseded"`` (not a failure: a newer decision already holds).
+    Commands with the same ``created_at_ms`` are applied in arrival order.
   - ``on_result`` sees every result: applied, duplicate and failed.
 
 Why re-applying is safe: scaling *to* N is idempotent, so when ``scale_to`` succeeds
@@ -51,15 +61,25 @@ from typing import Protocol, runtime_checkable
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.proto import control_plane_pb2 as cp
 
-__all__ = ["ApplierSettings", "ApplyResult", "CommandApplier", "Executor", "Outcome"]
+__all__ = [
+    "MAX_TARGET_WORKERS",
+    "ApplierSettings",
+    "ApplyResult",
+    "CommandApplier",
+    "Executor",
+    "Outcome",
+]
 
 log = logging.getLogger(__name__)
+
+MAX_TARGET_WORKERS = 10_000  # above this a count is absurd, whatever the settings say
 
 
 class Outcome(StrEnum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
     FAILED = "failed"
+    SUPERSEDED = "superseded"  # older than a command already applied for the job
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +127,7 @@ class ApplierSettings:
     job: str | None = None  # when set, commands for other jobs are rejected
     journal_path: Path | None = None
     max_target_workers: int | None = None  # a guard against a runaway planner
+    allow_scale_to_zero: bool = False  # else a target of 0 (an unset field) is refused
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -120,8 +141,9 @@ class ApplierSettings:
             raise ConfigError(f"remember_ids must be at least 1, got {self.remember_ids}")
         if self.job is not None and not self.job:
             raise ConfigError("job must be a non-empty name or None (any job)")
-        if self.max_target_workers is not None and self.max_target_workers < 0:
-            raise ConfigError(f"max_target_workers cannot be negative: {self.max_target_workers}")
+        cap = self.max_target_workers
+        if cap is not None and not 0 <= cap <= MAX_TARGET_WORKERS:
+            raise ConfigError(f"max_target_workers must be in 0..{MAX_TARGET_WORKERS}, got {cap}")
 
     def backoff_s(self, failed_attempts: int) -> float:
         """The pause after the ``failed_attempts``-th failure (1-based)."""
@@ -152,6 +174,7 @@ class CommandApplier:
         self._clock = clock
         self._lock = threading.Lock()
         self._applied: OrderedDict[str, int | None] = OrderedDict()
+        self._newest_ms: dict[str, int] = {}  # per job: created_at_ms of the newest applied
         self._journal_loaded = self.settings.journal_path is None
         self._journal_lines = 0
 
@@ -190,6 +213,24 @@ class CommandApplier:
                 workers_after=self._applied[command.command_id],
             )
 
+        newest_ms = self._newest_ms.get(command.job)
+        if newest_ms is not None and command.created_at_ms < newest_ms:
+            log.warning(
+                "scale command %s (created at %d ms) is older than one already applied for "
+                "job %s (created at %d ms); not applied",
+                command.command_id,
+                command.created_at_ms,
+                command.job,
+                newest_ms,
+            )
+            return self._result(
+                command,
+                Outcome.SUPERSEDED,
+                started_s,
+                attempts=0,
+                error=f"older than a command already applied ({newest_ms} ms)",
+            )
+
         workers_before = self._current_workers_or_none()
         target = command.target_workers
         attempts = 0
@@ -213,21 +254,16 @@ class CommandApplier:
                 )
                 self._sleep(pause_s)
                 continue
-            except Exception as exc:  # a bug, not a failed apply: report it, then raise
+            except Exception as exc:  # a bug, not a failed apply: report it, never raise
                 log.exception("scale command %s: executor crashed", command.command_id)
-                if self._on_result is not None:
-                    error = f"executor {self.executor.name} crashed: {type(exc).__name__}: {exc}"
-                    self._on_result(
-                        self._result(
-                            command,
-                            Outcome.FAILED,
-                            started_s,
-                            attempts=attempts,
-                            workers_before=workers_before,
-                            error=error,
-                        )
-                    )
-                raise
+                return self._result(
+                    command,
+                    Outcome.FAILED,
+                    started_s,
+                    attempts=attempts,
+                    workers_before=workers_before,
+                    error=f"executor {self.executor.name} crashed: {type(exc).__name__}: {exc}",
+                )
             break
 
         self._remember(command, workers_after)
@@ -257,9 +293,16 @@ class CommandApplier:
             return f"the command is for job {command.job!r}, this executor serves {wanted_job!r}"
         if command.target_workers < 0:  # uint32 on the wire; a guard for hand-made commands
             return f"target_workers cannot be negative, got {command.target_workers}"
-        cap = self.settings.max_target_workers
-        if cap is not None and command.target_workers > cap:
-            return f"target_workers {command.target_workers} is above the limit of {cap}"
+        target, cap = command.target_workers, self.settings.max_target_workers
+        if target > MAX_TARGET_WORKERS:
+            return f"target_workers {target} is absurd (more than {MAX_TARGET_WORKERS})"
+        if cap is not None and target > cap:
+            return f"target_workers {target} is above the limit of {cap}"
+        if target == 0 and not self.settings.allow_scale_to_zero:
+            return (
+                "target_workers 0 refused (an unset field decodes to 0): allow scale-to-zero "
+                "to apply it"
+            )
         return None
 
     def _current_workers_or_none(self) -> int | None:
@@ -327,8 +370,13 @@ class CommandApplier:
         while len(self._applied) > self.settings.remember_ids:
             self._applied.popitem(last=False)
 
+    def _remember_newest(self, job: str, created_at_ms: int) -> None:
+        if created_at_ms > self._newest_ms.get(job, created_at_ms - 1):
+            self._newest_ms[job] = created_at_ms
+
     def _remember(self, command: cp.ScaleCommand, workers_after: int) -> None:
         self._remember_id(command.command_id, workers_after)
+        self._remember_newest(command.job, command.created_at_ms)
         path = self.settings.journal_path
         if path is None:
             return
@@ -337,6 +385,7 @@ class CommandApplier:
             "job": command.job,
             "target_workers": command.target_workers,
             "workers_after": workers_after,
+            "created_at_ms": command.created_at_ms,
             "applied_at_ms": int(time.time() * 1000),
         }
         try:
@@ -366,14 +415,17 @@ class CommandApplier:
                 continue
             try:
                 entry = json.loads(line)
-                command_id = entry["command_id"]
+                command_id = entry.get("command_id")
                 workers_after = entry.get("workers_after")
+                job, created_at_ms = entry.get("job"), entry.get("created_at_ms")
             except (ValueError, KeyError, TypeError, AttributeError):
                 log.warning("skipping unreadable line %d of the command journal %s", number, path)
                 continue
             if isinstance(command_id, str) and command_id:
                 after = workers_after if isinstance(workers_after, int) else None
                 self._remember_id(command_id, after)
+            if isinstance(job, str) and isinstance(created_at_ms, int):
+                self._remember_newest(job, created_at_ms)
         self._journal_lines = len(lines)
         self._journal_loaded = True
         log.info("loaded %d applied command ids from %s", len(self._applied), path)
@@ -386,6 +438,9 @@ class CommandApplier:
         tmp = path.with_name(path.name + ".tmp")
         try:
             with tmp.open("w", encoding="utf-8") as out:
+                for job, created_at_ms in self._newest_ms.items():  # no id: a job's newest
+                    newest = {"job": job, "created_at_ms": created_at_ms}
+                    out.write(json.dumps(newest, separators=(",", ":")) + "\n")
                 for command_id, workers_after in self._applied.items():
                     entry = {"command_id": command_id, "workers_after": workers_after}
                     out.write(json.dumps(entry, separators=(",", ":")) + "\n")

@@ -29,6 +29,12 @@ its environment; a replaced worker keeps its slot's id and index.
   (:meth:`~LocalProcessPool.current_workers`) nor in the size file.
   :attr:`~LocalProcessPool.last_prep_s` is the preparation time of the last scale-up.
 
+* **Never spawns in a loop** (issue #18, item 4): ``scale_to`` above ``max_workers``
+  (default 64) is refused, not retriable, before any process starts; and a slot whose
+  worker keeps dying young (within ``min_uptime_s`` of its start) is refilled by
+  :meth:`~LocalProcessPool.reap` only after a backoff that doubles with each quick
+  death (``restart_backoff_s`` up to ``max_restart_backoff_s``), logged at ERROR.
+
 Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
 """
 
@@ -80,6 +86,8 @@ class _Worker:
     process: subprocess.Popen[bytes]
     restarts: int = 0
     admitted: bool = True
+    started_s: float = 0.0  # time.monotonic() at its start
+    quick_deaths: int = 0  # consecutive deaths within min_uptime_s of the start
 
 
 class LocalProcessPool:
@@ -102,6 +110,10 @@ class LocalProcessPool:
         size_path: str | Path | None = None,
         readiness: Readiness | None = None,
         prep_timeout_s: float = 60.0,
+        max_workers: int = 64,
+        min_uptime_s: float = 10.0,
+        restart_backoff_s: float = 1.0,
+        max_restart_backoff_s: float = 60.0,
     ) -> None:
         if not argv or not all(isinstance(arg, str) for arg in argv):
             raise ConfigError("the worker command must be a non-empty sequence of strings")
@@ -109,6 +121,15 @@ class LocalProcessPool:
             raise ConfigError(f"grace_s cannot be negative, got {grace_s}")
         if not worker_id_prefix:
             raise ConfigError("worker_id_prefix cannot be empty")
+        if max_workers < 1:
+            raise ConfigError(f"max_workers must be at least 1, got {max_workers}")
+        if not 0 <= restart_backoff_s <= max_restart_backoff_s or min_uptime_s < 0:
+            raise ConfigError("need min_uptime_s >= 0 and 0 <= restart backoff <= its maximum")
+        self.max_workers = max_workers
+        self.min_uptime_s = min_uptime_s
+        self.restart_backoff_s = restart_backoff_s
+        self.max_restart_backoff_s = max_restart_backoff_s
+        self._respawn: dict[int, tuple[float, _Worker]] = {}  # slot -> (not before, dead)
         self._argv = tuple(argv)
         self._env = dict(env or {})
         self._name = name
@@ -152,8 +173,12 @@ class LocalProcessPool:
         guards the slots, so :meth:`current_workers` and :meth:`reap` answer meanwhile;
         scaling calls themselves are one at a time.
         """
-        if target_workers < 0:
-            raise ExecutorError(f"cannot scale to {target_workers} workers", retriable=False)
+        if not 0 <= target_workers <= self.max_workers:
+            raise ExecutorError(
+                f"cannot scale to {target_workers} workers (this pool allows 0.."
+                f"{self.max_workers})",
+                retriable=False,
+            )
         with self._scaling:
             started: list[int] = []
             doomed: list[_Worker] = []
@@ -162,6 +187,7 @@ class LocalProcessPool:
                 if self._closed:
                     raise ExecutorError(f"process pool {self._name!r} is closed", retriable=False)
                 self._reap_locked(replace=False)
+                self._respawn.clear()  # an explicit scale decides every slot again
                 live = sorted(self._slots)
                 if target_workers > len(live):
                     needed, index = target_workers - len(live), 0
@@ -261,6 +287,12 @@ class LocalProcessPool:
 
     def _reap_locked(self, *, replace: bool) -> list[WorkerExit]:
         exits: list[WorkerExit] = []
+        now_s = time.monotonic()
+        if replace:
+            for index, (not_before_s, dead) in sorted(self._respawn.items()):
+                if now_s >= not_before_s and index not in self._slots:
+                    del self._respawn[index]
+                    self._replace(dead, now_s)
         for index in sorted(self._slots):
             worker = self._slots[index]
             code = worker.process.poll()
@@ -275,21 +307,43 @@ class LocalProcessPool:
             )
             new_pid = None
             if replace:
-                replacement = self._spawn(index, restarts=worker.restarts + 1)
-                self._slots[index] = replacement
-                new_pid = replacement.process.pid
-                if self.readiness is not None:
-                    replacement.admitted = False
-                    threading.Thread(
-                        target=self._admit_later,
-                        args=(replacement, time.time()),
-                        name="streamtrain-admit",
-                        daemon=True,
-                    ).start()
+                young = now_s - worker.started_s < self.min_uptime_s
+                worker.quick_deaths = worker.quick_deaths + 1 if young else 0
+                if worker.quick_deaths >= 2:
+                    pause_s = min(
+                        self.max_restart_backoff_s,
+                        self.restart_backoff_s * 2.0 ** (worker.quick_deaths - 2),
+                    )
+                    log.error(
+                        "worker %s died %d times in a row within %g s of its start; "
+                        "replacing it in %.1f s",
+                        worker.worker_id,
+                        worker.quick_deaths,
+                        self.min_uptime_s,
+                        pause_s,
+                    )
+                    self._respawn[index] = (now_s + pause_s, worker)
+                else:
+                    new_pid = self._replace(worker, now_s).process.pid
             exits.append(WorkerExit(index, worker.worker_id, worker.process.pid, code, new_pid))
         if exits:
             self._write_size()
         return exits
+
+    def _replace(self, dead: _Worker, now_s: float) -> _Worker:
+        """A new process in ``dead``'s slot (admitted once READY, two-phase)."""
+        replacement = self._spawn(dead.index, restarts=dead.restarts + 1)
+        replacement.quick_deaths = dead.quick_deaths
+        self._slots[dead.index] = replacement
+        if self.readiness is not None:
+            replacement.admitted = False
+            threading.Thread(
+                target=self._admit_later,
+                args=(replacement, time.time()),
+                name="streamtrain-admit",
+                daemon=True,
+            ).start()
+        return replacement
 
     def _admit_later(self, worker: _Worker, since_s: float) -> None:
         """A replacement of a dead worker: admit it once READY (outside the lock)."""
@@ -330,7 +384,7 @@ class LocalProcessPool:
             process.pid,
             f", restart {restarts}" if restarts else "",
         )
-        return _Worker(index, worker_id, process, restarts)
+        return _Worker(index, worker_id, process, restarts, started_s=time.monotonic())
 
     def _popen(self, worker_id: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
         if self._log_dir is None:
@@ -383,6 +437,7 @@ class LocalProcessPool:
         """Stop every worker (newest first) and the spawner thread; safe to call twice."""
         with self._lock:
             self._closed = True
+            self._respawn.clear()
             doomed = [self._slots.pop(i) for i in sorted(self._slots, reverse=True)]
             self._stop(doomed)
             spawner, self._spawner = self._spawner, None

@@ -16,6 +16,12 @@ Owned here:
   configured otherwise); if the last line of its stdout is an integer, that is the
   worker count after.
 
+A command whose id cannot travel in an HTTP header (control characters, characters
+outside Latin-1) fails at once, not retriable, and so does any other request the HTTP
+client refuses to build: one bad command must not crash the applier's loop (issue #18,
+item 3). Error texts and logs name an endpoint by :func:`redact_url` (scheme, host and
+port): a webhook URL often carries a token in its path or query.
+
 Both answer ``current_workers`` from an optional status source (``status_url``,
 ``status_argv``), else the last count they applied, else raise (not retriable).
 Delivering the same command twice is harmless for the receiver that scales *to* N.
@@ -40,7 +46,7 @@ from typing import Any, Final
 from streamtrain.errors import ConfigError, ExecutorError
 from streamtrain.proto import control_plane_pb2 as cp
 
-__all__ = ["CommandExecutor", "WebhookExecutor", "command_payload"]
+__all__ = ["CommandExecutor", "WebhookExecutor", "command_payload", "redact_url"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,23 @@ _PLACEHOLDERS: Final = frozenset({"target", "job", "command_id"})
 _RETRIABLE_HTTP: Final = frozenset({408, 429})
 _MAX_ANSWER_BYTES: Final = 64 * 1024
 _INT_LINE: Final = re.compile(r"^\s*(\d+)\s*$")
+_HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]+$")  # printable ASCII, no CR/LF
+
+
+def redact_url(url: str) -> str:
+    """``url`` without what may be a secret: userinfo, path, query and fragment.
+
+    >>> redact_url("https://user:pw@hooks.example.com:8443/services/T0/B0/secret?k=v")
+    'https://hooks.example.com:8443/…'
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<unparsable URL>"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme or '?'}://{host}{port}/…"
 
 
 def command_payload(command: cp.ScaleCommand) -> dict[str, Any]:
@@ -122,7 +145,8 @@ class WebhookExecutor:
             workers = _workers_from(answer)
             if workers is None:
                 raise ExecutorError(
-                    f'status endpoint {self.status_url} did not answer {{"workers": n}}',
+                    f"status endpoint {redact_url(self.status_url)} did not answer "
+                    '{"workers": n}',
                     retriable=False,
                 )
             return workers
@@ -133,6 +157,12 @@ class WebhookExecutor:
         )
 
     def scale_to(self, target_workers: int, command: cp.ScaleCommand) -> int:
+        if not _HEADER_VALUE.match(command.command_id):
+            raise ExecutorError(
+                f"command_id {command.command_id!r} cannot be an Idempotency-Key header "
+                "(printable ASCII only)",
+                retriable=False,
+            )
         payload = command_payload(command)
         payload["target_workers"] = target_workers
         headers = {
@@ -147,7 +177,7 @@ class WebhookExecutor:
             if answer is not None:
                 log.warning(
                     'webhook %s answered without a valid "workers" count; assuming %d',
-                    self.url,
+                    redact_url(self.url),
                     target_workers,
                 )
             workers = target_workers
@@ -156,7 +186,7 @@ class WebhookExecutor:
 
     def _exchange(self, request: urllib.request.Request) -> Any:
         """Send ``request``; the JSON answer, or None when the body is empty or not JSON."""
-        what = f"{request.get_method()} {request.full_url}"
+        what = f"{request.get_method()} {redact_url(request.full_url)}"
         try:
             with self._opener.open(request, timeout=self.timeout_s) as response:
                 body = response.read(_MAX_ANSWER_BYTES)
@@ -170,7 +200,11 @@ class WebhookExecutor:
                 message + (f": {detail}" if detail else ""), retriable=retriable
             ) from exc
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
-            raise ExecutorError(f"{what} failed: {exc}") from exc
+            raise ExecutorError(f"{what} failed: {_without_url(exc)}") from exc
+        except (ValueError, UnicodeError) as exc:  # a header or URL the client refuses
+            raise ExecutorError(
+                f"{what} cannot be sent: {type(exc).__name__}", retriable=False
+            ) from exc
         if not body.strip():
             return None
         try:
@@ -274,6 +308,11 @@ class CommandExecutor:
                 retriable=self.retriable,
             )
         return done.stdout.decode("utf-8", "replace")
+
+
+def _without_url(exc: BaseException) -> str:
+    """An error's text with any URL in it redacted (urllib puts the URL in some)."""
+    return re.sub(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+", lambda m: redact_url(m[0]), str(exc))
 
 
 def _check_template(arg: str) -> None:

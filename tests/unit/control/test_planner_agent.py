@@ -61,6 +61,29 @@ def test_samples_are_decoded_and_bad_ones_counted():
     assert len(a.new_samples) == 1 and a.bad_samples == 1
 
 
+def test_a_null_sample_value_is_counted_not_a_crash():
+    """Issue #18, item 10: a null value (a tombstone on the samples topic) crashed the
+    samples agent."""
+    a = agent()
+    a.take(None)
+    a.take(encode(sample(T0)))
+    assert len(a.new_samples) == 1 and a.bad_samples == 1
+
+
+def test_samples_waiting_for_the_planner_are_bounded():
+    """Issue #18, item 9: an instance that is not the leader never drained its samples;
+    whatever waits is bounded now, the oldest pushed out and counted."""
+    a = agent()
+    limit = a.new_samples.maxlen
+    assert limit is not None
+    for i in range(limit + 5):
+        a.take(encode(sample(T0 + i)))
+    assert len(a.new_samples) == limit
+    assert a.counts()["dropped_samples"] == 5
+    assert a.drain_samples()[0].observed_at_ms == int((T0 + 5) * 1000)
+    assert a.counts()["pending_samples"] == 0
+
+
 def test_a_step_turns_samples_and_lag_into_a_command_and_unsent_ones_go_first():
     a = agent()
     commands, alerts = a.plan([sample(T0)], lag(T0, 30.0), T0 + 0.5)
@@ -88,3 +111,15 @@ def test_arrival_steps_are_persisted_once_and_restored_after_a_restart():
     assert second.arrivals_restored and second.planner.restored_steps == 3
     assert second.arrivals_persisted == int(T0) + 2
     assert second.arrivals_to_persist() == []  # nothing new to write
+
+
+def test_an_unsent_command_is_not_resent_after_a_newer_one():
+    """Issue #18, item 10: the outbox re-sent older commands first; only the newest
+    decision is sent now (the applier also refuses an older one)."""
+    a = agent()
+    first, _ = a.plan([sample(T0)], lag(T0, 30.0), T0 + 0.5)
+    a.command_outbox.extend(first)  # its send failed
+    older = cp.ScaleCommand(command_id="older", job="demo", target_workers=2)
+    a.command_outbox.appendleft(older)
+    again, _ = a.plan([], None, T0 + 1.5)
+    assert [c.command_id for c in again] == [first[0].command_id]

@@ -29,3 +29,32 @@ def test_confirmed_and_failed_items_keep_the_batch_order():
 def test_an_empty_batch():
     published: Published[str] = asyncio.run(publish([], timeout_s=1.0))
     assert published.confirmed == () and published.failed == ()
+
+
+def test_a_send_counts_only_once_its_delivery_future_is_confirmed():
+    """Issue #18, item 6: a Faust send returns once the message is *enqueued*, with a
+    delivery future that aiokafka fails after its request timeout when the broker is
+    gone; such a send must be reported failed (so it stays in the outbox), and one whose
+    future never resolves fails by the timeout."""
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        delivered, lost, hanging = loop.create_future(), loop.create_future(), loop.create_future()
+
+        async def enqueue(future):
+            return future  # what `await topic.send(...)` gives: the delivery future
+
+        loop.call_soon(delivered.set_result, "metadata")
+        loop.call_soon(lost.set_exception, OSError("KafkaTimeoutError: batch expired"))
+        published = await publish(
+            [("a", enqueue(delivered)), ("b", enqueue(lost)), ("c", enqueue(hanging))],
+            timeout_s=0.05,
+        )
+        return published, hanging
+
+    published, hanging = asyncio.run(run())
+    assert published.confirmed == ("a",)
+    assert published.failed_items == ["b", "c"]
+    assert isinstance(published.failed[0][1], OSError)
+    assert isinstance(published.failed[1][1], TimeoutError)
+    assert not hanging.cancelled()  # the producer's own future is left to the producer

@@ -1,0 +1,407 @@
+"""A fault-injection soak: every record id trained while workers, broker and control app die.
+
+Run: .venv/bin/python -m benchmarks.chaos [--duration-s 600] [--seed 18] [--workers 4]
+     [--rate 600] [--once] [--json PATH]
+
+A demo-sized job on the durable embedded broker (Tansu with S3 storage on a local S3
+server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
+``2 x workers`` partitions, one producer thread writing unique int64 ids at ``--rate``
+records/s with half of them on partition 0 (a hot partition: its worker overflows and
+forwards to the others), ``--workers`` ``streamtrain worker --shuffle advanced``
+processes (worker i reads partitions i and i + workers; each trains at most
+``--capacity`` records/s (400: worker 0 gets 343 records/s and keeps up alone), a
+sleeping device: ``benchmarks/scaling_app.py`` records each
+trained id before the batch is acknowledged), and the control app (``streamtrain lag
+run`` with the planner). Once every worker trains, for ``--duration-s`` seconds a seeded
+schedule (:mod:`benchmarks.chaos_faults`) injects, in turn:
+
+* ``kill_sender``: kill -9 worker 0 (the hot partition's: it forwards), restart it 3 s
+  later; ``kill_receiver``: the same for a worker that receives forwarded records;
+* ``broker``: kill -9 the broker, restart it on the same port ``--broker-down-s`` later;
+* ``control``: kill -9 the control app, start it again;
+* ``partition``: the last worker binds 127.0.0.2 and announces 127.0.0.3, where a relay
+  forwards to it; for 30 s the relay moves no byte (its shuffle traffic is dropped, as
+  a network partition does; TCP holds the bytes).
+
+``--once`` runs every kind exactly once (the test suite's short run). After the
+producer stops, the job drains until every delivered id was trained, or until no id
+was trained for ``--stuck-s`` (120 s; at most ``--drain-s``). Measured: ``lost``
+(delivered ids never trained: must be 0), ``duplicates_pct`` (trained records beyond
+the first of each id, in % of the ids: at-least-once's price of the faults),
+``max_stall_s`` (the longest time no worker finished a training step, from the first
+step until the backlog was drained), and the faults injected. A worker or control app
+that exits by itself is restarted and counted (``unexpected_exits``); ``forwarded`` is
+what the shuffle forwarded (from the workers' exit summaries). The last line is
+machine-readable: ``lost=... duplicates_pct=... max_stall_s=... faults=...
+fault_kinds=... produced=... unexpected_exits=... forwarded=...``;
+the exit code is 1 when an id was never trained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from benchmarks.chaos_faults import PARTITION_S, StallingRelay, schedule
+from streamtrain.broker import EmbeddedBroker, free_port
+from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
+from streamtrain.demo.children import kafka_env
+from streamtrain.kafka import create_topic
+from streamtrain.process import die_with_parent_preexec
+from streamtrain.proto import data_plane_pb2 as dp
+
+REPO = Path(__file__).resolve().parents[1]
+RELAY_HOST, VICTIM_HOST = "127.0.0.3", "127.0.0.2"
+
+
+class Load(threading.Thread):
+    """Unique int64 ids at ``rate`` records/s, half on partition 0; keeps the delivered."""
+
+    def __init__(self, kafka: KafkaSettings, topic: str, partitions: int, rate: float) -> None:
+        super().__init__(name="chaos-load", daemon=True)
+        # 50-ms batches: every batch is an object on the durable broker's S3 storage
+        self.producer = Producer(kafka.confluent_config(**{"linger.ms": 50}))
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.stop = threading.Event()
+        self.delivered: list[int] = []
+        self.failed = 0
+        self.produced = 0
+
+    def _done(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.delivered.append(int.from_bytes(message.value(), "little"))
+        else:
+            self.failed += 1
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.stop.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            for i in range(self.produced, due):
+                partition = 0 if i % 2 == 0 else 1 + (i // 2) % (self.partitions - 1)
+                try:
+                    self.producer.produce(
+                        self.topic,
+                        i.to_bytes(8, "little"),
+                        partition=partition,
+                        on_delivery=self._done,
+                    )
+                except BufferError:
+                    break  # the broker is away and the queue full: the rest comes later
+                self.produced = i + 1
+            self.producer.poll(0)
+            self.stop.wait(0.02)
+        self.producer.flush(120)
+
+
+class Child:
+    """One restartable child process (a worker or the control app) with its log."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], logs: Path) -> None:
+        self.name, self.argv, self.env, self.logs = name, argv, env, logs
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self._log = (self.logs / f"{self.name}.log").open("ab")
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent_preexec(),
+        )
+        self.starts += 1
+
+    def exited(self) -> int | None:
+        """The exit code when the process ended by itself since its start, else None."""
+        return None if self.process is None else self.process.poll()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self._log is not None:
+            self._log.close()
+        return self.process.returncode
+
+
+def worker_argv(topic: str, job: str, index: int, workers: int, victim: bool) -> list[str]:
+    argv = [sys.executable, "-m", "streamtrain.commands.worker", "--topic", topic]
+    argv += ["--group", job, "--worker-id", f"w{index}"]
+    argv += ["--partition", str(index), "--partition", str(index + workers)]
+    argv += ["--entry", "benchmarks.scaling_app:make", "--app-dir", str(REPO)]
+    # a small queue so that the hot worker overflows (the shuffle's defaults otherwise)
+    argv += ["--batch-records", "50", "--queue-records", "500"]
+    argv += ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
+    argv += ["--shuffle", "advanced"]
+    if victim:
+        argv += ["--shuffle-host", VICTIM_HOST, "--shuffle-advertise-host", RELAY_HOST]
+    return argv
+
+
+def control_argv(job: str, topic: str, port: int, data_dir: Path) -> list[str]:
+    argv = [sys.executable, "-m", "streamtrain", "lag", "run", "--group", job, "--topic", topic]
+    argv += ["--app-id", f"{job}-control", "--web-port", str(port), "--tick-s", "1"]
+    argv += ["--data-dir", str(data_dir), "--plan-job", job]
+    argv += ["--reports-topic", f"{job}.reports", "--alerts-topic", f"{job}.alerts"]
+    return argv
+
+
+def watch_victim(
+    kafka: KafkaSettings, job: str, worker_id: str, relay: StallingRelay, stop: threading.Event
+) -> None:
+    """Relay every port the victim announces on ``<job>.members`` (a restart's too)."""
+    consumer = Consumer(kafka.confluent_config(**{"group.id": f"chaos-{uuid.uuid4().hex}"}))
+    consumer.assign([TopicPartition(f"{job}.members", 0, 0)])
+    try:
+        while not stop.is_set():
+            for message in consumer.consume(100, 0.5):
+                if message.error() is not None or not message.value():
+                    continue
+                member = dp.Member.FromString(message.value() or b"")
+                if member.worker_id == worker_id:
+                    ports = [
+                        int(e.rsplit(":", 1)[1])
+                        for e in (member.data_endpoint, member.event_endpoint)
+                    ]
+                    relay.relay(ports)
+    finally:
+        consumer.close()
+
+
+def _wait_until_all_train(workers: list[Child], out: Path, timeout_s: float) -> None:
+    """Until every worker finished a training step (its start is slow on a busy machine)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pids = [w.process.pid for w in workers if w.process is not None]
+        steps = [out / f"worker-{pid}.steps" for pid in pids]
+        if all(path.exists() and path.stat().st_size > 0 for path in steps):
+            return
+        time.sleep(0.5)
+    print(f"  not every worker trains after {timeout_s:g} s; faults start anyway", flush=True)
+
+
+def forwarded(logs: Path) -> int:
+    """Records forwarded by the shuffle, summed over the workers' exit summaries (a
+    worker killed -9 writes none: a floor)."""
+    total = 0
+    for path in logs.glob("w*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"records_forwarded"' in line:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    total += int(json.loads(line)["shuffle"]["records_forwarded"])
+    return total
+
+
+def trained(out: Path) -> tuple[np.ndarray, list[float]]:
+    ids = [np.fromfile(p, dtype="<i8") for p in out.glob("*.ids")]
+    steps: list[float] = []
+    for path in out.glob("*.steps"):
+        steps += [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
+    return (np.concatenate(ids) if ids else np.zeros(0, dtype="<i8")), sorted(steps)
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    job = f"chaos-{uuid.uuid4().hex[:6]}"
+    topic, partitions = f"{job}-data", 2 * args.workers
+    out, logs = root / "trained", root / "logs"
+    out.mkdir()
+    logs.mkdir()
+    faults = schedule(args.duration_s, args.seed, once=args.once)
+    print(
+        f"{job}: {args.workers} workers, {partitions} partitions, {args.rate:g} records/s, "
+        f"{args.duration_s:g} s, faults: {faults}",
+        flush=True,
+    )
+    done: list[dict[str, Any]] = []
+    unexpected = 0
+    with EmbeddedBroker(EmbeddedBrokerSettings(durable=True)) as broker:
+        kafka = KafkaSettings(broker.bootstrap)
+        create_topic(kafka, topic, partitions)
+        env = {
+            **os.environ,
+            **kafka_env(kafka),
+            "PYTHONPATH": str(REPO),
+            "SCALING_CAPACITY_RECORDS_PER_S": str(args.capacity),
+            "SCALING_OUT_DIR": str(out),
+        }
+        victim = args.workers - 1
+        workers = [
+            Child(f"w{i}", worker_argv(topic, job, i, args.workers, i == victim), env, logs)
+            for i in range(args.workers)
+        ]
+        control = Child(
+            "control", control_argv(job, topic, free_port(), root / "control-data"), env, logs
+        )
+        relay, stop = StallingRelay(RELAY_HOST, VICTIM_HOST), threading.Event()
+        load = Load(kafka, topic, partitions, args.rate)
+        children = [control, *workers]
+        try:
+            control.start()
+            for worker in workers:
+                worker.start()
+            threading.Thread(
+                target=watch_victim, args=(kafka, job, f"w{victim}", relay, stop), daemon=True
+            ).start()
+            load.start()
+            _wait_until_all_train(workers, out, timeout_s=180.0)
+            began = time.monotonic()  # the faults' clock starts once every worker trains
+            pending = list(faults)
+            receivers = [w for w in workers[1:] if w is not workers[victim]] or workers[1:]
+            while time.monotonic() - began < args.duration_s:
+                for child in children:
+                    if (code := child.exited()) is not None:
+                        unexpected += 1
+                        print(
+                            f"  {child.name} exited by itself ({code}); restarting it",
+                            flush=True,
+                        )
+                        child.start()
+                if pending and time.monotonic() - began >= pending[0][0]:
+                    _at_s, kind = pending.pop(0)
+                    print(f"  t={time.monotonic() - began:5.1f} s: {kind}", flush=True)
+                    done.append({"at_s": round(time.monotonic() - began, 1), "kind": kind})
+                    if kind in ("kill_sender", "kill_receiver"):
+                        target = (
+                            workers[0]
+                            if kind == "kill_sender"
+                            else receivers[len(done) % len(receivers)]
+                        )
+                        target.kill()
+                        time.sleep(3.0)
+                        target.start()
+                    elif kind == "broker":
+                        broker.kill()
+                        time.sleep(args.broker_down_s)
+                        broker.restart()
+                    elif kind == "control":
+                        control.kill()
+                        control.start()
+                    else:  # the stall runs beside the schedule
+                        threading.Thread(target=relay.stall, args=(PARTITION_S,)).start()
+                time.sleep(0.2)
+            load.stop.set()
+            load.join(180)
+            delivered = np.unique(np.array(load.delivered, dtype="<i8"))
+            print(
+                f"  producer stopped: {load.produced:,} produced, {delivered.size:,} "
+                f"delivered, {load.failed} failed; draining",
+                flush=True,
+            )
+            deadline = time.monotonic() + args.drain_s
+            missing, progressed_at = delivered.size, time.monotonic()
+            while time.monotonic() < deadline:
+                for child in children:
+                    if child.exited() is not None:
+                        unexpected += 1
+                        child.start()
+                ids, _ = trained(out)
+                left = np.setdiff1d(delivered, ids).size
+                if left == 0 or time.monotonic() - progressed_at > args.stuck_s:
+                    break  # all trained, or no id trained for --stuck-s: lost for good
+                if left < missing:
+                    missing, progressed_at = left, time.monotonic()
+                time.sleep(2.0)
+        finally:
+            stop.set()
+            load.stop.set()
+            for child in children:  # SIGTERM to all at once, then wait for each
+                if child.process is not None and child.process.poll() is None:
+                    child.process.send_signal(signal.SIGTERM)
+            for child in reversed(children):
+                child.stop()
+            relay.close()
+    ids, steps = trained(out)
+    unique = np.unique(ids)
+    lost = np.setdiff1d(delivered, unique)
+    gaps = np.diff(np.array(steps)) if len(steps) > 1 else np.zeros(1)
+    return {
+        "produced": int(delivered.size),
+        "trained_records": int(ids.size),
+        "lost": int(lost.size),
+        "lost_examples": lost[:20].tolist(),
+        "duplicates_pct": round(100.0 * (ids.size - unique.size) / max(1, unique.size), 2),
+        "max_stall_s": round(float(gaps.max()), 1),
+        "faults": done,
+        "unexpected_exits": unexpected,
+        "forwarded": forwarded(logs),
+        "starts": {c.name: c.starts for c in children},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration-s", type=float, default=600.0, help="seconds of faults")
+    parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=600.0, help="records/s produced")
+    parser.add_argument("--capacity", type=float, default=400.0, help="records/s a worker")
+    parser.add_argument("--broker-down-s", type=float, default=10.0)
+    parser.add_argument("--drain-s", type=float, default=1800.0, help="drain at most this")
+    parser.add_argument(
+        "--stuck-s",
+        type=float,
+        default=120.0,
+        help="the drain ends when no id was trained for this long",
+    )
+    parser.add_argument("--once", action="store_true", help="every fault kind once")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help="keep the logs and trained ids here"
+    )
+    args = parser.parse_args()
+    if args.workers < 4:
+        parser.error("the soak needs at least 4 workers (a sender and receivers)")
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=False)
+        result = run(args, args.out_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="streamtrain-chaos-") as tmp:
+            result = run(args, Path(tmp))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2))
+    kinds = sorted({f["kind"] for f in result["faults"]})
+    print(f"faults: {[(f['at_s'], f['kind']) for f in result['faults']]}")
+    print(
+        f"trained {result['trained_records']:,} records for {result['produced']:,} ids; "
+        f"starts {result['starts']}; lost examples {result['lost_examples']}"
+    )
+    print(
+        f"lost={result['lost']} duplicates_pct={result['duplicates_pct']} "
+        f"max_stall_s={result['max_stall_s']} faults={len(result['faults'])} "
+        f"fault_kinds={','.join(kinds)} produced={result['produced']} "
+        f"unexpected_exits={result['unexpected_exits']} forwarded={result['forwarded']}",
+        flush=True,
+    )
+    sys.exit(1 if result["lost"] else 0)
+
+
+if __name__ == "__main__":
+    main()
