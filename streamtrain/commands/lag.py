@@ -14,6 +14,7 @@ import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
+from streamtrain.commands.shard_options import shard_job_settings, shard_options
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.samples import SampleSettings
@@ -177,47 +178,6 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     show_default=True,
 )
 @option("--plan-job", env="PLAN_JOB", default=None, help="Run the planner for this job.")
-@option(
-    "--shards-job",
-    env="SHARDS_JOB",
-    default=None,
-    help="Coordinate `streamtrain worker --assignment shards` for this job: cut its --topic "
-    "partitions into offset-range shards, lease them to the job's workers on "
-    "<job>.shards / <job>.shard-grants, and commit each partition's done prefix under the "
-    "job's group id. State survives a restart (the changelogged `shards` table).",
-)
-@option(
-    "--shard-records",
-    env="SHARD_RECORDS",
-    type=click.IntRange(min=1),
-    default=1_000,
-    show_default=True,
-    help="Records in a full shard (a slow worker gets smaller ones).",
-)
-@option(
-    "--shard-max-wait-s",
-    env="SHARD_MAX_WAIT_S",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Cut a smaller shard once the oldest uncut record waited this long.",
-)
-@option(
-    "--shard-lease-s",
-    env="SHARD_LEASE_S",
-    type=click.FloatRange(min=0, min_open=True),
-    default=3.0,
-    show_default=True,
-    help="A shard whose worker sent no heartbeat for this long goes back to the queue.",
-)
-@option(
-    "--shard-tick-s",
-    env="SHARD_TICK_S",
-    type=click.FloatRange(min=0, min_open=True),
-    default=0.25,
-    show_default=True,
-    help="How often new offsets are cut into shards and leases checked.",
-)
 @option(
     "--plan-group",
     env="PLAN_GROUP",
@@ -418,6 +378,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     help="Window of the arrival rate (CPS). Default: max(60, 2 x --tick-s).",
 )
 @forecaster_options
+@shard_options
 @kafka_options
 @handle_errors
 def lag_run(
@@ -438,11 +399,6 @@ def lag_run(
     data_dir: Path | None,
     faust_log_level: str,
     plan_job: str | None,
-    shards_job: str | None,
-    shard_records: int,
-    shard_max_wait_s: float,
-    shard_lease_s: float,
-    shard_tick_s: float,
     plan_group: str | None,
     policy: str,
     policy_settings: tuple[str, ...],
@@ -557,23 +513,9 @@ def lag_run(
         )
         if planner.group not in groups:
             groups = (*groups, planner.group)
-    shards = None
-    if shards_job is not None:
-        from streamtrain.control.shards import ShardJobSettings
-        from streamtrain.shards.model import ShardSettings
-
-        shards = ShardJobSettings(
-            job=shards_job,
-            topics=topics,
-            book=ShardSettings(
-                shard_records=shard_records,
-                max_wait_s=shard_max_wait_s,
-                lease_s=shard_lease_s,
-            ),
-            tick_s=shard_tick_s,
-        )
-        if shards_job not in groups:
-            groups = (*groups, shards_job)
+    shards = shard_job_settings(opts, topics)
+    if shards is not None and shards.job not in groups:
+        groups = (*groups, shards.job)
     if not port_is_free(web_host, web_port, reuse_address=True):
         raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
     with kafka_connection(opts) as kafka:

@@ -1,8 +1,8 @@
 """``streamtrain demo``'s orchestration: every part of streamtrain on one machine, one day.
 
-Owned here: :class:`DemoSettings` (what the demo runs, validated) and :func:`run_demo`,
-the assembly, which, against a Kafka cluster it is given (the CLI starts the embedded
-broker):
+Owned here: :func:`run_demo`, the assembly (what it runs: :class:`DemoSettings`, in
+:mod:`streamtrain.demo.settings`), which, against a Kafka cluster it is given (the CLI
+starts the embedded broker):
 
 1. creates the topics and commits the job's start at the data topic's end
    (:mod:`streamtrain.demo.topics`; names from :mod:`streamtrain.demo.children`);
@@ -35,20 +35,18 @@ Kafka connection from ``STREAMTRAIN_*`` environment variables, never the command
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from streamtrain.config import AssignmentMode, KafkaSettings
+from streamtrain.config import KafkaSettings
 from streamtrain.demo.children import DemoNames, kafka_env
 from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
@@ -62,105 +60,26 @@ from streamtrain.demo.observe import (
     planner_forecast,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
+from streamtrain.demo.settings import BURST_PEAK_S, DEFAULT_SPEED, MIN_SLO_S, DemoSettings
 from streamtrain.demo.summary import RecordCounts, action_marks, summarize
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
 from streamtrain.demo.worker_args import (
     FAST_GROUP_CONFIG,
-    WORKER_BATCH_RECORDS,
     pool_size_path,
     states_topic,
     worker_argv,
     worker_env,
 )
-from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.errors import StreamtrainError
 from streamtrain.forecast.trace import synth_trace
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
 from streamtrain.scale.executors.readiness import Readiness
-from streamtrain.shuffle.policy import ShufflePolicy
-from streamtrain.sim.metrics import SLO_LAG_S
-from streamtrain.units import DAY_S
 
 __all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings", "run_demo"]
-
-DEFAULT_SPEED = 144.0  # simulated seconds per wall second: a day in 10 minutes
-MIN_SLO_S = 2.0  # the default SLO's floor, wall seconds: lag is measured to about a second
-BURST_PEAK_S = 15  # a dashboard burst is this many wall seconds of the peak rate
-
-
-@dataclass(frozen=True, slots=True)
-class DemoSettings:
-    """What the demo runs. ``speed`` compresses time: a simulated day takes
-    ``86400 / speed`` wall seconds (600 s at the default 144)."""
-
-    speed: float = DEFAULT_SPEED
-    partitions: int = 16
-    peak_records_per_s: float = 1_200.0
-    worker_capacity_records_per_s: float = 400.0
-    min_workers: int = 1
-    max_workers: int = 8
-    initial_workers: int = 2
-    slo_lag_s: float | None = None  # wall s; default 20 simulated minutes (KALE), >= 2 s
-    seed: int = 0
-    drain_timeout_s: float = 120.0
-    startup_lead_s: float = 25.0
-    run_dir: Path | None = None
-    topic: str | None = None
-    dashboard_host: str = "127.0.0.1"
-    dashboard_port: int = 8765
-    kill_worker_at_s: float | None = None
-    burst_records: int | None = None  # per dashboard burst; default BURST_PEAK_S of the peak
-    progress_interval_s: float = 10.0
-    shuffle: str = "advanced"  # the workers' --shuffle policy (group, cooperative)
-    worker_queue_records: int = 1_024
-    assignment: str = "shards"  # the workers' --assignment (benchmarks/scaling.py: best)
-    drift_turns_per_day: float = 0.5  # how far the hidden labelling model turns a day
-
-    def __post_init__(self) -> None:
-        if not math.isfinite(self.drift_turns_per_day) or self.drift_turns_per_day < 0:
-            raise ConfigError(f"the drift must be >= 0 turns a day, got {self.drift_turns_per_day}")
-        if not math.isfinite(self.speed) or self.speed <= 0:
-            raise ConfigError(f"the speed must be a positive factor, got {self.speed}")
-        if self.day_s < 30:
-            raise ConfigError(f"a simulated day of {self.day_s:.0f} s is too short (>= 30 s)")
-        if self.partitions < 1 or self.peak_records_per_s <= 0:
-            raise ConfigError("the demo needs partitions and a positive peak rate")
-        if self.worker_capacity_records_per_s <= 0:
-            raise ConfigError("the worker capacity must be positive")
-        if not 1 <= self.min_workers <= self.initial_workers <= self.max_workers:
-            raise ConfigError(
-                "need 1 <= --min-workers <= --initial-workers <= --max-workers, got "
-                f"{self.min_workers}, {self.initial_workers}, {self.max_workers}"
-            )
-        if self.slo_lag_s is not None and self.slo_lag_s <= 0:
-            raise ConfigError("the SLO lag must be positive")
-        if self.shuffle not in {p.value for p in ShufflePolicy}:
-            raise ConfigError(
-                f"the shuffle policy must be none, basic or advanced: {self.shuffle!r}"
-            )
-        if self.assignment not in {m.value for m in AssignmentMode}:
-            raise ConfigError(
-                f"the assignment must be group, cooperative or shards: {self.assignment!r}"
-            )
-        if self.worker_queue_records < WORKER_BATCH_RECORDS:
-            raise ConfigError(
-                f"a worker's queue must hold a batch ({WORKER_BATCH_RECORDS} records)"
-            )
-
-    @property
-    def day_s(self) -> float:
-        return DAY_S / self.speed
-
-    @property
-    def slo_s(self) -> float:
-        """The lag SLO in wall seconds: ``slo_lag_s``, else KALE's 20 simulated minutes
-        (:data:`~streamtrain.sim.metrics.SLO_LAG_S`), at least :data:`MIN_SLO_S`."""
-        if self.slo_lag_s is not None:
-            return self.slo_lag_s
-        return max(SLO_LAG_S / self.speed, MIN_SLO_S)
 
 
 class _Demo:
