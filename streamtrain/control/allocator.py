@@ -34,7 +34,7 @@ from streamtrain.control.allocator_service import (
     AllocatorSettings,
     request_to_json,
 )
-from streamtrain.control.app import _credentials
+from streamtrain.control.faust_app import new_faust_app
 from streamtrain.control.publish import publish
 from streamtrain.wire import encode
 
@@ -47,25 +47,16 @@ _REQUEST, _GRANT = "request|", "grant|"
 
 def create_allocator_app(settings: AllocatorSettings) -> tuple[Any, AllocatorService]:
     """The Faust app and its service (module docstring)."""
-    import faust
 
     service = AllocatorService(settings)
     data_dir = settings.data_dir or Path(tempfile.mkdtemp(prefix="streamtrain-cluster-"))
-    brokers = ";".join(f"kafka://{host}:{port}" for host, port in settings.kafka.servers)
-    app: Any = faust.App(
+    app: Any = new_faust_app(
         settings.app_id,
-        broker=brokers,
-        broker_credentials=_credentials(settings.kafka),
-        store="memory://",
-        datadir=str(data_dir),
-        topic_partitions=1,
-        web_enabled=True,
+        settings.kafka,
+        data_dir=data_dir,
         web_host=settings.web_host,
         web_port=settings.web_port,
-        web_bind=settings.web_host,
-        producer_request_timeout=settings.request_timeout_s,
-        broker_session_timeout=10.0,
-        broker_heartbeat_interval=1.0,
+        request_timeout_s=settings.request_timeout_s,
     )
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
     requests = app.topic(settings.requests_topic, partitions=1, **raw)

@@ -46,7 +46,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from streamtrain.config import KafkaSettings
+from streamtrain.control.faust_app import new_faust_app
 from streamtrain.control.planner_agent import PlannerAgent, add_planner, forecast_pool
 from streamtrain.control.planner_metrics import PlannerCollector
 from streamtrain.control.publish import publish
@@ -62,44 +62,19 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
-def _credentials(kafka: KafkaSettings) -> Any:
-    import faust
-
-    conf = kafka.aiokafka_config()
-    if kafka.sasl_mechanism is not None:
-        return faust.SASLCredentials(
-            username=kafka.sasl_username,
-            password=kafka.sasl_password,
-            mechanism=kafka.sasl_mechanism.upper(),
-            ssl_context=conf.get("ssl_context"),
-        )
-    if "ssl_context" in conf:
-        return faust.SSLCredentials(conf["ssl_context"])
-    return None
-
-
 def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
     """The Faust app and its service; run it with ``faust.Worker(app).execute_from_...``."""
-    import faust
 
     service = LagService(settings)
     monitor_settings = settings.monitor
     data_dir = settings.data_dir or Path(tempfile.mkdtemp(prefix="streamtrain-lag-"))
-    brokers = ";".join(f"kafka://{host}:{port}" for host, port in settings.kafka.servers)
-    app: Any = faust.App(
+    app: Any = new_faust_app(
         settings.app_id,
-        broker=brokers,
-        broker_credentials=_credentials(settings.kafka),
-        store="memory://",
-        datadir=str(data_dir),
-        topic_partitions=1,
-        web_enabled=True,
+        settings.kafka,
+        data_dir=data_dir,
         web_host=settings.web_host,
         web_port=settings.web_port,
-        web_bind=settings.web_host,
-        producer_request_timeout=settings.request_timeout_s,
-        broker_session_timeout=10.0,
-        broker_heartbeat_interval=1.0,
+        request_timeout_s=settings.request_timeout_s,
     )
     history_topic = app.topic(
         settings.history_topic, key_type=str, value_type=str, partitions=1, internal=True

@@ -1,0 +1,64 @@
+"""One Faust app on the project's Kafka settings, for both control apps (the lag /
+planner app of :mod:`streamtrain.control.app` and the cluster allocator of
+:mod:`streamtrain.control.allocator`).
+
+Owned here: :func:`new_faust_app`: the broker list, SASL/SSL credentials from
+:class:`~streamtrain.config.KafkaSettings`, memory stores, one partition per topic, the
+web server bound to ``web_host`` (127.0.0.1 by default), and the session and request
+timeouts every control app uses. Faust is imported only when called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from streamtrain.config import KafkaSettings
+
+__all__ = ["new_faust_app"]
+
+
+def _credentials(kafka: KafkaSettings) -> Any:
+    import faust
+
+    conf = kafka.aiokafka_config()
+    if kafka.sasl_mechanism is not None:
+        return faust.SASLCredentials(
+            username=kafka.sasl_username,
+            password=kafka.sasl_password,
+            mechanism=kafka.sasl_mechanism.upper(),
+            ssl_context=conf.get("ssl_context"),
+        )
+    if "ssl_context" in conf:
+        return faust.SSLCredentials(conf["ssl_context"])
+    return None
+
+
+def new_faust_app(
+    app_id: str,
+    kafka: KafkaSettings,
+    *,
+    data_dir: Path,
+    web_host: str,
+    web_port: int,
+    request_timeout_s: float,
+) -> Any:
+    """A Faust app for ``app_id`` on ``kafka`` (module docstring)."""
+    import faust
+
+    brokers = ";".join(f"kafka://{host}:{port}" for host, port in kafka.servers)
+    return faust.App(
+        app_id,
+        broker=brokers,
+        broker_credentials=_credentials(kafka),
+        store="memory://",
+        datadir=str(data_dir),
+        topic_partitions=1,
+        web_enabled=True,
+        web_host=web_host,
+        web_port=web_port,
+        web_bind=web_host,
+        producer_request_timeout=request_timeout_s,
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+    )
