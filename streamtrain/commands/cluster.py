@@ -183,11 +183,10 @@ def cluster_run(
     and stale requests are refused with a logged reason. Every decision and its
     reasons go to --decisions-topic and /cluster on --web-host:--web-port.
     """
-    import faust
-
     from streamtrain.broker import port_is_free
     from streamtrain.control.allocator import create_allocator_app
     from streamtrain.control.allocator_service import AllocatorSettings
+    from streamtrain.control.faust_app import run_faust_app
     from streamtrain.kafka import create_topic
 
     if not port_is_free(web_host, web_port, reuse_address=True):
@@ -226,12 +225,7 @@ def cluster_run(
             f"http://{web_host}:{web_port}/cluster",
             err=True,
         )
-        worker = faust.Worker(app, loglevel=faust_log_level, redirect_stdouts=False, quiet=True)
-        try:
-            worker.execute_from_commandline()
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise StreamtrainError(f"the allocator stopped with exit code {exc.code}") from exc
+        run_faust_app(app, faust_log_level, "the allocator")
 
 
 @cluster.command("status")

@@ -439,9 +439,8 @@ def lag_run(
     the --plan-group's CPS and lag, --policy; ScaleCommands to --commands-topic, a
     CANNOT_KEEP_UP alert to --alerts-topic, its state on /planner.
     """
-    import faust
-
     from streamtrain.control.app import create_app
+    from streamtrain.control.faust_app import run_faust_app
     from streamtrain.control.service import LagAppSettings
     from streamtrain.kafka import create_topic
     from streamtrain.lag.monitor import MonitorSettings
@@ -571,12 +570,7 @@ def lag_run(
                 f"http://{web_host}:{web_port}/planner",
                 err=True,
             )
-        worker = faust.Worker(app, loglevel=faust_log_level, redirect_stdouts=False, quiet=True)
-        try:
-            worker.execute_from_commandline()
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise StreamtrainError(f"the lag app stopped with exit code {exc.code}") from exc
+        run_faust_app(app, faust_log_level, "the lag app")
 
 
 def _key_values(flag: str, items: tuple[str, ...]) -> dict[str, str]:

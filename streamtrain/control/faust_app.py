@@ -5,7 +5,9 @@ planner app of :mod:`streamtrain.control.app` and the cluster allocator of
 Owned here: :func:`new_faust_app`: the broker list, SASL/SSL credentials from
 :class:`~streamtrain.config.KafkaSettings`, memory stores, one partition per topic, the
 web server bound to ``web_host`` (127.0.0.1 by default), and the session and request
-timeouts every control app uses. Faust is imported only when called.
+timeouts every control app uses; :func:`run_faust_app`: run one until Ctrl-C or SIGTERM
+(a non-zero exit becomes a :class:`~streamtrain.errors.StreamtrainError`). Faust is
+imported only when called.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from streamtrain.config import KafkaSettings
+from streamtrain.errors import StreamtrainError
 
-__all__ = ["new_faust_app"]
+__all__ = ["new_faust_app", "run_faust_app"]
 
 
 def _credentials(kafka: KafkaSettings) -> Any:
@@ -62,3 +65,15 @@ def new_faust_app(
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
     )
+
+
+def run_faust_app(app: Any, log_level: str, what: str) -> None:
+    """Run ``app`` in a Faust worker until it stops; ``what`` names it in the error."""
+    import faust
+
+    worker = faust.Worker(app, loglevel=log_level, redirect_stdouts=False, quiet=True)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise StreamtrainError(f"{what} stopped with exit code {exc.code}") from exc
