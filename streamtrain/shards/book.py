@@ -186,9 +186,13 @@ class ShardBook:
             return []
         held = self.held_by(worker_id)
         room = min(want, self.settings.max_held_shards - len(held))
+        # records held: at most max_held_full_shards of this worker's shard size (one
+        # shard at least), so a burst of queued records is shared among the workers
+        budget = self.settings.max_held_full_shards * self.shard_records_for(worker_id)
+        held_records = sum(g.shard.records for g in held)
         grants: list[Grant] = []
         ends = {(g.shard.key, g.shard.end_offset) for g in held}
-        while room > 0:
+        while room > 0 and (held_records < budget or not (held or grants)):
             picked = self._continuation(ends) or self._next_queued() or self._cut_on_demand()
             if picked is None:
                 break
@@ -196,6 +200,7 @@ class ShardBook:
             grant = self._lease(key, shard, worker_id, now_s)
             grants.append(grant)
             ends.add((key, grant.shard.end_offset))
+            held_records += grant.shard.records
             room -= 1
         return grants
 
@@ -221,6 +226,14 @@ class ShardBook:
     def _lease(self, key: PartitionKey, shard: ShardEntry, worker_id: str, now_s: float) -> Grant:
         part = self._partitions[key]
         size = self.shard_records_for(worker_id)
+        # small queued shards that follow this one go with it (a partition cut every
+        # max_wait_s while a backlog built up holds many), up to the worker's shard size:
+        # each grant round trip then carries a shard's worth of records, not a few dozen
+        while (follower := part.shards.get(shard.end)) is not None and (
+            follower.state == QUEUED and follower.end - shard.start <= size
+        ):
+            del part.shards[follower.start]  # its queue entry is skipped when popped
+            shard.end = follower.end
         if shard.end - shard.start > size:  # a slow worker: split, the rest stays queued
             rest = ShardEntry(shard.start + size, shard.end)
             shard.end = rest.start
