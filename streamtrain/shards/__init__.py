@@ -4,6 +4,8 @@
   :class:`ShardSettings`) and the reasons a report is refused (:class:`Refusal`);
 * :mod:`streamtrain.shards.book`: :class:`ShardBook`, the control app's state machine
   (cut, lease, heartbeat, expire, done, committable prefix, snapshot and restore);
+* :mod:`streamtrain.shards.table`: the book's per-partition records and their form in
+  the control app's changelogged table;
 * :mod:`streamtrain.shards.holdings`: :class:`Holdings`, a worker's side (which shards it
   holds, where each one ends, when every record of one was acknowledged).
 

@@ -40,40 +40,26 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from streamtrain.shards.model import Grant, Refusal, ShardRange, ShardSettings
+from streamtrain.shards.table import (
+    DONE,
+    LEASED,
+    QUEUED,
+    PartitionEntry,
+    PartitionKey,
+    ShardEntry,
+    parse_partition,
+    partition_snapshot,
+)
 
 __all__ = ["BookStats", "ShardBook"]
 
 log = logging.getLogger(__name__)
 
-PartitionKey = tuple[str, int]
-
-_QUEUED, _LEASED, _DONE = "queued", "leased", "done"
 _RATE_WEIGHT = 0.5  # weight of a new rate sample in a worker's running rate
-
-
-@dataclass(slots=True)
-class _Shard:
-    start: int
-    end: int
-    state: str = _QUEUED
-    worker: str = ""
-    epoch: int = 0
-    granted_at_s: float = 0.0
-    deadline_s: float = 0.0
-
-
-@dataclass(slots=True)
-class _Partition:
-    base: int  # below: trained and reported done
-    cut_to: int  # below: in some shard
-    hwm: int
-    committed: int  # the last position handed out as committable
-    uncut_since_s: float | None = None
-    shards: dict[int, _Shard] = field(default_factory=dict)  # by start offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +80,7 @@ class ShardBook:
 
     def __init__(self, settings: ShardSettings | None = None) -> None:
         self.settings = settings or ShardSettings()
-        self._partitions: dict[PartitionKey, _Partition] = {}
+        self._partitions: dict[PartitionKey, PartitionEntry] = {}
         self._queue: collections.deque[tuple[PartitionKey, int]] = collections.deque()
         self._epoch = 0
         self._rates: dict[str, float] = {}
@@ -120,7 +106,7 @@ class ShardBook:
         part = self._partitions.get(key)
         if part is None:
             start = max(0, min(start_offset, high_watermark))
-            part = _Partition(base=start, cut_to=start, hwm=high_watermark, committed=start)
+            part = PartitionEntry(base=start, cut_to=start, hwm=high_watermark, committed=start)
             self._partitions[key] = part
             self._dirty.add(key)
         part.hwm = max(part.hwm, high_watermark)
@@ -137,8 +123,8 @@ class ShardBook:
                 cut += 1
         return cut
 
-    def _cut(self, key: PartitionKey, part: _Partition, end: int) -> _Shard:
-        shard = _Shard(part.cut_to, end)
+    def _cut(self, key: PartitionKey, part: PartitionEntry, end: int) -> ShardEntry:
+        shard = ShardEntry(part.cut_to, end)
         part.shards[shard.start] = shard
         part.cut_to = end
         part.uncut_since_s = None
@@ -146,7 +132,7 @@ class ShardBook:
         self._dirty.add(key)
         return shard
 
-    def _cut_on_demand(self) -> tuple[PartitionKey, _Shard] | None:
+    def _cut_on_demand(self) -> tuple[PartitionKey, ShardEntry] | None:
         """Cut the partition with the most uncut records (at least ``min_shard_records``)."""
         best: tuple[int, PartitionKey] | None = None
         for key, part in self._partitions.items():
@@ -200,9 +186,13 @@ class ShardBook:
             return []
         held = self.held_by(worker_id)
         room = min(want, self.settings.max_held_shards - len(held))
+        # records held: at most max_held_full_shards of this worker's shard size (one
+        # shard at least), so a burst of queued records is shared among the workers
+        budget = self.settings.max_held_full_shards * self.shard_records_for(worker_id)
+        held_records = sum(g.shard.records for g in held)
         grants: list[Grant] = []
         ends = {(g.shard.key, g.shard.end_offset) for g in held}
-        while room > 0:
+        while room > 0 and (held_records < budget or not (held or grants)):
             picked = self._continuation(ends) or self._next_queued() or self._cut_on_demand()
             if picked is None:
                 break
@@ -210,38 +200,47 @@ class ShardBook:
             grant = self._lease(key, shard, worker_id, now_s)
             grants.append(grant)
             ends.add((key, grant.shard.end_offset))
+            held_records += grant.shard.records
             room -= 1
         return grants
 
     def _continuation(
         self, ends: set[tuple[PartitionKey, int]]
-    ) -> tuple[PartitionKey, _Shard] | None:
+    ) -> tuple[PartitionKey, ShardEntry] | None:
         for key, end in sorted(ends):
             part = self._partitions.get(key)
             shard = part.shards.get(end) if part is not None else None
-            if shard is not None and shard.state == _QUEUED:
+            if shard is not None and shard.state == QUEUED:
                 return key, shard
         return None
 
-    def _next_queued(self) -> tuple[PartitionKey, _Shard] | None:
+    def _next_queued(self) -> tuple[PartitionKey, ShardEntry] | None:
         while self._queue:
             key, start = self._queue.popleft()
             part = self._partitions.get(key)
             shard = part.shards.get(start) if part is not None else None
-            if shard is not None and shard.state == _QUEUED:
+            if shard is not None and shard.state == QUEUED:
                 return key, shard
         return None
 
-    def _lease(self, key: PartitionKey, shard: _Shard, worker_id: str, now_s: float) -> Grant:
+    def _lease(self, key: PartitionKey, shard: ShardEntry, worker_id: str, now_s: float) -> Grant:
         part = self._partitions[key]
         size = self.shard_records_for(worker_id)
+        # small queued shards that follow this one go with it (a partition cut every
+        # max_wait_s while a backlog built up holds many), up to the worker's shard size:
+        # each grant round trip then carries a shard's worth of records, not a few dozen
+        while (follower := part.shards.get(shard.end)) is not None and (
+            follower.state == QUEUED and follower.end - shard.start <= size
+        ):
+            del part.shards[follower.start]  # its queue entry is skipped when popped
+            shard.end = follower.end
         if shard.end - shard.start > size:  # a slow worker: split, the rest stays queued
-            rest = _Shard(shard.start + size, shard.end)
+            rest = ShardEntry(shard.start + size, shard.end)
             shard.end = rest.start
             part.shards[rest.start] = rest
             self._queue.appendleft((key, rest.start))
         self._epoch += 1
-        shard.state, shard.worker, shard.epoch = _LEASED, worker_id, self._epoch
+        shard.state, shard.worker, shard.epoch = LEASED, worker_id, self._epoch
         shard.granted_at_s, shard.deadline_s = now_s, now_s + self.settings.lease_s
         self._dirty.add(key)
         return Grant(ShardRange(key[0], key[1], shard.start, shard.end), worker_id, shard.epoch)
@@ -271,10 +270,10 @@ class ShardBook:
             if shard is None:
                 refused.append((rng, problem or Refusal.UNKNOWN_SHARD))
                 continue
-            if shard.state == _DONE:
+            if shard.state == DONE:
                 refused.append((rng, Refusal.ALREADY_DONE))
-            elif shard.state == _QUEUED:
-                shard.state, shard.worker, shard.epoch = _LEASED, worker_id, epoch
+            elif shard.state == QUEUED:
+                shard.state, shard.worker, shard.epoch = LEASED, worker_id, epoch
                 shard.granted_at_s = now_s
                 shard.deadline_s = now_s + self.settings.lease_s
                 self._epoch = max(self._epoch, epoch)
@@ -291,7 +290,7 @@ class ShardBook:
         count = 0
         for rng in sorted(ranges, reverse=True):  # the earliest ends up first in line
             shard, _ = self._find(rng)
-            if shard is not None and shard.state == _LEASED and shard.worker == worker_id:
+            if shard is not None and shard.state == LEASED and shard.worker == worker_id:
                 self._requeue(rng.key, shard)
                 count += 1
         return count
@@ -319,13 +318,13 @@ class ShardBook:
             deaf_s = 0.0 if previous is None else max(0.0, now_s - previous)
             for part in self._partitions.values():
                 for shard in part.shards.values():
-                    if shard.state == _LEASED:
+                    if shard.state == LEASED:
                         shard.deadline_s += deaf_s
             return []
         expired: list[Grant] = []
         for key, part in self._partitions.items():
             for shard in part.shards.values():
-                if shard.state == _LEASED and shard.deadline_s <= now_s:
+                if shard.state == LEASED and shard.deadline_s <= now_s:
                     expired.append(
                         Grant(
                             ShardRange(key[0], key[1], shard.start, shard.end),
@@ -338,8 +337,8 @@ class ShardBook:
             self._requeue(grant.shard.key, part.shards[grant.shard.start_offset])
         return expired
 
-    def _requeue(self, key: PartitionKey, shard: _Shard) -> None:
-        shard.state, shard.worker = _QUEUED, ""
+    def _requeue(self, key: PartitionKey, shard: ShardEntry) -> None:
+        shard.state, shard.worker = QUEUED, ""
         self._queue.appendleft((key, shard.start))
         self._dirty.add(key)
 
@@ -355,9 +354,9 @@ class ShardBook:
         shard, problem = self._find(rng)
         if shard is None:
             return problem
-        if shard.state == _DONE:
+        if shard.state == DONE:
             return Refusal.ALREADY_DONE
-        if shard.state == _LEASED and shard.worker == worker_id and shard.epoch == epoch:
+        if shard.state == LEASED and shard.worker == worker_id and shard.epoch == epoch:
             # A worker trains its shards one after another: this one's work began when
             # it was granted or when the worker's previous shard was done, the later.
             began_s = max(shard.granted_at_s, self._last_done_s.get(worker_id, 0.0))
@@ -368,11 +367,11 @@ class ShardBook:
             self._rates[worker_id] = (
                 sample if old is None else (1 - _RATE_WEIGHT) * old + _RATE_WEIGHT * sample
             )
-        shard.state = _DONE
+        shard.state = DONE
         self._advance(rng.key)
         return None
 
-    def _find(self, rng: ShardRange) -> tuple[_Shard | None, Refusal | None]:
+    def _find(self, rng: ShardRange) -> tuple[ShardEntry | None, Refusal | None]:
         part = self._partitions.get(rng.key)
         if part is None:
             return None, Refusal.UNKNOWN_PARTITION
@@ -389,7 +388,7 @@ class ShardBook:
 
     def _advance(self, key: PartitionKey) -> None:
         part = self._partitions[key]
-        while (shard := part.shards.get(part.base)) is not None and shard.state == _DONE:
+        while (shard := part.shards.get(part.base)) is not None and shard.state == DONE:
             del part.shards[part.base]
             part.base = shard.end
         self._dirty.add(key)
@@ -413,7 +412,7 @@ class ShardBook:
             Grant(ShardRange(key[0], key[1], s.start, s.end), s.worker, s.epoch)
             for key, part in sorted(self._partitions.items())
             for s in sorted(part.shards.values(), key=lambda s: s.start)
-            if s.state == _LEASED and s.worker == worker_id
+            if s.state == LEASED and s.worker == worker_id
         ]
 
     def leases(self) -> list[Grant]:
@@ -422,7 +421,7 @@ class ShardBook:
             Grant(ShardRange(key[0], key[1], s.start, s.end), s.worker, s.epoch)
             for key, part in sorted(self._partitions.items())
             for s in part.shards.values()
-            if s.state == _LEASED
+            if s.state == LEASED
         ]
 
     def workers(self) -> set[str]:
@@ -440,13 +439,13 @@ class ShardBook:
             s.end - s.start
             for p in self._partitions.values()
             for s in p.shards.values()
-            if s.state == _QUEUED
+            if s.state == QUEUED
         )
         return BookStats(
             partitions=len(self._partitions),
-            queued_shards=states[_QUEUED],
-            leased_shards=states[_LEASED],
-            done_shards=states[_DONE],
+            queued_shards=states[QUEUED],
+            leased_shards=states[LEASED],
+            done_shards=states[DONE],
             uncut_records=sum(p.hwm - p.cut_to for p in self._partitions.values()),
             queued_records=queued_records,
             workers=len(self.workers()),
@@ -468,20 +467,7 @@ class ShardBook:
         return {self.table_key(k): self._partition_snapshot(k) for k in sorted(self._partitions)}
 
     def _partition_snapshot(self, key: PartitionKey) -> dict[str, Any]:
-        p = self._partitions[key]
-        return {
-            "topic": key[0],
-            "partition": key[1],
-            "base": p.base,
-            "cut_to": p.cut_to,
-            "hwm": p.hwm,
-            "committed": p.committed,
-            "epoch": self._epoch,
-            "shards": [
-                [s.start, s.end, s.state, s.worker, s.epoch]
-                for s in sorted(p.shards.values(), key=lambda s: s.start)
-            ],
-        }
+        return partition_snapshot(key, self._partitions[key], self._epoch)
 
     def restore(self, snapshot: Iterable[Mapping[str, Any]], now_s: float) -> int:
         """Rebuild from :meth:`snapshot` values; returns the partitions restored.
@@ -492,26 +478,10 @@ class ShardBook:
         restored = 0
         for entry in snapshot:
             try:
-                key = (str(entry["topic"]), int(entry["partition"]))
-                part = _Partition(
-                    base=int(entry["base"]),
-                    cut_to=int(entry["cut_to"]),
-                    hwm=int(entry["hwm"]),
-                    committed=int(entry["committed"]),
+                key, part, epoch = parse_partition(
+                    entry, now_s=now_s, lease_s=self.settings.lease_s
                 )
-                for start, end, state, worker, epoch in entry["shards"]:
-                    if state not in (_QUEUED, _LEASED, _DONE) or not start < end:
-                        raise ValueError(f"bad shard {start}..{end} {state}")  # noqa: TRY301
-                    part.shards[int(start)] = _Shard(
-                        int(start),
-                        int(end),
-                        str(state),
-                        str(worker),
-                        int(epoch),
-                        now_s,
-                        now_s + self.settings.lease_s,
-                    )
-                self._epoch = max(self._epoch, int(entry["epoch"]))
+                self._epoch = max(self._epoch, epoch)
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("skipping a malformed shard table entry (%s): %r", exc, entry)
                 continue
@@ -521,7 +491,7 @@ class ShardBook:
             (key, s.start)
             for key, part in sorted(self._partitions.items())
             for s in sorted(part.shards.values(), key=lambda s: s.start)
-            if s.state == _QUEUED
+            if s.state == QUEUED
         )
         for key in list(self._partitions):
             self._advance(key)

@@ -83,7 +83,12 @@ class ShardSettings:
     * ``target_shard_s``: a worker whose measured rate would need longer than this for a
       full shard gets a smaller one (rate times this, at least ``min_shard_records``);
     * ``max_held_shards``: the most shards one worker holds at once (current, prefetched,
-      and read but not yet acknowledged: a worker prefetches up to 8 small shards).
+      and read but not yet acknowledged: a worker prefetches up to 8 small shards);
+    * ``max_held_full_shards``: the most records one worker holds at once, in its own
+      shard sizes (a full shard, or what it trains in ``target_shard_s``): 3 by default,
+      6 s of work at the measured rate, so a burst of queued records is shared among
+      the workers instead of leased to the first one that asks. A worker always gets
+      at least one shard.
     """
 
     shard_records: int = 1_000
@@ -92,6 +97,7 @@ class ShardSettings:
     lease_s: float = 3.0
     target_shard_s: float = 2.0
     max_held_shards: int = 12
+    max_held_full_shards: float = 3.0
 
     def __post_init__(self) -> None:
         if self.shard_records < 1 or self.min_shard_records < 1:
@@ -103,5 +109,9 @@ class ShardSettings:
         for name in ("max_wait_s", "lease_s", "target_shard_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_held_full_shards <= 0:
+            raise ConfigError(
+                f"max_held_full_shards must be positive, got {self.max_held_full_shards}"
+            )
         if self.max_held_shards < 1:
             raise ConfigError(f"max_held_shards must be at least 1, got {self.max_held_shards}")

@@ -34,6 +34,7 @@ DEFAULT_ARGV = [
     *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
     *("--min-workers", "1", "--max-workers", "8", "--initial-workers", "2"),
     *("--plan-step-s", "300", "--plan-assignment", "shards"),
+    *("--plan-quantile", "0.8"),
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
     *("--scale-up-prep-s", "864"),  # the demo worker's measured 6 s
     *("--min-action-pause-s", model_s(SHARDS.pause_s, 144)),

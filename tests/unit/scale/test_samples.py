@@ -119,6 +119,20 @@ def test_before_enough_counts_the_prior_scaled_by_the_measured_rate_is_used():
     assert model.at(4) == pytest.approx(modelarts_prior(single, 4), rel=0.05)
 
 
+def test_before_enough_counts_a_measured_count_keeps_its_measurement():
+    """Linear workers (the demo's): the prior scaled to 2 and 3 workers over-states one
+    worker by 1/0.8; once one worker is measured, the estimate says what was measured."""
+    settings = SampleSettings(min_distinct_workers=4)
+    linear = {2: [20.0] * 3, 3: [30.0] * 3}
+    before = estimated(windows_for(linear), settings, 8)
+    assert before.source == "prior" and before.observations[0][1] > 12.0
+    assert before.observations[1][1] == pytest.approx(20.0)
+    after = estimated(windows_for({1: [10.0] * 3, **linear}), settings, 8)
+    assert after.source == "prior"
+    assert [r for _, r in after.observations[:3]] == pytest.approx([10.0, 20.0, 30.0])
+    assert materially_different(before, after, 0.1)
+
+
 def test_with_enough_counts_the_measurements_are_used():
     settings = SampleSettings(min_distinct_workers=3)  # sync has 4 coefficients: needs 4
     assert model_coefficients("sync") == 4

@@ -157,6 +157,55 @@ def test_a_slow_worker_gets_smaller_shards():
     assert fast.shard.records == 1000 or fast.shard.start_offset == g.shard.end_offset
 
 
+def test_small_queued_shards_of_a_partition_go_out_together_up_to_a_shard():
+    """A backlog cut every max_wait_s is many small shards; one grant carries a
+    worker's shard size of them (demo: 8 shards of ~37 records per grant round trip
+    capped a worker at ~300 of its 400 records/s)."""
+    b = book(shard_records=100, max_wait_s=0.5)
+    for i in range(1, 9):  # 30 records every 0.5 s, each cut on its own
+        b.observe(T, 0, 30 * i, 0, now_s=0.5 * (i - 1))
+        b.observe(T, 0, 30 * i, 0, now_s=0.5 * i)
+    assert b.stats().queued_shards == 8
+    first, second = b.request("a", 2, now_s=5.0)
+    assert first.shard == ShardRange(T, 0, 0, 90)  # three of 30: a fourth would pass 100
+    assert second.shard == ShardRange(T, 0, 90, 180)  # the continuation, coalesced too
+    [other] = b.request("b", 1, now_s=5.0)
+    assert other.shard == ShardRange(T, 0, 180, 240)
+    assert b.done("a", first.shard, first.epoch, now_s=6.0) is None
+    assert b.committable() == {(T, 0): 90}
+    restored = ShardBook(b.settings)
+    restored.restore(json.loads(json.dumps(b.snapshot())).values(), now_s=6.0)
+    assert restored.done("a", second.shard, second.epoch, now_s=6.5) is None
+    assert restored.committable() == {(T, 0): 180}
+
+
+def test_coalescing_stops_at_a_shard_that_is_not_queued():
+    b = book(shard_records=100, max_wait_s=0.05)
+    for i in range(3):  # three shards of 10, each cut on its own
+        b.observe(T, 0, 10 * (i + 1), 0, now_s=float(i))
+        b.observe(T, 0, 10 * (i + 1), 0, now_s=i + 0.5)
+    assert b.stats().queued_shards == 3
+    b.settings = ShardSettings(shard_records=10, max_wait_s=0.05)  # no room to coalesce
+    [a] = b.request("a", 1, now_s=3.0)
+    assert a.shard == ShardRange(T, 0, 0, 10)
+    b.settings = ShardSettings(shard_records=100, max_wait_s=0.05)
+    [rest] = b.request("b", 1, now_s=3.0)
+    assert rest.shard == ShardRange(T, 0, 10, 30)
+    b.release("a", [a.shard])
+    [again] = b.request("c", 1, now_s=3.0)
+    assert again.shard == ShardRange(T, 0, 0, 10)  # its follower is leased to b
+
+
+def test_a_burst_is_shared_a_worker_holds_max_held_full_shards_of_records():
+    b = book(shard_records=100, max_held_shards=12, max_held_full_shards=2.0)
+    b.observe(T, 0, 1_000, 0, now_s=0.0)
+    assert len(b.request("a", 12, now_s=0.0)) == 2
+    assert len(b.request("b", 12, now_s=0.0)) == 2
+    b2 = book(shard_records=100, max_held_full_shards=0.5)
+    b2.observe(T, 0, 1_000, 0, now_s=0.0)
+    assert len(b2.request("a", 12, now_s=0.0)) == 1  # always one shard at least
+
+
 def test_released_shards_go_back_first_in_line():
     b = book(shard_records=10)
     b.observe(T, 0, 50, 0, now_s=0.0)
@@ -230,6 +279,8 @@ def test_settings_are_checked():
     assert ShardSettings(min_shard_records=5, shard_records=4).min_shard_records == 4
     with pytest.raises(ConfigError):
         ShardSettings(lease_s=0)
+    with pytest.raises(ConfigError):
+        ShardSettings(max_held_full_shards=0)
 
 
 def test_model_random_workers_crashes_and_restarts_never_commit_past_untrained_records():
@@ -243,6 +294,7 @@ def test_model_random_workers_crashes_and_restarts_never_commit_past_untrained_r
             max_wait_s=rng.choice([0.1, 1.0]),
             lease_s=2.0,
             max_held_shards=rng.randint(1, 3),
+            max_held_full_shards=rng.choice([0.5, 1.0, 3.0]),
         )
         b = ShardBook(settings)
         hwm = {p: 0 for p in range(3)}
