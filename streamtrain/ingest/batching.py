@@ -4,8 +4,12 @@ Owned here: :class:`MessageBatcher`, the fetch thread's carry. Cutting chunks at
 batch size from the message list, before they become columns, means the trainer gets
 exactly one queued chunk per batch: no payload bytes are copied to split or join
 chunks later. A remainder waits for the next ``consume()`` at most ``linger_s``, and not
-at all when ``consume()`` came back empty. Pure: the caller passes the time, and the
-messages can be anything (the consumer's are confluent-kafka ``Message`` objects).
+at all when ``consume()`` came back empty; :meth:`MessageBatcher.wait_s` tells the
+fetch thread how long its next ``consume()`` may block so that the remainder is not
+held longer than that (``consume()`` waits for its whole count or its timeout). The
+trainer's side does not wait for that batch again (``BatchReader``'s
+``source_lingers``). Pure: the caller passes the time, and the messages can be anything
+(the consumer's are confluent-kafka ``Message`` objects).
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ class MessageBatcher(Generic[M]):
             out.append(list(carry))
             carry.clear()
         return out
+
+    def wait_s(self, now: float, longest_s: float) -> float:
+        """How long the next ``consume()`` may block: ``longest_s``, or less while a
+        remainder is carried (until its ``linger_s`` is up; 0 once it is)."""
+        if not self._carry:
+            return longest_s
+        return min(longest_s, max(0.0, self._carry_since + self.linger_s - now))
 
     def drop(self, doomed: Callable[[M], bool]) -> int:
         """Forget the carried messages ``doomed`` says so of (revoked partitions); how many."""

@@ -131,6 +131,7 @@ class IngestConsumer:
             auto_ack=settings.auto_ack,
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
+            source_lingers=queue is None,  # the fetch thread cuts (and lingers for) batches
         )
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
@@ -370,9 +371,8 @@ class IngestConsumer:
         try:
             while not self._stop.is_set():
                 self._flow_control(consumer)
-                messages = consumer.consume(
-                    self.settings.consume_records, self.settings.consume_timeout_s
-                )
+                wait_s = self._batcher.wait_s(time.monotonic(), self.settings.consume_timeout_s)
+                messages = consumer.consume(self.settings.consume_records, wait_s)
                 self._batch_up(messages)
                 if time.monotonic() >= next_commit:
                     self._committer.commit(consumer, asynchronous=True)

@@ -99,3 +99,15 @@ def test_drop_forgets_carried_messages_of_revoked_partitions():
     assert batcher.add([], now=0.1) == [[(1, 1)]]
     with pytest.raises(ConfigError):
         MessageBatcher[int](batch_records=0, linger_s=0.0)
+
+
+def test_consume_blocks_no_longer_than_the_carried_remainder_may_wait():
+    batcher = MessageBatcher[int](batch_records=4, linger_s=0.5)
+    assert batcher.wait_s(now=0.0, longest_s=0.1) == 0.1  # nothing carried
+    batcher.add([1, 2], now=10.0)
+    assert batcher.wait_s(now=10.0, longest_s=1.0) == 0.5
+    assert batcher.wait_s(now=10.0, longest_s=0.1) == 0.1
+    assert batcher.wait_s(now=10.3, longest_s=1.0) == pytest.approx(0.2)
+    assert batcher.wait_s(now=11.0, longest_s=1.0) == 0.0  # overdue: do not block at all
+    assert batcher.add([], now=11.0) == [[1, 2]]
+    assert batcher.wait_s(now=11.0, longest_s=1.0) == 1.0
