@@ -9,11 +9,12 @@ def fill(
     messages: list[Message],
     message_type: type[Message],
     layout: tuple[int, int, int, int, int],
+    batch_records: int,
     partitions: Any,
     offsets: Any,
     timestamps: Any,
     bounds: Any,
-) -> bytes | None: ...
+) -> tuple[list[bytes], int, int] | None: ...
 def offset_runs(
     partitions: Any, offsets: Any, max_runs: int
 ) -> list[tuple[int, int, int]] | None: ...

@@ -1,15 +1,16 @@
 """Cutting what ``consume()`` returns into training-batch-sized message lists.
 
-Owned here: :class:`MessageBatcher`, the fetch thread's carry. Cutting chunks at the
-batch size from the message list, before they become columns, means the trainer gets
-exactly one queued chunk per batch: no payload bytes are copied to split or join
-chunks later. A remainder waits for the next ``consume()`` at most ``linger_s``, and not
-at all when ``consume()`` came back empty; :meth:`MessageBatcher.wait_s` tells the
-fetch thread how long its next ``consume()`` may block so that the remainder is not
-held longer than that (``consume()`` waits for its whole count or its timeout). The
-trainer's side does not wait for that batch again (``BatchReader``'s
-``source_lingers``). Pure: the caller passes the time, and the messages can be anything
-(the consumer's are confluent-kafka ``Message`` objects).
+Owned here: :class:`MessageBatcher`, the fetch thread's carry. It hands out whole
+batches' worth of messages at once (cut into batch-sized chunks while they become
+columns, in one call per ``consume()``: :func:`~streamtrain.ingest.messages.to_columns`
+with ``batch_records``), so the trainer gets exactly one queued chunk per batch: no
+payload bytes are copied to split or join chunks later. A remainder waits for the next
+``consume()`` at most ``linger_s``, and not at all when ``consume()`` came back empty;
+:meth:`MessageBatcher.wait_s` tells the fetch thread how long its next ``consume()`` may
+block so that the remainder is not held longer than that (``consume()`` waits for its
+whole count or its timeout). The trainer's side does not wait for that batch again
+(``BatchReader``'s ``source_lingers``). Pure: the caller passes the time, and the
+messages can be anything (the consumer's are confluent-kafka ``Message`` objects).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class MessageBatcher(Generic[M]):
 
     def add(self, messages: Sequence[M], now: float) -> list[list[M]]:
         """Take one ``consume()`` result (maybe empty); return the lists to hand out now,
-        in order: every whole batch, then the remainder if it lingered long enough or
-        nothing new came."""
+        in order: one list of every whole batch back to back (to be cut every
+        ``batch_records``), then the remainder if it lingered long enough or nothing new
+        came."""
         carry = self._carry
         if messages:
             if not carry:
@@ -52,7 +54,7 @@ class MessageBatcher(Generic[M]):
             return []
         size = self.batch_records
         full = len(carry) - len(carry) % size
-        out = [carry[start : start + size] for start in range(0, full, size)]
+        out = [carry[:full]] if full else []
         if full:
             del carry[:full]
             self._carry_since = now

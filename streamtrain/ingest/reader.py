@@ -175,9 +175,11 @@ class BatchReader:
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
         # no record can be over the limit when all of them together are not
-        if chunk.payload_bytes > self.max_record_bytes and int(
-            (lengths := chunk.payload_lengths()).max()
-        ) > (self.max_record_bytes):
+        if (
+            chunk.payload_bytes > self.max_record_bytes
+            and chunk.payload_length_range()[1] > self.max_record_bytes
+        ):
+            lengths = chunk.payload_lengths()
             oversized = np.flatnonzero(lengths > self.max_record_bytes)
             self._reject(
                 chunk.take(oversized),
