@@ -43,20 +43,25 @@ class MessageBatcher(Generic[M]):
     def add(self, messages: Sequence[M], now: float) -> list[list[M]]:
         """Take one ``consume()`` result (maybe empty); return the lists to hand out now,
         in order: one list of every whole batch back to back (to be cut every
-        ``batch_records``), then the remainder if it lingered long enough or nothing new
-        came."""
+        ``batch_records``; it may be ``messages`` itself), then the remainder if it
+        lingered long enough or nothing new came."""
         carry = self._carry
-        if messages:
-            if not carry:
-                self._carry_since = now
-            carry.extend(messages)
-        if not carry:
-            return []
         size = self.batch_records
-        full = len(carry) - len(carry) % size
-        out = [carry[:full]] if full else []
+        if messages and not carry:  # the common case: no list copies beyond the cut
+            self._carry_since = now
+            full = len(messages) - len(messages) % size
+            whole = messages if full == len(messages) else messages[:full]
+            out = [whole if isinstance(whole, list) else list(whole)] if full else []
+            carry.extend(messages[full:])
+        else:
+            carry.extend(messages)
+            if not carry:
+                return []
+            full = len(carry) - len(carry) % size
+            out = [carry[:full]] if full else []
+            if full:
+                del carry[:full]
         if full:
-            del carry[:full]
             self._carry_since = now
         if carry and (not messages or now - self._carry_since >= self.linger_s):
             out.append(list(carry))
