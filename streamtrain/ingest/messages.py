@@ -8,11 +8,12 @@ says how. It is the per-record hot path of ingest. Two builders
 * ``"c"``: the optional C extension :mod:`streamtrain._columns` (built by
   ``pip install`` when a C compiler is there) reads partition, offset, timestamp, value
   and error straight from each ``Message`` object and copies the payloads into one
-  buffer: about 20 ns a record instead of 250. It needs the byte offsets of those
+  buffer per batch (a whole ``consume()`` in one call, cut at ``batch_records``):
+  about 20 ns a record instead of 250. It needs the byte offsets of those
   fields inside confluent-kafka's ``Message`` struct, which :func:`message_layout`
   finds on first use (once per process) by building probe Messages with distinctive
   values and locating each value in the object's memory (two probes must agree). Every
-  batch is then spot-checked against the accessors (its first and last record); a
+  call is then spot-checked against the accessors (its first and last record); a
   mismatch switches the C path off for good, with a warning. Used for single-topic
   consumers, the common case, when the batch holds only plain records; where the
   extension is not built or the layout is not found, ``"c"`` runs the accessor path.
