@@ -7,7 +7,7 @@
  * Message from Python costs about a quarter of a microsecond a record; this reads the
  * same fields straight from each Message object instead, at byte offsets that
  * messages.py discovers on first use from probe Messages it builds itself and checks
- * on every batch. Nothing here knows confluent-kafka's struct: the offsets come in as
+ * on every call. Nothing here knows confluent-kafka's struct: the offsets come in as
  * arguments, and messages.py falls back to the accessors whenever they are unknown.
  *
  * fill(messages, message_type, layout, batch_records, partitions, offsets, timestamps,
@@ -291,5 +291,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__columns(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* fill()'s signature: 2 since it cuts batches (messages.py refuses other versions) */
+    if (m != NULL && PyModule_AddIntConstant(m, "FILL_VERSION", 2) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -5,6 +5,8 @@ from typing import Any
 
 from confluent_kafka import Message
 
+FILL_VERSION: int
+
 def fill(
     messages: list[Message],
     message_type: type[Message],

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 
 _SECOND = itemgetter(1)
 
+FILL_VERSION = 2
+"""The ``_columns.fill`` signature this module calls (it cuts batches)."""
+
 Layout = tuple[int, int, int, int, int]
 """Byte offsets in a ``Message`` of its value and error pointers, int32 partition, int64
 offset and int64 timestamp (the order ``_columns.fill`` takes them in)."""
@@ -110,6 +113,12 @@ def _find_c_builder() -> tuple[ModuleType, Layout] | None:
     try:
         from streamtrain import _columns
     except ImportError:
+        return None
+    if getattr(_columns, "FILL_VERSION", 1) != FILL_VERSION:
+        log.warning(
+            "streamtrain._columns was built from an older source (rebuild it: "
+            "python setup.py build_ext --inplace); using the accessor path"
+        )
         return None
     try:
         layout = message_layout()

@@ -175,3 +175,17 @@ def test_importing_the_module_builds_no_probe():
         "m.active_builder(); assert m._c_probed"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_extension_built_from_older_source_is_not_called(monkeypatch, caplog):
+    """A stale build has the old fill(): the accessor path instead of a crash."""
+    import types
+
+    import streamtrain
+
+    stale = types.ModuleType("streamtrain._columns")
+    stale.__dict__["fill"] = lambda *args: None  # the old seven-argument fill, never called
+    monkeypatch.setitem(sys.modules, "streamtrain._columns", stale)
+    monkeypatch.setattr(streamtrain, "_columns", stale, raising=False)
+    assert builder._find_c_builder() is None
+    assert "older source" in caplog.text
