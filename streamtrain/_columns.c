@@ -7,21 +7,29 @@
  * Message from Python costs about a quarter of a microsecond a record; this reads the
  * same fields straight from each Message object instead, at byte offsets that
  * messages.py discovers on first use from probe Messages it builds itself and checks
- * on every batch. Nothing here knows confluent-kafka's struct: the offsets come in as
+ * on every call. Nothing here knows confluent-kafka's struct: the offsets come in as
  * arguments, and messages.py falls back to the accessors whenever they are unknown.
  *
- * fill(messages, message_type, layout, partitions, offsets, timestamps, bounds)
+ * fill(messages, message_type, layout, batch_records, partitions, offsets, timestamps,
+ *      bounds)
  *   messages:     a list of Message objects, all of type message_type
  *   layout:       (value, error, partition, offset, timestamp) byte offsets into a
  *                 Message: PyObject* value and error, int32 partition, int64 offset and
  *                 timestamp
+ *   batch_records: the records are cut into batches of this many (the last may have
+ *                 fewer): one payload buffer per batch, so a consume()'s records become
+ *                 training batches in one call and no payload is copied twice
  *   partitions:   writable int32 buffer of len(messages) items
  *   offsets, timestamps: writable int64 buffers of len(messages) items
- *   bounds:       writable int64 buffer of len(messages) + 1 items (payload offsets)
- * returns the concatenated payloads (bytes), or None when a message is not a plain
- * record (an error event, another type, a value that is not bytes): the caller then
- * takes the accessor path for the whole list. A null value (tombstone) is an empty
- * payload. The payloads are copied without the GIL when there are at least
+ *   bounds:       writable int64 buffer of len(messages) + batches items: each batch's
+ *                 payload offsets into its own buffer (its records + 1, from 0), back to
+ *                 back (1 item, 0, for no messages)
+ * returns (payloads, shortest, longest): the list of payload buffers (bytes), one per
+ * batch, and the smallest and largest payload length (0, 0 for no messages; decoders
+ * of fixed-size records check these instead of every length), or None when a message
+ * is not a plain record (an error event, another type, a value that is not bytes): the
+ * caller then takes the accessor path for the whole list. A null value (tombstone) is
+ * an empty payload. The payloads are copied without the GIL when there are at least
  * COPY_WITHOUT_GIL_BYTES of them (the trainer's thread runs meanwhile): the source
  * pointers are collected first, so no Python object is touched while it is released.
  */
@@ -47,13 +55,13 @@ release_buffers(Py_buffer *views, int count)
         PyBuffer_Release(&views[k]);
 }
 
-/* Writable, C-contiguous views of objects[k] with n items (bounds: n + 1); on failure
- * nothing stays acquired and an exception is set. */
+/* Writable, C-contiguous views of objects[k] with n items (bounds: n + batches); on
+ * failure nothing stays acquired and an exception is set. */
 static int
-get_buffers(PyObject *const *objects, Py_buffer *views, Py_ssize_t n)
+get_buffers(PyObject *const *objects, Py_buffer *views, Py_ssize_t n, Py_ssize_t batches)
 {
     for (int k = 0; k < N_BUFFERS; k++) {
-        Py_ssize_t expected = (n + (k == BOUNDS)) * buffer_itemsizes[k];
+        Py_ssize_t expected = (n + (k == BOUNDS ? batches : 0)) * buffer_itemsizes[k];
         if (PyObject_GetBuffer(objects[k], &views[k], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
             release_buffers(views, k);
             return -1;
@@ -68,21 +76,38 @@ get_buffers(PyObject *const *objects, Py_buffer *views, Py_ssize_t n)
     return 0;
 }
 
+/* Copy each record's payload into its batch's buffer (touches no Python object). */
+static void
+copy_payloads(const char *const *sources, char *const *outs, const int64_t *bnd, Py_ssize_t n,
+              Py_ssize_t batch)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t k = i / batch;
+        int64_t from = bnd[i + k], to = bnd[i + k + 1];
+        if (to > from)
+            memcpy(outs[k] + from, sources[i], (size_t)(to - from));
+    }
+}
+
 static PyObject *
 fill(PyObject *self, PyObject *args)
 {
     PyObject *messages, *layout, *outputs[N_BUFFERS];
     PyTypeObject *message_type;
-    Py_ssize_t value_at, error_at, partition_at, offset_at, timestamp_at;
+    Py_ssize_t value_at, error_at, partition_at, offset_at, timestamp_at, batch;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyList_Type, &messages, &PyType_Type,
-                          &message_type, &PyTuple_Type, &layout, &outputs[PARTITIONS],
+    if (!PyArg_ParseTuple(args, "O!O!O!nOOOO", &PyList_Type, &messages, &PyType_Type,
+                          &message_type, &PyTuple_Type, &layout, &batch, &outputs[PARTITIONS],
                           &outputs[OFFSETS], &outputs[TIMESTAMPS], &outputs[BOUNDS]))
         return NULL;
     if (!PyArg_ParseTuple(layout, "nnnnn", &value_at, &error_at, &partition_at, &offset_at,
                           &timestamp_at))
         return NULL;
+    if (batch < 1) {
+        PyErr_SetString(PyExc_ValueError, "batch_records must be at least 1");
+        return NULL;
+    }
     Py_ssize_t size = message_type->tp_basicsize;
     if (value_at < 0 || value_at + (Py_ssize_t)sizeof(PyObject *) > size || error_at < 0 ||
         error_at + (Py_ssize_t)sizeof(PyObject *) > size || partition_at < 0 ||
@@ -93,24 +118,27 @@ fill(PyObject *self, PyObject *args)
     }
 
     Py_ssize_t n = PyList_GET_SIZE(messages);
+    Py_ssize_t batches = n ? (n + batch - 1) / batch : 1;
     Py_buffer views[N_BUFFERS];
-    if (get_buffers(outputs, views, n) < 0)
+    if (get_buffers(outputs, views, n, batches) < 0)
         return NULL;
 
     int32_t *part = (int32_t *)views[PARTITIONS].buf;
     int64_t *offs = (int64_t *)views[OFFSETS].buf;
     int64_t *ts = (int64_t *)views[TIMESTAMPS].buf;
     int64_t *bnd = (int64_t *)views[BOUNDS].buf;
-    PyObject *result = NULL;
-    int64_t total = 0;
+    PyObject *result = NULL, *payloads = NULL;
+    int64_t all = 0, shortest = INT64_MAX, longest = 0;
     const char **sources = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(const char *));
-    if (sources == NULL) {
-        release_buffers(views, N_BUFFERS);
-        return PyErr_NoMemory();
+    char **outs = PyMem_Malloc((size_t)batches * sizeof(char *));
+    if (sources == NULL || outs == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
 
-    /* Pass 1: check every message, read the fixed-size fields, sum the payload sizes. */
-    bnd[0] = 0;
+    /* Pass 1: check every message, read the fixed-size fields, the batch-local payload
+     * bounds: record i of batch k = i / batch has its bounds at i + k and i + k + 1. */
+    int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *m = PyList_GET_ITEM(messages, i);
         if (Py_TYPE(m) != message_type)
@@ -121,42 +149,64 @@ fill(PyObject *self, PyObject *args)
         if (error != NULL && error != Py_None)
             goto not_plain;
         memcpy(&value, base + value_at, sizeof value);
+        Py_ssize_t k = i / batch;
+        if (i % batch == 0) {
+            total = 0;
+            bnd[i + k] = 0;
+        }
         sources[i] = NULL;
+        int64_t length = 0;
         if (value != NULL && value != Py_None) {
             if (!PyBytes_CheckExact(value))
                 goto not_plain;
-            total += PyBytes_GET_SIZE(value);
+            length = PyBytes_GET_SIZE(value);
             sources[i] = PyBytes_AS_STRING(value);
         }
-        bnd[i + 1] = total;
+        total += length;
+        all += length;
+        if (length < shortest)
+            shortest = length;
+        if (length > longest)
+            longest = length;
+        bnd[i + k + 1] = total;
         memcpy(&part[i], base + partition_at, 4);
         memcpy(&offs[i], base + offset_at, 8);
         memcpy(&ts[i], base + timestamp_at, 8);
     }
+    if (n == 0) {
+        bnd[0] = 0;
+        shortest = 0;
+    }
 
-    /* Pass 2: one payload buffer. */
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    if (result == NULL)
+    /* Pass 2: one payload buffer per batch. */
+    payloads = PyList_New(batches);
+    if (payloads == NULL)
         goto done;
-    char *out = PyBytes_AS_STRING(result);
+    for (Py_ssize_t k = 0; k < batches; k++) {
+        Py_ssize_t last = (k + 1) * batch < n ? (k + 1) * batch : n; /* one past */
+        PyObject *buffer = PyBytes_FromStringAndSize(NULL, n ? (Py_ssize_t)bnd[last + k] : 0);
+        if (buffer == NULL)
+            goto done;
+        outs[k] = PyBytes_AS_STRING(buffer);
+        PyList_SET_ITEM(payloads, k, buffer);
+    }
     /* The list and its messages' values stay referenced by the caller meanwhile. */
-    if (total >= COPY_WITHOUT_GIL_BYTES) {
+    if (all >= COPY_WITHOUT_GIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (bnd[i + 1] > bnd[i])
-                memcpy(out + bnd[i], sources[i], (size_t)(bnd[i + 1] - bnd[i]));
+        copy_payloads(sources, outs, bnd, n, batch);
         Py_END_ALLOW_THREADS
     } else {
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (bnd[i + 1] > bnd[i])
-                memcpy(out + bnd[i], sources[i], (size_t)(bnd[i + 1] - bnd[i]));
+        copy_payloads(sources, outs, bnd, n, batch);
     }
+    result = Py_BuildValue("(OLL)", payloads, (long long)shortest, (long long)longest);
     goto done;
 
 not_plain:
     result = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(payloads);
     PyMem_Free(sources);
+    PyMem_Free(outs);
     release_buffers(views, N_BUFFERS);
     return result;
 }
@@ -225,8 +275,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"fill", fill, METH_VARARGS,
-     "fill(messages, message_type, layout, partitions, offsets, timestamps, bounds) -> "
-     "bytes | None"},
+     "fill(messages, message_type, layout, batch_records, partitions, offsets, timestamps, "
+     "bounds) -> tuple[list[bytes], int, int] | None"},
     {"offset_runs", offset_runs, METH_VARARGS,
      "offset_runs(partitions, offsets, max_runs) -> list[tuple[int, int, int]] | None"},
     {NULL, NULL, 0, NULL},
@@ -241,5 +291,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__columns(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* fill()'s signature: 2 since it cuts batches (messages.py refuses other versions) */
+    if (m != NULL && PyModule_AddIntConstant(m, "FILL_VERSION", 2) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -164,6 +164,9 @@ class RecordColumns:
     forwarded: bool = False
     _ranges: list[OffsetRun] | None = field(default=None, init=False, repr=False, compare=False)
     _lengths: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
+    _length_range: tuple[int, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         n = self.offsets.shape[0] if self.offsets.ndim == 1 else -1
@@ -239,6 +242,23 @@ class RecordColumns:
             lengths.setflags(write=False)
             object.__setattr__(self, "_lengths", lengths)
         return lengths
+
+    def payload_length_range(self) -> tuple[int, int]:
+        """The shortest and the longest payload (``(0, 0)`` without records), computed
+        once per chunk unless its builder already knew them (:meth:`knowing_lengths`):
+        what a decoder of fixed-size records checks."""
+        known = self._length_range
+        if known is None:
+            lengths = self.payload_lengths()
+            known = (int(lengths.min()), int(lengths.max())) if lengths.size else (0, 0)
+            object.__setattr__(self, "_length_range", known)
+        return known
+
+    def knowing_lengths(self, shortest: int, longest: int) -> RecordColumns:
+        """This chunk, told its shortest and longest payload by the code that built it
+        (the C column builder sees every length anyway); returns ``self``."""
+        object.__setattr__(self, "_length_range", (shortest, longest))
+        return self
 
     def offset_ranges(self) -> list[OffsetRun]:
         """The chunk's :func:`offset_runs` (record order), computed once per chunk.

@@ -189,8 +189,10 @@ def shuffle_settings(
     type=click.IntRange(min=1),
     default=1_024,
     show_default=True,
-    help="Records per training step. The default is the batch size benchmarks/ingest.py "
-    "measured fastest (of 512, 1,024, 4,096 and 5,000; docs/benchmarks.md).",
+    help="Records per training step: the model's step batch and ingest's batch in one. "
+    "benchmarks/ingest.py measures 512 to 5,000 close to a raw consume loop; larger "
+    "batches cost less per record, smaller ones give more, fresher steps. The default, "
+    "1,024, is in the middle (docs/benchmarks.md, issue #20).",
 )
 @option(
     "--queue-records",

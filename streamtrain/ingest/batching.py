@@ -1,10 +1,15 @@
 """Cutting what ``consume()`` returns into training-batch-sized message lists.
 
-Owned here: :class:`MessageBatcher`, the fetch thread's carry. Cutting chunks at the
-batch size from the message list, before they become columns, means the trainer gets
-exactly one queued chunk per batch: no payload bytes are copied to split or join
-chunks later. A remainder waits for the next ``consume()`` at most ``linger_s``, and not
-at all when ``consume()`` came back empty. Pure: the caller passes the time, and the
+Owned here: :class:`MessageBatcher`, the fetch thread's carry. It hands out whole
+batches' worth of messages at once (cut into batch-sized chunks while they become
+columns, in one call per ``consume()``: :func:`~streamtrain.ingest.messages.to_columns`
+with ``batch_records``), so the trainer gets exactly one queued chunk per batch: no
+payload bytes are copied to split or join chunks later. A remainder waits for the next
+``consume()`` at most ``linger_s``, and not at all when ``consume()`` came back empty;
+:meth:`MessageBatcher.wait_s` tells the fetch thread how long its next ``consume()`` may
+block so that the remainder is not held longer than that (``consume()`` waits for its
+whole count or its timeout). The trainer's side does not wait for that batch again
+(``BatchReader``'s ``source_lingers``). Pure: the caller passes the time, and the
 messages can be anything (the consumer's are confluent-kafka ``Message`` objects).
 """
 
@@ -37,25 +42,38 @@ class MessageBatcher(Generic[M]):
 
     def add(self, messages: Sequence[M], now: float) -> list[list[M]]:
         """Take one ``consume()`` result (maybe empty); return the lists to hand out now,
-        in order: every whole batch, then the remainder if it lingered long enough or
-        nothing new came."""
+        in order: one list of every whole batch back to back (to be cut every
+        ``batch_records``; it may be ``messages`` itself), then the remainder if it
+        lingered long enough or nothing new came."""
         carry = self._carry
-        if messages:
-            if not carry:
-                self._carry_since = now
-            carry.extend(messages)
-        if not carry:
-            return []
         size = self.batch_records
-        full = len(carry) - len(carry) % size
-        out = [carry[start : start + size] for start in range(0, full, size)]
+        if messages and not carry:  # the common case: no list copies beyond the cut
+            self._carry_since = now
+            full = len(messages) - len(messages) % size
+            whole = messages if full == len(messages) else messages[:full]
+            out = [whole if isinstance(whole, list) else list(whole)] if full else []
+            carry.extend(messages[full:])
+        else:
+            carry.extend(messages)
+            if not carry:
+                return []
+            full = len(carry) - len(carry) % size
+            out = [carry[:full]] if full else []
+            if full:
+                del carry[:full]
         if full:
-            del carry[:full]
             self._carry_since = now
         if carry and (not messages or now - self._carry_since >= self.linger_s):
             out.append(list(carry))
             carry.clear()
         return out
+
+    def wait_s(self, now: float, longest_s: float) -> float:
+        """How long the next ``consume()`` may block: ``longest_s``, or less while a
+        remainder is carried (until its ``linger_s`` is up; 0 once it is)."""
+        if not self._carry:
+            return longest_s
+        return min(longest_s, max(0.0, self._carry_since + self.linger_s - now))
 
     def drop(self, doomed: Callable[[M], bool]) -> int:
         """Forget the carried messages ``doomed`` says so of (revoked partitions); how many."""

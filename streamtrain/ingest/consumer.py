@@ -131,6 +131,7 @@ class IngestConsumer:
             auto_ack=settings.auto_ack,
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
+            source_lingers=queue is None,  # the fetch thread cuts (and lingers for) batches
         )
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
@@ -370,9 +371,8 @@ class IngestConsumer:
         try:
             while not self._stop.is_set():
                 self._flow_control(consumer)
-                messages = consumer.consume(
-                    self.settings.consume_records, self.settings.consume_timeout_s
-                )
+                wait_s = self._batcher.wait_s(time.monotonic(), self.settings.consume_timeout_s)
+                messages = consumer.consume(self.settings.consume_records, wait_s)
                 self._batch_up(messages)
                 if time.monotonic() >= next_commit:
                     self._committer.commit(consumer, asynchronous=True)
@@ -386,17 +386,22 @@ class IngestConsumer:
 
     def _batch_up(self, messages: list[Any]) -> None:
         """Hand out training-batch-sized chunks; carry a remainder until more arrive."""
-        for batch in self._batcher.add(messages, time.monotonic()):
-            self._ingest(batch)
+        for run in self._batcher.add(messages, time.monotonic()):
+            self._ingest(run)
 
     def _ingest(self, messages: Sequence[Any]) -> None:
+        """Queue ``messages`` (whole batches, or a remainder) as batch-sized chunks."""
         chunks, errors = to_columns(
-            messages, self._single_topic, builder=self.settings.column_builder
+            messages,
+            self._single_topic,
+            builder=self.settings.column_builder,
+            batch_records=self.settings.batch_records,
         )
         for error in errors:
             self._on_message_error(error)
         if chunks:
             self._health.back_online()
+        consumed = 0
         for chunk in chunks:
             ranges = chunk.offset_ranges()
             if not self._ownership.covers(chunk.topic, ranges):
@@ -407,7 +412,9 @@ class IngestConsumer:
             for partition, first, last in ranges:
                 self.tracker.handed_out(chunk.topic, partition, first, last)
             self.queue.put(chunk)
-            self.metrics.add(consumed=len(chunk))
+            consumed += len(chunk)
+        if consumed:
+            self.metrics.add(consumed=consumed)
 
     def _flow_control(self, consumer: Consumer) -> None:
         if not self._paused and self.queue.full:

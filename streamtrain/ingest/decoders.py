@@ -115,10 +115,11 @@ class RawDecoder:
 
     def decode(self, records: RecordColumns) -> Decoded:
         n = len(records)
-        lengths = records.payload_lengths()
+        shortest, longest = records.payload_length_range()
         if self.width is not None:
-            if n and int(lengths.min()) == self.width == int(lengths.max()):
+            if n and shortest == self.width == longest:
                 return Decoded(_raw_fixed(records, self.width))
+            lengths = records.payload_lengths()
             bad = np.flatnonzero(lengths != self.width)
             if bad.size:
                 good = _complement(bad, n)
@@ -128,9 +129,10 @@ class RawDecoder:
                 )
                 return Decoded(_raw_fixed(kept, self.width), bad, errors)
             return Decoded(_raw_fixed(records, self.width))
-        if n and int(lengths.min()) == int(lengths.max()):
-            return Decoded(_raw_fixed(records, int(lengths[0])))
-        width = int(lengths.max()) if n else 0
+        if n and shortest == longest:
+            return Decoded(_raw_fixed(records, shortest))
+        lengths = records.payload_lengths()
+        width = longest
         padded = np.zeros((n, width), dtype=np.uint8)
         flat = np.frombuffer(records.payloads, dtype=np.uint8)
         rows = np.repeat(np.arange(n), lengths)
@@ -170,10 +172,10 @@ class StructDecoder:
     def decode(self, records: RecordColumns) -> Decoded:
         size = self.dtype.itemsize
         n = len(records)
-        if len(records.payloads) == n * size:
-            lengths = records.payload_lengths()
-            if not n or (int(lengths.min()) == size and int(lengths.max()) == size):
-                return Decoded(self._columns(records.payloads, n))
+        if len(records.payloads) == n * size and (
+            not n or records.payload_length_range() == (size, size)
+        ):
+            return Decoded(self._columns(records.payloads, n))
         lengths = records.payload_lengths()
         bad = np.flatnonzero(lengths != size)
         kept = records.take(_complement(bad, n))

@@ -8,11 +8,12 @@ says how. It is the per-record hot path of ingest. Two builders
 * ``"c"``: the optional C extension :mod:`streamtrain._columns` (built by
   ``pip install`` when a C compiler is there) reads partition, offset, timestamp, value
   and error straight from each ``Message`` object and copies the payloads into one
-  buffer: about 20 ns a record instead of 250. It needs the byte offsets of those
+  buffer per batch (a whole ``consume()`` in one call, cut at ``batch_records``):
+  about 20 ns a record instead of 250. It needs the byte offsets of those
   fields inside confluent-kafka's ``Message`` struct, which :func:`message_layout`
   finds on first use (once per process) by building probe Messages with distinctive
   values and locating each value in the object's memory (two probes must agree). Every
-  batch is then spot-checked against the accessors (its first and last record); a
+  call is then spot-checked against the accessors (its first and last record); a
   mismatch switches the C path off for good, with a warning. Used for single-topic
   consumers, the common case, when the batch holds only plain records; where the
   extension is not built or the layout is not found, ``"c"`` runs the accessor path.
@@ -49,6 +50,9 @@ __all__ = ["active_builder", "message_layout", "to_columns"]
 log = logging.getLogger(__name__)
 
 _SECOND = itemgetter(1)
+
+FILL_VERSION = 2
+"""The ``_columns.fill`` signature this module calls (it cuts batches)."""
 
 Layout = tuple[int, int, int, int, int]
 """Byte offsets in a ``Message`` of its value and error pointers, int32 partition, int64
@@ -110,6 +114,12 @@ def _find_c_builder() -> tuple[ModuleType, Layout] | None:
         from streamtrain import _columns
     except ImportError:
         return None
+    if getattr(_columns, "FILL_VERSION", 1) != FILL_VERSION:
+        log.warning(
+            "streamtrain._columns was built from an older source (rebuild it: "
+            "python setup.py build_ext --inplace); using the accessor path"
+        )
+        return None
     try:
         layout = message_layout()
     except Exception:
@@ -148,16 +158,20 @@ def to_columns(
     single_topic: str | None = None,
     *,
     builder: ColumnBuilder = "c",
+    batch_records: int | None = None,
 ) -> tuple[list[RecordColumns], list[ClientError]]:
     """Records grouped by topic (in arrival order within each), and the error events.
 
     ``single_topic`` skips reading each message's topic when the consumer reads only
-    that topic; only then can the ``"c"`` builder run.
+    that topic; only then can the ``"c"`` builder run. With ``batch_records``, each
+    topic's records come as chunks of that many (the last of each may have fewer), each
+    with its own payload buffer: the consumer's fetch thread turns a whole ``consume()``
+    into training batches at once, copying each payload once.
     """
     if single_topic is not None and builder == "c" and messages and _c_builder() is not None:
-        built = _build_c(single_topic, messages)
+        built = _build_c(single_topic, messages, batch_records or len(messages))
         if built is not None:
-            return [built], []
+            return built, []
     errors: list[ClientError] = []
     if any(map(Message.error, messages)):
         errors = [e for e in map(Message.error, messages) if e is not None]
@@ -165,11 +179,22 @@ def to_columns(
     if not messages:
         return [], errors
     if single_topic is not None:
-        return [_build(single_topic, messages)], errors
+        return _build_cut(single_topic, messages, batch_records), errors
     by_topic: dict[str, list[Message]] = {}
     for message, topic in zip(messages, map(Message.topic, messages), strict=True):
         by_topic.setdefault(topic or "", []).append(message)
-    return [_build(topic, group) for topic, group in by_topic.items()], errors
+    return [
+        chunk
+        for topic, group in by_topic.items()
+        for chunk in _build_cut(topic, group, batch_records)
+    ], errors
+
+
+def _build_cut(
+    topic: str, messages: Sequence[Message], batch_records: int | None
+) -> list[RecordColumns]:
+    size = batch_records or len(messages)
+    return [_build(topic, messages[i : i + size]) for i in range(0, len(messages), size)]
 
 
 def _build(topic: str, messages: Sequence[Message]) -> RecordColumns:
@@ -191,30 +216,38 @@ def _build(topic: str, messages: Sequence[Message]) -> RecordColumns:
     )
 
 
-def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
-    """The C builder's columns, or ``None`` (not plain records, or the C path is off)."""
+def _build_c(
+    topic: str, messages: Sequence[Message], batch_records: int
+) -> list[RecordColumns] | None:
+    """The C builder's chunks of ``batch_records``, or ``None`` (not plain records, or
+    the C path is off). One call for the whole list; the spot check reads its first and
+    last record."""
     global _C
     found = _C
     if found is None or not isinstance(messages, list) or not messages:
         return None
     module, layout = found
     n = len(messages)
+    size = max(1, min(batch_records, n))
+    cuts = range(0, n, size)
     partitions = np.empty(n, dtype=np.int32)
     offsets = np.empty(n, dtype=np.int64)
     timestamps = np.empty(n, dtype=np.int64)
-    bounds = np.empty(n + 1, dtype=np.int64)
-    payloads = module.fill(messages, Message, layout, partitions, offsets, timestamps, bounds)
-    if payloads is None:
+    bounds = np.empty(n + len(cuts), dtype=np.int64)
+    filled = module.fill(messages, Message, layout, size, partitions, offsets, timestamps, bounds)
+    if filled is None:
         return None
+    buffers, shortest, longest = filled
     for i in {0, n - 1}:  # the spot check: the struct reads agree with the accessors
         m = messages[i]
+        k = i // size
         value = m.value() or b""
         if (
             m.error() is not None
             or int(partitions[i]) != m.partition()
             or int(offsets[i]) != m.offset()
             or int(timestamps[i]) != m.timestamp()[1]
-            or payloads[int(bounds[i]) : int(bounds[i + 1])] != value
+            or buffers[k][int(bounds[i + k]) : int(bounds[i + k + 1])] != value
         ):
             log.warning(
                 "the C column builder disagrees with confluent-kafka %s's accessors; "
@@ -223,7 +256,20 @@ def _build_c(topic: str, messages: Sequence[Message]) -> RecordColumns | None:
             )
             _C = None
             return None
-    return RecordColumns(topic, partitions, offsets, timestamps, payloads, bounds)
+    chunks = []
+    for k, (start, payloads) in enumerate(zip(cuts, buffers, strict=True)):
+        end = min(start + size, n)
+        chunk = RecordColumns(
+            topic,
+            partitions[start:end],
+            offsets[start:end],
+            timestamps[start:end],
+            payloads,
+            bounds[start + k : end + k + 1],
+        )
+        # every batch has the same lengths when the whole list has (the common case)
+        chunks.append(chunk.knowing_lengths(shortest, longest) if shortest == longest else chunk)
+    return chunks
 
 
 def confluent_version() -> str:

@@ -104,7 +104,10 @@ class BatchReader:
     """Decodes chunks from ``source`` into batches; bad records go to ``dead_letters``.
 
     Without a dead-letter queue a bad record raises :class:`SchemaError` naming its
-    origin (nothing is skipped silently).
+    origin (nothing is skipped silently). ``linger_s``: once a record is there, how long
+    to wait for a full batch; ``source_lingers`` says the source already did (it queues
+    chunks of ``batch_records``, or fewer only after waiting ``linger_s`` for more, as
+    the consumer's fetch thread does), so a batch of that size is not waited for twice.
     """
 
     def __init__(
@@ -119,6 +122,7 @@ class BatchReader:
         auto_ack: bool = True,
         batch_records: int = 512,
         linger_s: float = 0.05,
+        source_lingers: bool = False,
     ) -> None:
         if batch_records < 1:
             raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
@@ -130,6 +134,7 @@ class BatchReader:
         self.auto_ack = auto_ack
         self.batch_records = batch_records
         self.linger_s = linger_s
+        self.source_lingers = source_lingers
         self._acknowledge = acknowledge
         self._last: Batch | None = None
 
@@ -152,12 +157,13 @@ class BatchReader:
             self._last.ack()
         self._last = None
         limit = max_records or self.batch_records
+        linger_s = 0.0 if self.source_lingers and limit == self.batch_records else self.linger_s
         deadline = time.monotonic() + timeout_s
         while True:
             if self.dead_letters is not None:
                 self.dead_letters.poll(0)
             remaining = deadline - time.monotonic()
-            chunk = self.source.get(limit, max(remaining, 0.0), self.linger_s)
+            chunk = self.source.get(limit, max(remaining, 0.0), linger_s)
             if chunk is None:
                 return None
             batch = self._decode(chunk)
@@ -168,11 +174,12 @@ class BatchReader:
                 return None
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
-        lengths = chunk.payload_lengths()
         # no record can be over the limit when all of them together are not
-        if chunk.payload_bytes > self.max_record_bytes and int(lengths.max()) > (
-            self.max_record_bytes
+        if (
+            chunk.payload_bytes > self.max_record_bytes
+            and chunk.payload_length_range()[1] > self.max_record_bytes
         ):
+            lengths = chunk.payload_lengths()
             oversized = np.flatnonzero(lengths > self.max_record_bytes)
             self._reject(
                 chunk.take(oversized),

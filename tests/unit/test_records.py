@@ -73,6 +73,8 @@ def test_payload_bytes_and_lengths():
     assert records.payload_bytes == 3
     assert records.payload_lengths().dtype == np.int64
     assert records.payload_lengths().tolist() == [0, 2, 1]
+    assert records.payload_length_range() == (0, 2)
+    assert chunk([], [], []).payload_length_range() == (0, 0)
 
 
 def test_offset_runs_from_the_c_extension_match_numpys():

@@ -45,6 +45,15 @@ def test_raw_with_width_fails_other_lengths():
     assert RawDecoder(width=2).fields == (Field("payload", np.uint8, (2,)),)
 
 
+def test_fixed_sizes_are_checked_per_record_not_by_the_total():
+    """Records of 1 and 3 bytes total 2 x 2: the length range, not the sum, decides."""
+    decoded = RawDecoder(width=2).decode(records([b"a", b"abc", b"cd"]))
+    assert decoded.failed.tolist() == [0, 1]
+    assert decoded.columns["payload"].tolist() == [list(b"cd")]
+    decoded = StructDecoder(np.dtype([("v", "<u2")])).decode(records([b"a", b"abc"]))
+    assert decoded.failed.tolist() == [0, 1]
+
+
 LAYOUT = np.dtype([("id", "<i8"), ("x", "<f4", (2,)), ("_pad", "V4")])
 
 

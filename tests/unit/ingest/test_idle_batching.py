@@ -66,7 +66,7 @@ def test_no_limit_never_expires():
 
 def test_whole_batches_go_out_at_once_and_a_remainder_waits_for_more():
     batcher = MessageBatcher[int](batch_records=4, linger_s=0.5)
-    assert batcher.add(list(range(10)), now=0.0) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert batcher.add(list(range(10)), now=0.0) == [[0, 1, 2, 3, 4, 5, 6, 7]]  # 2 batches
     assert len(batcher) == 2
     assert batcher.add([10, 11], now=0.1) == [[8, 9, 10, 11]]
     assert len(batcher) == 0
@@ -89,6 +89,9 @@ def test_cutting_a_whole_batch_restarts_the_linger_of_the_remainder():
     assert batcher.add([5], now=0.8) == []  # 4 has waited only since the cut at 0.4
     assert batcher.add([6, 7], now=0.9) == [[4, 5, 6]]
     assert batcher.add([8], now=1.5) == [[7, 8]]
+    batcher.add([1, 2], now=2.0)
+    assert batcher.add([3, 4, 5, 6, 7, 8], now=2.1) == [[1, 2, 3, 4, 5, 6]]  # two batches
+    assert len(batcher) == 2
 
 
 def test_drop_forgets_carried_messages_of_revoked_partitions():
@@ -99,3 +102,15 @@ def test_drop_forgets_carried_messages_of_revoked_partitions():
     assert batcher.add([], now=0.1) == [[(1, 1)]]
     with pytest.raises(ConfigError):
         MessageBatcher[int](batch_records=0, linger_s=0.0)
+
+
+def test_consume_blocks_no_longer_than_the_carried_remainder_may_wait():
+    batcher = MessageBatcher[int](batch_records=4, linger_s=0.5)
+    assert batcher.wait_s(now=0.0, longest_s=0.1) == 0.1  # nothing carried
+    batcher.add([1, 2], now=10.0)
+    assert batcher.wait_s(now=10.0, longest_s=1.0) == 0.5
+    assert batcher.wait_s(now=10.0, longest_s=0.1) == 0.1
+    assert batcher.wait_s(now=10.3, longest_s=1.0) == pytest.approx(0.2)
+    assert batcher.wait_s(now=11.0, longest_s=1.0) == 0.0  # overdue: do not block at all
+    assert batcher.add([], now=11.0) == [[1, 2]]
+    assert batcher.wait_s(now=11.0, longest_s=1.0) == 1.0

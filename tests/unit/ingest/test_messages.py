@@ -66,6 +66,36 @@ def _python_columns(messages):
     return records
 
 
+@pytest.mark.parametrize("chooser", ["c", "python"])
+@pytest.mark.parametrize(("n", "size"), [(10, 4), (12, 4), (3, 5), (1, 1), (700, 256)])
+def test_batch_records_cuts_the_records_into_chunks_each_with_its_own_payloads(chooser, n, size):
+    """One call for a whole consume(): chunks of ``size`` (the last shorter), each the
+    columns the records alone would give, payload bounds from 0, payloads one buffer."""
+    rng = np.random.default_rng(n)
+    ragged = n % 2 == 0
+    messages = [
+        message(
+            partition=i % 3,
+            offset=1000 + i,
+            value=(None if i % 5 == 2 else rng.bytes(int(rng.integers(0, 300))))
+            if ragged
+            else rng.bytes(200),
+            ts=5000 + i,
+        )
+        for i in range(n)
+    ]
+    chunks, errors = to_columns(messages, "t", builder=chooser, batch_records=size)
+    assert errors == []
+    assert [len(c) for c in chunks] == [min(size, n - i) for i in range(0, n, size)]
+    for k, chunk in enumerate(chunks):
+        alone = _python_columns(messages[k * size : (k + 1) * size])
+        for field in ("partitions", "offsets", "timestamps_ms", "payload_bounds"):
+            assert np.array_equal(getattr(chunk, field), getattr(alone, field)), (k, field)
+        assert chunk.payloads == alone.payloads
+        lengths = alone.payload_lengths()
+        assert chunk.payload_length_range() == (int(lengths.min()), int(lengths.max()))
+
+
 def test_the_set_up_builds_the_c_builder_and_finds_the_message_layout():
     # `make setup` compiles it (setup.py); CI must not silently run the slow path.
     if builder.active_builder() != "c" and os.environ.get("CI") != "true":
@@ -97,6 +127,9 @@ def test_c_builder_gives_the_accessor_paths_columns(n):
         assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
     assert fast.payloads == slow.payloads
     assert fast.partitions.dtype == np.int32 and fast.offsets.dtype == np.int64
+    # the range the C builder saw while copying is the one the lengths give
+    lengths = slow.payload_lengths()
+    assert fast.payload_length_range() == (int(lengths.min()), int(lengths.max()))
 
 
 @pytest.mark.skipif(builder.active_builder() != "c", reason="the C column builder is not built")
@@ -142,3 +175,17 @@ def test_importing_the_module_builds_no_probe():
         "m.active_builder(); assert m._c_probed"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_extension_built_from_older_source_is_not_called(monkeypatch, caplog):
+    """A stale build has the old fill(): the accessor path instead of a crash."""
+    import types
+
+    import streamtrain
+
+    stale = types.ModuleType("streamtrain._columns")
+    stale.__dict__["fill"] = lambda *args: None  # the old seven-argument fill, never called
+    monkeypatch.setitem(sys.modules, "streamtrain._columns", stale)
+    monkeypatch.setattr(streamtrain, "_columns", stale, raising=False)
+    assert builder._find_c_builder() is None
+    assert "older source" in caplog.text

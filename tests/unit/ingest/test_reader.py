@@ -99,3 +99,39 @@ def test_without_a_dead_letter_topic_a_bad_record_is_an_error():
     reader = BatchReader(queue, JsonDecoder([Field("v", np.int64)]), lambda r: None)
     with pytest.raises(SchemaError, match=r"t\[3\]@17"):
         reader.next_batch(10, 0.1)
+
+
+class RecordingSource:
+    """A RecordSource that records the linger it was asked to wait and hands out one chunk."""
+
+    def __init__(self, chunk):
+        self.chunk = chunk
+        self.lingers = []
+
+    def get(self, max_records, timeout_s, linger_s=0.0):
+        self.lingers.append((max_records, linger_s))
+        return self.chunk
+
+
+@pytest.mark.parametrize(
+    ("source_lingers", "max_records", "expected"),
+    [
+        (True, None, 0.0),  # the batch size the source cut at: it already waited
+        (True, 8, 0.25),  # another size: the source's chunks may still be joined up
+        (False, None, 0.25),
+    ],
+)
+def test_a_source_that_lingers_is_not_waited_for_twice(source_lingers, max_records, expected):
+    chunk = RecordColumns.from_values("t", [0, 0], [5, 6], [0, 0], [b"a", b"b"])
+    source = RecordingSource(chunk)
+    reader = BatchReader(
+        source,
+        RawDecoder(),
+        lambda records: None,
+        batch_records=4,
+        linger_s=0.25,
+        source_lingers=source_lingers,
+    )
+    batch = reader.next_batch(max_records, timeout_s=1.0)
+    assert batch is not None and batch.records.offsets.tolist() == [5, 6]
+    assert source.lingers == [(max_records or 4, expected)]
