@@ -20,16 +20,19 @@ from tests.integration.http_kafka import get_json, read_topic
 from tests.integration.lag_process import start_lag_app, stop_process
 
 OUTAGE_S = 60.0
+ALERTS_TOPIC = "streamtrain.lag.alerts"
 
 
-def _wait_for(predicate, timeout_s, what):
+def _wait_for(predicate, timeout_s, what, explain=None):
+    """``predicate()`` once truthy; else fail, with ``explain()`` saying what was seen."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+    seen = f": {explain()}" if explain is not None else ""
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}{seen}")
 
 
 def _commit(settings, group, topic, partitions):
@@ -55,8 +58,7 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
         try:
             _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
             before = {
-                pb.Alert.FromString(v).alert_id
-                for v in read_topic(settings, "streamtrain.lag.alerts", 3.0)
+                pb.Alert.FromString(v).alert_id for v in read_topic(settings, ALERTS_TOPIC, 3.0)
             }
             broker.kill()
             gone_at = time.monotonic()
@@ -67,10 +69,7 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
             _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
 
             def raised_during_the_outage():
-                alerts = [
-                    pb.Alert.FromString(v)
-                    for v in read_topic(settings, "streamtrain.lag.alerts", 3.0)
-                ]
+                alerts = [pb.Alert.FromString(v) for v in read_topic(settings, ALERTS_TOPIC, 3.0)]
                 return [
                     a
                     for a in alerts
@@ -80,7 +79,14 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
                     and not a.resolved
                 ]
 
-            assert _wait_for(raised_during_the_outage, 60, "the outage's alert")
+            def lost():
+                return (
+                    "the CRITICAL alert raised while the broker was gone never reached "
+                    f"{ALERTS_TOPIC!r} (a send counted done once enqueued, then failed by "
+                    "the producer, is lost)"
+                )
+
+            assert _wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
             assert process.poll() is None
         finally:
             assert stop_process(process, log) == 0
@@ -138,10 +144,20 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
             )
             producer.produce(samples_topic, value=encode(sample), partition=i % 4)
         assert producer.flush(10) == 0
+
+        def missed():
+            leader, follower = _planner(leader_port), _planner(follower_port)
+            return (
+                f"the leader accepted {leader.get('samples', {}).get('accepted')} of {count} "
+                f"samples; {follower.get('pending_samples')} wait at the follower, which "
+                f"forwarded {follower.get('forwarded_samples')}"
+            )
+
         _wait_for(
             lambda: _planner(leader_port).get("samples", {}).get("accepted", 0) >= count,
             90,
             "the leader to accept every sample",
+            missed,
         )
         leader, follower = _planner(leader_port), _planner(follower_port)
         assert leader["samples"]["accepted"] == count
