@@ -48,7 +48,14 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
     broker process gone (not paused: SIGSTOP keeps TCP open and hid this) aiokafka fails
     the batch after its request timeout and the alert was lost. Now a send leaves the
     outbox only once its delivery future is confirmed: the CRITICAL alert the app
-    raises during a 60-s outage reaches the alerts topic after the broker is back."""
+    raises during a 60-s outage reaches the alerts topic after the broker is back.
+
+    Before the fix (``publish`` not awaiting the delivery future, the rest as now) this
+    failed with: "timed out after 60 s waiting for the outage's alert: the CRITICAL
+    alert raised while the broker was gone never reached 'streamtrain.lag.alerts'"; the
+    app's log showed aiokafka failing it (``_on_published error for message topic
+    streamtrain.lag.alerts error NodeNotReadyError``). (The first before-fix run, before
+    the librdkafka abort was fixed, failed earlier: the app died during the outage.)"""
     with EmbeddedBroker(EmbeddedBrokerSettings(durable=True)) as broker:
         settings = broker.kafka_settings()
         create_topic(settings, "events", 1)
@@ -100,7 +107,12 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
     """Issue #18, item 9: every instance took the samples of its partitions but only the
     leader drained them, so the follower's list grew without bound and the leader
     missed samples. Now a follower forwards them to the leader: the leader accepts every
-    sample of a 4-partition samples topic and nothing waits at the follower."""
+    sample of a 4-partition samples topic and nothing waits at the follower.
+
+    Before the fix (every instance taking its partitions' samples itself, the ``/planner``
+    counts as now) this failed with: "timed out after 90 s waiting for the leader to
+    accept every sample: the leader accepted 20 of 40 samples; 20 wait at the follower,
+    which forwarded 0"."""
     settings = broker.kafka_settings()
     suffix = uuid.uuid4().hex[:8]
     samples_topic, job, group = f"samples-{suffix}", f"job-{suffix}", f"trainer-{suffix}"
