@@ -96,9 +96,9 @@ def main(log_level: str) -> None:
     env="BROKER_DURABLE",
     default=False,
     show_default=True,
-    help="Keep records and committed offsets on a local S3 server (moto, on loopback) "
+    help="Keep records and committed offsets on a local S3 server (in memory, on loopback) "
     "that outlives the broker process, so a crashed broker restarts with its data "
-    "(needs `pip install 'moto[server]'`; the S3 server itself keeps data in memory).",
+    "(streamtrain's own; it needs nothing beyond Python).",
 )
 @handle_errors
 def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durable: bool) -> None:

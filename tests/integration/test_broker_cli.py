@@ -6,10 +6,12 @@ import socket
 import time
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.broker import EmbeddedBroker, free_port
-from streamtrain.config import EmbeddedBrokerSettings
+from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.errors import BrokerBinaryNotFoundError, PortInUseError
+from streamtrain.kafka import create_topic
 
 from .cli_process import (
     process_alive,
@@ -121,9 +123,44 @@ def _children(pid: int) -> set[int]:
 def test_durable_broker_cli_stops_both_its_broker_and_its_s3_server():
     with start_broker_cli("--durable") as cli:
         assert "durable on local S3" in "".join(cli.stderr_lines)
-        moto = [pid for pid in _children(cli.process.pid) if "moto.server" in process_cmdline(pid)]
-        assert len(moto) == 1, "one local S3 server process"
+        s3 = [p for p in _children(cli.process.pid) if "s3local.server" in process_cmdline(p)]
+        assert len(s3) == 1, "one local S3 server process"
         assert process_alive(cli.tansu_pid)
         assert cli.stop(signal.SIGINT) == 130
         assert wait_dead(cli.tansu_pid), "broker process left behind"
-        assert wait_dead(moto[0]), "S3 server process left behind"
+        assert wait_dead(s3[0]), "S3 server process left behind"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_durable_broker_with_clients_connected_stops_without_being_killed(sig):
+    """Issue #18: `broker --durable` needed SIGKILL to stop. The CLI stopped Tansu with
+    SIGTERM, on which Tansu waits for its clients to disconnect; with a producer and a
+    consumer connected it was still running after the stop timeout and was killed
+    ("ignored SIGTERM; killing it"). Now it is stopped with SIGINT (Tansu exits at once)
+    and killed only if it has not exited after the timeout: the broker and its S3
+    server end, and nothing had to be killed."""
+    with start_broker_cli("--durable") as cli:
+        s3 = [p for p in _children(cli.process.pid) if "s3local.server" in process_cmdline(p)]
+        create_topic(KafkaSettings(cli.bootstrap), "connected", 1)
+        producer = Producer({"bootstrap.servers": cli.bootstrap})
+        producer.produce("connected", b"x")
+        assert producer.flush(15) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cli.bootstrap,
+                "group.id": "connected",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition("connected", 0, 0)])
+        assert [m for m in consumer.consume(10, 5.0) if m.error() is None]
+        try:
+            assert cli.stop(sig) == 130
+            assert wait_dead(cli.tansu_pid), "broker process left behind"
+            assert wait_dead(s3[0]), "S3 server process left behind"
+            for reader in cli.readers:
+                reader.join(timeout=10)
+            stderr = "".join(cli.stderr_lines)
+            assert "killing it" not in stderr, stderr
+        finally:
+            consumer.close()

@@ -20,16 +20,19 @@ from tests.integration.http_kafka import get_json, read_topic
 from tests.integration.lag_process import start_lag_app, stop_process
 
 OUTAGE_S = 60.0
+ALERTS_TOPIC = "streamtrain.lag.alerts"
 
 
-def _wait_for(predicate, timeout_s, what):
+def _wait_for(predicate, timeout_s, what, explain=None):
+    """``predicate()`` once truthy; else fail, with ``explain()`` saying what was seen."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+    seen = f": {explain()}" if explain is not None else ""
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}{seen}")
 
 
 def _commit(settings, group, topic, partitions):
@@ -45,7 +48,14 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
     broker process gone (not paused: SIGSTOP keeps TCP open and hid this) aiokafka fails
     the batch after its request timeout and the alert was lost. Now a send leaves the
     outbox only once its delivery future is confirmed: the CRITICAL alert the app
-    raises during a 60-s outage reaches the alerts topic after the broker is back."""
+    raises during a 60-s outage reaches the alerts topic after the broker is back.
+
+    Before the fix (``publish`` not awaiting the delivery future, the rest as now) this
+    failed with: "timed out after 60 s waiting for the outage's alert: the CRITICAL
+    alert raised while the broker was gone never reached 'streamtrain.lag.alerts'"; the
+    app's log showed aiokafka failing it (``_on_published error for message topic
+    streamtrain.lag.alerts error NodeNotReadyError``). (The first before-fix run, before
+    the librdkafka abort was fixed, failed earlier: the app died during the outage.)"""
     with EmbeddedBroker(EmbeddedBrokerSettings(durable=True)) as broker:
         settings = broker.kafka_settings()
         create_topic(settings, "events", 1)
@@ -55,8 +65,7 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
         try:
             _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
             before = {
-                pb.Alert.FromString(v).alert_id
-                for v in read_topic(settings, "streamtrain.lag.alerts", 3.0)
+                pb.Alert.FromString(v).alert_id for v in read_topic(settings, ALERTS_TOPIC, 3.0)
             }
             broker.kill()
             gone_at = time.monotonic()
@@ -67,10 +76,7 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
             _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
 
             def raised_during_the_outage():
-                alerts = [
-                    pb.Alert.FromString(v)
-                    for v in read_topic(settings, "streamtrain.lag.alerts", 3.0)
-                ]
+                alerts = [pb.Alert.FromString(v) for v in read_topic(settings, ALERTS_TOPIC, 3.0)]
                 return [
                     a
                     for a in alerts
@@ -80,7 +86,14 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
                     and not a.resolved
                 ]
 
-            assert _wait_for(raised_during_the_outage, 60, "the outage's alert")
+            def lost():
+                return (
+                    "the CRITICAL alert raised while the broker was gone never reached "
+                    f"{ALERTS_TOPIC!r} (a send counted done once enqueued, then failed by "
+                    "the producer, is lost)"
+                )
+
+            assert _wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
             assert process.poll() is None
         finally:
             assert stop_process(process, log) == 0
@@ -94,7 +107,12 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
     """Issue #18, item 9: every instance took the samples of its partitions but only the
     leader drained them, so the follower's list grew without bound and the leader
     missed samples. Now a follower forwards them to the leader: the leader accepts every
-    sample of a 4-partition samples topic and nothing waits at the follower."""
+    sample of a 4-partition samples topic and nothing waits at the follower.
+
+    Before the fix (every instance taking its partitions' samples itself, the ``/planner``
+    counts as now) this failed with: "timed out after 90 s waiting for the leader to
+    accept every sample: the leader accepted 20 of 40 samples; 20 wait at the follower,
+    which forwarded 0"."""
     settings = broker.kafka_settings()
     suffix = uuid.uuid4().hex[:8]
     samples_topic, job, group = f"samples-{suffix}", f"job-{suffix}", f"trainer-{suffix}"
@@ -138,10 +156,20 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
             )
             producer.produce(samples_topic, value=encode(sample), partition=i % 4)
         assert producer.flush(10) == 0
+
+        def missed():
+            leader, follower = _planner(leader_port), _planner(follower_port)
+            return (
+                f"the leader accepted {leader.get('samples', {}).get('accepted')} of {count} "
+                f"samples; {follower.get('pending_samples')} wait at the follower, which "
+                f"forwarded {follower.get('forwarded_samples')}"
+            )
+
         _wait_for(
             lambda: _planner(leader_port).get("samples", {}).get("accepted", 0) >= count,
             90,
             "the leader to accept every sample",
+            missed,
         )
         leader, follower = _planner(leader_port), _planner(follower_port)
         assert leader["samples"]["accepted"] == count

@@ -1,22 +1,24 @@
-"""A local S3 server for the embedded broker's durable mode: moto's server on loopback.
+"""A local S3 server for the embedded broker's durable mode, on loopback.
 
-Owned here: :class:`LocalS3`, one ``moto.server`` process on a free 127.0.0.1 port
-with one bucket, and the environment a client (the Tansu broker) needs to use it
-(:meth:`LocalS3.client_env`). The embedded broker keeps its log segments and committed
-offsets there when it runs with ``--storage-engine s3://BUCKET/``, so the *broker*
-process can be killed (``kill -9``) and started again without losing a record or an
-offset. The S3 server itself keeps everything in its own memory: it is the durable
-disk of a test or a demo, not of a production cluster.
+Owned here: :class:`LocalS3`, one process of the package's own S3 server
+(:mod:`streamtrain.s3local.server`) on a free 127.0.0.1 port with one bucket, and the
+environment a client (the Tansu broker) needs to use it (:meth:`LocalS3.client_env`).
+The embedded broker keeps its log segments and committed offsets there when it runs
+with ``--storage-engine s3://BUCKET/``, so the *broker* process can be killed
+(``kill -9``) and started again without losing a record or an offset. The S3 server
+itself keeps everything in its own memory: it is the durable disk of a test or a demo,
+not of a production cluster. :meth:`LocalS3.stop` asks it to end (SIGTERM) and kills
+it after ``stop_timeout_s``; it also gets SIGTERM from the kernel if its parent dies.
 
-moto is an optional dependency (the ``durable`` extra; ``make setup`` installs it with
-the dev tools); without it :meth:`LocalS3.start` raises with an install hint.
+The server was moto's until issue #18 showed that moto's listing slows down with the
+size of the whole bucket (see :mod:`streamtrain.s3local.server`); it needs nothing
+beyond the standard library.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
-import importlib.util
 import logging
 import subprocess
 import sys
@@ -33,15 +35,11 @@ __all__ = ["LocalS3"]
 
 log = logging.getLogger(__name__)
 
-_INSTALL_HINT = (
-    "the durable embedded broker keeps its data on a local S3 server (moto): "
-    "install it with `pip install 'moto[server]'` (or `make setup`)"
-)
 _REGION = "us-east-1"
 
 
 class LocalS3:
-    """A moto S3 server process on ``host``:a free port, with ``bucket`` created.
+    """The S3 server process on ``host``:a free port, serving ``bucket``.
 
     No I/O in ``__init__``; :meth:`start` (or ``with``) launches it and waits until it
     answers; :meth:`stop` ends it (and everything stored in it).
@@ -53,10 +51,12 @@ class LocalS3:
         *,
         host: str = "127.0.0.1",
         startup_timeout_s: float = 20.0,
+        stop_timeout_s: float = 5.0,
     ) -> None:
         self.bucket = bucket
         self.host = host
         self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._port: int | None = None
@@ -64,11 +64,12 @@ class LocalS3:
     def start(self) -> LocalS3:
         if self._process is not None:
             raise EmbeddedBrokerError("local S3 server already started")
-        if importlib.util.find_spec("moto") is None:
-            raise EmbeddedBrokerError(f"moto is not installed; {_INSTALL_HINT}")
         self._port = free_port(self.host)
         self._log_file = tempfile.TemporaryFile(prefix="streamtrain-s3-")  # noqa: SIM115
-        command = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self._port)]
+        command = [
+            *(sys.executable, "-m", "streamtrain.s3local.server"),
+            *("--host", self.host, "--port", str(self._port), "--bucket", self.bucket),
+        ]
         self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
             command,
             stdin=subprocess.DEVNULL,
@@ -78,7 +79,6 @@ class LocalS3:
         )
         try:
             self._wait_ready()
-            self._create_bucket()
         except BaseException:
             self.stop()
             raise
@@ -105,7 +105,7 @@ class LocalS3:
                     f"the local S3 server exited before it was ready; its log: {self.log_tail()!r}"
                 )
             try:
-                self._request("GET", "/moto-api/", timeout_s=1.0)
+                status = self._request("HEAD", f"/{self.bucket}", timeout_s=1.0)
             except OSError:
                 if time.monotonic() >= deadline:
                     raise EmbeddedBrokerError(
@@ -115,22 +115,23 @@ class LocalS3:
                     ) from None
                 time.sleep(0.1)
                 continue
+            if status != 200:
+                raise EmbeddedBrokerError(
+                    f"the local S3 server answered HTTP {status} for bucket {self.bucket!r}"
+                )
             return
 
-    def _create_bucket(self) -> None:
-        status = self._request("PUT", f"/{self.bucket}", timeout_s=5.0)
-        if status not in (200, 409):
-            raise EmbeddedBrokerError(f"could not create bucket {self.bucket!r}: HTTP {status}")
-
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; idempotent."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.terminate()
             try:
-                process.wait(timeout=5)
+                process.wait(timeout=self.stop_timeout_s)
             except subprocess.TimeoutExpired:
+                log.warning("local S3 server pid %d ignored SIGTERM; killing it", process.pid)
                 process.kill()
-                process.wait(timeout=5)
+                process.wait()
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

@@ -1,0 +1,94 @@
+"""The local S3 server of the durable broker: what Tansu's object store relies on.
+
+The store (pure: listing, conditional writes) and one real HTTP round trip on loopback.
+"""
+
+import http.client
+import threading
+
+import pytest
+
+from streamtrain.s3local.server import PreconditionFailed, S3Store, serve
+
+
+def _store(*keys):
+    store = S3Store()
+    for key in keys:
+        store.put(key, key.encode(), "binary/octet-stream")
+    return store
+
+
+def test_a_list_returns_the_keys_under_a_prefix_in_order_and_pages_on():
+    store = _store("t/p1/b", "t/p0/b", "t/p0/a", "t/p0x", "u/a")
+    objects, prefixes, more = store.list("t/p0/", "", "", 1000)
+    assert [k for k, _ in objects] == ["t/p0/a", "t/p0/b"] and prefixes == [] and more is None
+    first, _, more = store.list("t/", "", "", 2)
+    assert [k for k, _ in first] == ["t/p0/a", "t/p0/b"] and more == "t/p0/b"
+    rest, _, more = store.list("t/", more, "", 2)
+    assert [k for k, _ in rest] == ["t/p0x", "t/p1/b"] and more is None
+
+
+def test_a_delimiter_folds_keys_into_common_prefixes():
+    store = _store("c/g/a/1", "c/g/a/2", "c/g/b/1", "c/g/x.json")
+    objects, prefixes, more = store.list("c/g/", "", "/", 1000)
+    assert [k for k, _ in objects] == ["c/g/x.json"]
+    assert prefixes == ["c/g/a/", "c/g/b/"] and more is None
+
+
+def test_conditional_writes_are_what_optimistic_updates_need():
+    store = S3Store()
+    first = store.put("w.json", b"1", "application/json", if_none_match="*")
+    with pytest.raises(PreconditionFailed):  # create: it exists already
+        store.put("w.json", b"2", "application/json", if_none_match="*")
+    second = store.put("w.json", b"2", "application/json", if_match=first.etag)
+    assert second.etag != first.etag
+    with pytest.raises(PreconditionFailed):  # update from a stale version
+        store.put("w.json", b"3", "application/json", if_match=first.etag)
+    with pytest.raises(PreconditionFailed):  # update of nothing
+        store.put("missing", b"3", "application/json", if_match=first.etag)
+    stored = store.get("w.json")
+    assert stored is not None and stored.body == b"2"
+
+
+def test_a_deleted_key_is_gone_from_lists():
+    store = _store("a", "b", "c")
+    store.delete("b")
+    store.delete("never-there")
+    assert [k for k, _ in store.list("", "", "", 10)[0]] == ["a", "c"]
+    assert store.get("b") is None
+
+
+def test_the_server_answers_put_get_head_list_and_errors_over_http():
+    server = serve("127.0.0.1", 0, "bkt")
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    port = server.server_address[1]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+
+    def call(method, path, body=None, headers=None):
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+
+    try:
+        status, headers, _ = call("PUT", "/bkt/x/1.batch", b"abc", {"If-None-Match": "*"})
+        assert status == 200 and headers["ETag"].startswith('"')
+        etag = headers["ETag"]
+        assert call("PUT", "/bkt/x/1.batch", b"d", {"If-None-Match": "*"})[0] == 412
+        status, headers, body = call("GET", "/bkt/x/1.batch")
+        assert (status, body, headers["ETag"]) == (200, b"abc", etag)
+        assert "Last-Modified" in headers
+        assert call("GET", "/bkt/x/1.batch", headers={"If-None-Match": etag})[0] == 304
+        assert call("GET", "/bkt/x/1.batch", headers={"Range": "bytes=1-"})[2] == b"bc"
+        assert call("HEAD", "/bkt/x/1.batch")[1]["Content-Length"] == "3"
+        status, _, body = call("GET", "/bkt/nope")
+        assert status == 404 and b"<Code>NoSuchKey</Code>" in body
+        status, _, body = call("GET", "/bkt?list-type=2&prefix=x%2F")
+        assert status == 200 and b"<Key>x/1.batch</Key>" in body and b"<Size>3</Size>" in body
+        assert call("DELETE", "/bkt/x/1.batch")[0] == 204
+        assert call("GET", "/other/x")[0] == 404
+    finally:
+        connection.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
