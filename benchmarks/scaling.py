@@ -87,7 +87,9 @@ class ConstantLoad(threading.Thread):
         self.producer.flush(30)
 
 
-def worker_argv(topic: str, job: str, mode: str) -> list[str]:
+def worker_argv(
+    topic: str, job: str, mode: str, session_timeout_ms: int = 6000, heartbeat_ms: int = 500
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -109,9 +111,9 @@ def worker_argv(topic: str, job: str, mode: str) -> list[str]:
         "--commit-interval-s",
         "0.5",
         "--session-timeout-ms",
-        "6000",
+        str(session_timeout_ms),
         "--heartbeat-interval-ms",
-        "500",
+        str(heartbeat_ms),
         "--throughput-topic",
         "",
         "--states-topic",
@@ -206,7 +208,7 @@ def run_mode(
         readiness = stack.enter_context(Readiness(kafka, job, default_states_topic(job)))
         pool = stack.enter_context(
             LocalProcessPool(
-                worker_argv(topic, job, mode),
+                worker_argv(topic, job, mode, args.session_timeout_ms, args.heartbeat_interval_ms),
                 env=env,
                 name=f"{mode}-workers",
                 grace_s=20.0,
@@ -284,6 +286,14 @@ def main() -> None:
     parser.add_argument("--hold-s", type=float, default=20.0, help="seconds at each size")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=6000,
+        help="the workers' consumer-group session timeout (Tansu's rebalances take longer "
+        "with a longer one)",
+    )
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results: dict[str, dict[str, Any]] = {}

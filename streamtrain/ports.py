@@ -1,14 +1,18 @@
-"""Loopback ports: is one free, and a free one (the one home of both helpers).
+"""Loopback ports and hosts: is a port free, a free one, and is a bind host loopback-only
+(the one home of these helpers).
 
 Servers that streamtrain starts (the embedded broker, the local S3 server, the
-control app's HTTP port in the demo) pick or check their ports here.
+control app's HTTP port in the demo) pick or check their ports here; servers that must
+authenticate beyond loopback (the shuffle, the KEDA scaler) or refuse it (the local S3
+server) ask :func:`is_loopback`.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 
-__all__ = ["free_port", "port_is_free"]
+__all__ = ["free_port", "is_loopback", "port_is_free"]
 
 
 def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
@@ -29,3 +33,15 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on loopback only (``127.0.0.0/8``, ``::1``,
+    ``localhost``); anything else (a wildcard, a LAN address, a hostname) does not."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

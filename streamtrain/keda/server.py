@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,20 +26,11 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.keda.feed import FeedSettings, PlanFeed
 from streamtrain.keda.plans import PlanBook
+from streamtrain.ports import is_loopback
 
 __all__ = ["Listening", "ScalerSettings", "is_loopback", "serve"]
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (a name other than localhost: False)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,9 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.sax.saxutils import escape, unescape
 
+from streamtrain.errors import ConfigError
+from streamtrain.ports import is_loopback
+
 __all__ = ["S3Object", "S3Store", "serve"]
 
 MAX_KEYS = 1000
@@ -340,7 +343,14 @@ def _byte_range(header: str, size: int) -> tuple[int, int] | None:
 
 
 def serve(host: str, port: int, bucket: str) -> ThreadingHTTPServer:
-    """A server (not yet serving: call ``serve_forever``) on ``host:port`` for ``bucket``."""
+    """A server (not yet serving: call ``serve_forever``) on ``host:port`` for ``bucket``.
+
+    Loopback only: it checks no request signature, so ``host`` must be a loopback
+    address (:class:`~streamtrain.errors.ConfigError` otherwise)."""
+    if not is_loopback(host):
+        raise ConfigError(
+            f"the local S3 server checks no credentials and binds loopback only, not {host!r}"
+        )
     handler = type("Handler", (_Handler,), {"store": S3Store(), "bucket": bucket})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True

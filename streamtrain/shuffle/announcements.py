@@ -26,6 +26,8 @@ import ipaddress
 import re
 from typing import Final
 
+from streamtrain.ports import is_loopback
+
 __all__ = [
     "MAX_WORKER_ID_BYTES",
     "curve_key_problem",
@@ -53,18 +55,6 @@ def is_wildcard(host: str) -> bool:
     """``*``, ``0.0.0.0`` or ``::``: binds every interface, reachable at none of them by
     that name."""
     return host.strip() in _WILDCARDS
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` listens on loopback only (``127.0.0.0/8``, ``::1``,
-    ``localhost``); anything else (a wildcard, a LAN address, a hostname) does not."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _host_problem(host: str) -> str | None:

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from streamtrain.errors import ConfigError
 from streamtrain.s3local.server import PreconditionFailed, S3Store, serve
 
 
@@ -92,3 +93,8 @@ def test_the_server_answers_put_get_head_list_and_errors_over_http():
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_the_server_refuses_to_bind_beyond_loopback():
+    with pytest.raises(ConfigError, match="loopback"):
+        serve("0.0.0.0", 0, "bucket")  # noqa: S104 - the refusal under test
