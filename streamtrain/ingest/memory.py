@@ -71,7 +71,8 @@ def peak_rss_bytes() -> int:
 
 
 def memory_report(start_rss_bytes: int, queue_peak_bytes: int | None) -> dict[str, float | bool]:
-    """A worker's memory for its summary (MiB): its RSS when the consumer started, its
+    """A worker's memory for its summary (MiB): its RSS when the consumer started (plus
+    what the app's first training step alone allocated, when the worker counts it), its
     peak and its RSS now; with the local queue's peak bytes, the bound and whether the
     peak growth stayed within it."""
     mib = float(2**20)
