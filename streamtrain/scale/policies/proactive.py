@@ -13,9 +13,10 @@ What it adds to KALE (§3.4), every ``decision_interval_s``:
 2. **A measured F.** The NNLS fit (Eq. 6) is rescaled so it matches the training speed
    measured at the current count (a slower GPU, power capping).
 3. **Act at the last safe moment, for long enough.** A fluid backlog model
-   (:mod:`streamtrain.scale.gate`) projects the lag of holding the current count; only
-   when holding would build more than ``tolerated_lag_s`` of lag before an action
-   started at the next decision could take effect does it scale up, and then to the
+   (:mod:`streamtrain.scale.gate`) projects the lag of holding the current count;
+   holding is fine while the backlog drains within ``catchup_s`` and the lag then stays
+   within ``tolerated_lag_s`` until an action started at the next decision could take
+   effect (``hold_growth`` also bounds it before the drain); else it scales up, to the
    smallest count that drains the pause's backlog within ``catchup_s`` of resuming and
    keeps up for ``cover`` after (``max(min_cover_s, cover_pauses x pause)``). A
    scale-down must drain its own pause's backlog within ``down_catchup_s``.

@@ -186,3 +186,12 @@ def test_no_scale_down_below_the_traffic_just_measured():
     assert held is None or held.target_workers >= 6  # 560/s x 1.02 needs 6
     trusting = _policy(falling, down_recent_s=0.0, **two_phase).decide(_obs(60, 8, busy))
     assert trusting is not None and trusting.target_workers <= 4  # 300/s x 1.02 needs 4
+
+
+def test_hold_growth_refuses_a_hold_whose_lag_grows_before_it_drains():
+    # The nowcast's 15 minutes at 560/s build lag that drains later within the hour:
+    # by default holding is fine; with hold_growth the growth itself is a reason to act.
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0}
+    assert _policy(LOW_FORECAST, **two_phase).decide(_obs(60, 5, RISEN)) is None
+    decision = _policy(LOW_FORECAST, hold_growth=True, **two_phase).decide(_obs(60, 5, RISEN))
+    assert decision is not None and decision.target_workers >= 6
