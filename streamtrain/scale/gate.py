@@ -16,6 +16,9 @@ Owned here, as pure functions:
   *backlog saved* is what the larger count consumes beyond the current one after the
   pause, over the horizon. The action passes when saved > created · (1 + margin);
   otherwise the caller skips it (or merges it into a later, larger one).
+* :func:`meets_lag_goal`: per candidate path, whether its backlog empties within a
+  catch-up window after the action resumes and its lag then stays within a tolerance
+  (what the ``streamtrain`` policy asks of holding, scaling up and scaling down).
 * :func:`gate_scale_down`: Eq. 8 in worker-time. A scale-down frees
   ``(current - target) · hold_s`` worker-seconds but wastes ``current · pause_s``
   (every worker is idle during the pause); it passes when it frees more than it wastes
@@ -43,10 +46,12 @@ __all__ = [
     "estimated_lag_s",
     "gate_scale_down",
     "gate_scale_up",
+    "meets_lag_goal",
     "project_backlog",
 ]
 
 FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
 
 
 def project_backlog(
@@ -230,3 +235,29 @@ def gate_scale_down(
         else "Eq. 8 fails: " + "; ".join(reasons)
     )
     return GateVerdict(accept=accept, saved=saved, overhead=overhead, explanation=explanation)
+
+
+def meets_lag_goal(
+    backlog: FloatArray,
+    lag_s: FloatArray,
+    *,
+    resume: int,
+    catchup_steps: int,
+    end: int,
+    tolerated_lag_s: float,
+    tolerance: float,
+) -> BoolArray:
+    """Per row (candidate): the backlog empties at some step in
+    ``[resume, resume + catchup_steps]``, and from then until ``end`` the lag stays
+    within ``tolerated_lag_s``."""
+    steps = backlog.shape[-1]
+    end = min(end, steps)
+    deadline = min(resume + catchup_steps, steps - 1)
+    columns = np.arange(steps)
+    window = (backlog <= tolerance) & (columns >= resume) & (columns <= deadline)
+    drained = window.any(axis=-1)
+    first = np.argmax(window, axis=-1)
+    after = (columns >= first[..., None]) & (columns < end)
+    ok_after = ~((lag_s > tolerated_lag_s) & after).any(axis=-1)
+    result: BoolArray = drained & ok_after
+    return result

@@ -11,6 +11,7 @@ from streamtrain.scale.gate import (
     estimated_lag_s,
     gate_scale_down,
     gate_scale_up,
+    meets_lag_goal,
     project_backlog,
 )
 
@@ -151,3 +152,30 @@ def test_scale_down_gate_rejects_a_scale_up():
             drain_s=1.0,
             lag_budget_s=1.0,
         )
+
+
+def test_the_lag_goal_needs_a_drain_in_time_and_no_lag_after_it():
+    # Three candidates over 6 steps: drains at step 1 and stays calm; drains at step 4
+    # (after the 2-step catch-up); drains at step 1 but lags again at step 3.
+    backlog = np.array(
+        [
+            [5.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            [5.0, 4.0, 3.0, 2.0, 0.0, 0.0],
+            [5.0, 0.0, 0.0, 3.0, 0.0, 0.0],
+        ]
+    )
+    lag = backlog * 10.0
+    ok = meets_lag_goal(
+        backlog, lag, resume=1, catchup_steps=2, end=6, tolerated_lag_s=20.0, tolerance=1e-9
+    )
+    assert ok.tolist() == [True, False, False]
+    # The third one's lag at step 3 is within a 30-s tolerance.
+    ok = meets_lag_goal(
+        backlog, lag, resume=1, catchup_steps=2, end=6, tolerated_lag_s=30.0, tolerance=1e-9
+    )
+    assert ok.tolist() == [True, False, True]
+    # Its lag at step 3 is beyond the window that matters when that window ends first.
+    ok = meets_lag_goal(
+        backlog, lag, resume=1, catchup_steps=2, end=3, tolerated_lag_s=20.0, tolerance=1e-9
+    )
+    assert ok.tolist() == [True, False, True]

@@ -6,6 +6,7 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies import make_policy
+from streamtrain.scale.policies.proactive import nowcast_floor
 from streamtrain.scale.policy import Observation, PendingAction, PolicyContext
 from streamtrain.testing import ScriptedForecaster
 
@@ -104,7 +105,7 @@ def test_a_lagging_job_falls_back_with_a_lag_reason():
 def test_a_forecast_far_below_the_traffic_is_overruled_by_measurements():
     forecast = np.full(400, 300.0)
     actual = np.full(400, 900.0)  # three times the forecast, every minute
-    policy = _policy(forecast)
+    policy = _policy(forecast, nowcast_s=0.0)  # the trigger alone (the nowcast: below)
     decision = None
     for n in range(30, 60):
         decision = policy.decide(_obs(n, 4, actual)) or decision
@@ -149,3 +150,48 @@ def test_trigger_settings_reach_the_fallback_trigger():
     assert policy.settings.trigger.lag_enter_s == 300.0  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         make_policy("streamtrain", context, trigger_no_such=1.0)
+
+
+def test_the_nowcast_floor_raises_only_the_near_steps():
+    load = np.array([100.0, 300.0, 100.0, 100.0])
+    floored = nowcast_floor(load, 200.0, 2)
+    assert floored.tolist() == [200.0, 300.0, 100.0, 100.0]
+    assert load.tolist() == [100.0, 300.0, 100.0, 100.0]  # a new array
+    assert nowcast_floor(load, 200.0, 0).tolist() == load.tolist()
+    assert nowcast_floor(load, 200.0, 9).tolist() == [200.0, 300.0, 200.0, 200.0]
+
+
+# The forecast says 450/s (5 workers keep up); the traffic of the last minutes is 560/s,
+# a rise the forecast has not seen and too small (24 %) for the forecast-error trigger.
+LOW_FORECAST = np.full(400, 450.0)
+RISEN = np.concatenate([np.full(58, 450.0), np.full(342, 560.0)])
+
+
+def test_traffic_above_the_forecast_scales_up_before_any_lag():
+    # Planned on for two hours, the measured 560/s is a backlog 5 workers never drain.
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0, "nowcast_span_s": 7200.0}
+    decision = _policy(LOW_FORECAST, **two_phase).decide(_obs(60, 5, RISEN))
+    assert decision is not None and decision.reason == "proactive"
+    assert decision.target_workers >= 6  # 560/s x 1.02 needs 6 at 100/s per worker
+    # Without the nowcast the policy trusts the forecast and holds until lag shows.
+    assert _policy(LOW_FORECAST, nowcast_s=0.0, **two_phase).decide(_obs(60, 5, RISEN)) is None
+
+
+def test_no_scale_down_below_the_traffic_just_measured():
+    # The forecast drops to 300/s; the last 15 minutes still ran at 560/s.
+    falling = np.full(400, 300.0)
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0, "nowcast_s": 0.0}
+    busy = np.full(400, 560.0)
+    held = _policy(falling, **two_phase).decide(_obs(60, 8, busy))
+    assert held is None or held.target_workers >= 6  # 560/s x 1.02 needs 6
+    trusting = _policy(falling, down_recent_s=0.0, **two_phase).decide(_obs(60, 8, busy))
+    assert trusting is not None and trusting.target_workers <= 4  # 300/s x 1.02 needs 4
+
+
+def test_hold_growth_refuses_a_hold_whose_lag_grows_before_it_drains():
+    # The nowcast's 15 minutes at 560/s build lag that drains later within the hour:
+    # by default holding is fine; with hold_growth the growth itself is a reason to act.
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0}
+    assert _policy(LOW_FORECAST, **two_phase).decide(_obs(60, 5, RISEN)) is None
+    decision = _policy(LOW_FORECAST, hold_growth=True, **two_phase).decide(_obs(60, 5, RISEN))
+    assert decision is not None and decision.target_workers >= 6
