@@ -10,8 +10,10 @@ told new steps in between, and no forecast sees a step after its origin. The cho
 is the lowest mean absolute error over every fold among
 
 * each candidate alone, and
-* for ``k`` from two to all that fitted (``ensemble``), the best ``k`` combined with
-  weights proportional to the inverse of their validation MAE.
+* for ``k`` from two up (``ensemble``), the best ``k`` combined with weights
+  proportional to the inverse of their validation MAE, as long as the ``k``-th is
+  within ``ENSEMBLE_RANGE`` of the best one's MAE: a much weaker model (a seasonal
+  naive on a closed weekend) does not enter on a validation tie.
 
 Ties go to the earlier candidate, and to one model before an ensemble: the choice is
 deterministic. The kept models are then fitted again on the whole history (``refit``;
@@ -45,12 +47,13 @@ from numpy.typing import NDArray
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, as_history, as_new_points, check_horizon
 
-__all__ = ["SelectForecaster"]
+__all__ = ["ENSEMBLE_RANGE", "SelectForecaster"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
+ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
@@ -166,8 +169,10 @@ class SelectForecaster:
             self.val_mae_[key] = float(np.abs(pred - actual)[seen].mean())
             options[key] = {key: 1.0}
         ranked = sorted(forecasts, key=self.val_mae_.__getitem__)  # stable: ties keep order
-        for k in range(2, len(ranked) + 1 if self.ensemble else 2):
-            members = ranked[:k]
+        best = self.val_mae_[ranked[0]]
+        close = [m for m in ranked if self.val_mae_[m] <= ENSEMBLE_RANGE * best]
+        for k in range(2, len(close) + 1 if self.ensemble else 2):
+            members = close[:k]
             weights = inverse_mae_weights([self.val_mae_[m] for m in members])
             mean = np.sum([w * forecasts[m] for w, m in zip(weights, members, strict=True)], 0)
             key = "+".join(members)

@@ -163,11 +163,11 @@ def test_selection_and_its_forecasts_use_only_steps_before_each_origin():
 
 def test_an_ensemble_is_weighted_by_inverse_validation_error():
     values = np.full(1000, 10.0)
-    # errors 1 and 3: weights 3/4 and 1/4 give 9 * 0.75 + 13 * 0.25 = 10, exact
-    models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 13.0)}
+    # errors 1 and 1.2: weights 1.2/2.2 and 1/2.2 give 10, exact (neither alone is)
+    models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 11.2)}
     chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
     assert chooser.chosen_ == "near+far"
-    assert chooser.weights_ == pytest.approx({"near": 0.75, "far": 0.25})
+    assert chooser.weights_ == pytest.approx({"near": 1.2 / 2.2, "far": 1 / 2.2})
     np.testing.assert_allclose(chooser.predict(4), 10.0)
     assert chooser.val_mae_["near+far"] == pytest.approx(0.0)
 
@@ -177,3 +177,12 @@ def test_selection_is_deterministic_and_ties_keep_the_single_earlier_model():
     models = {"a": lambda: Const("a", 10.0), "b": lambda: Const("b", 10.0)}
     chooser = SelectForecaster(_maker(models), ["a", "b"], val_steps=200).fit(values)
     assert chooser.chosen_ == "a" and chooser.weights_ == {"a": 1.0}
+
+
+def test_a_much_weaker_model_does_not_join_an_ensemble():
+    values = np.full(1000, 10.0)
+    # "far" errs 4x as much as "near": the pair would be exact (weights 0.8 / 0.2) but
+    # a member more than ENSEMBLE_RANGE worse than the best is not combined
+    models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 14.0)}
+    chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
+    assert chooser.chosen_ == "near" and "near+far" not in chooser.val_mae_
