@@ -24,6 +24,7 @@ and ``fedformer_le_1=<...>/<n>`` (held-out series included, prefixed ``heldout_`
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import time
@@ -89,6 +90,9 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--skip-cost", action="store_true", help="skip the 7-day timing")
     args = parser.parse_args()
+    chooser = logging.getLogger("streamtrain.forecast.select")  # what auto chose, per fit
+    chooser.setLevel(logging.INFO)
+    chooser.addHandler(logging.StreamHandler(sys.stderr))
     shapes = [s.strip() for s in args.series.split(",") if s.strip()]
     unknown = set(shapes) - set(SHAPES)
     if unknown:

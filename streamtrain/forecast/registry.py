@@ -11,14 +11,17 @@ statsforecast (each model imports its library when it is fitted or loaded).
   (:class:`~streamtrain.forecast.stats.StatsForecaster`; option ``block_s``);
 * ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
   (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
-* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or the
-  mean of the best few) on the last week of the history (at most a quarter of it: a
-  window of every weekday, so a closed weekend cannot decide alone)
-  (:class:`~streamtrain.forecast.select.SelectForecaster`), behind the seasonal-naive
-  safety net (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
+* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or an
+  inverse-MAE weighted ensemble of the best few) by rolling-origin validation over the
+  last week of the history (at most a quarter of it: a window of every weekday, so a
+  closed weekend cannot decide alone) in two folds, at ``forecast eval``'s horizon
+  (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`), the kept models then
+  refitted on the whole history (:class:`~streamtrain.forecast.select.SelectForecaster`),
+  behind the seasonal-naive safety net
+  (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
-  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``ensemble``, and the safety net's
-  ``track_steps``, ``window_steps``, ``min_tracked``.
+  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``ensemble``, ``refit``,
+  and the safety net's ``track_steps``, ``window_steps``, ``min_tracked``.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from typing import Any
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
+from streamtrain.forecast.evaluate import default_horizon_steps
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.fedformer_settings import FedformerSettings
 from streamtrain.forecast.select import SelectForecaster
 from streamtrain.forecast.stats import StatsForecaster
-from streamtrain.units import DAY_S, HOUR_S, WEEK_S
+from streamtrain.units import DAY_S, WEEK_S
 
 __all__ = ["AUTO_CANDIDATES", "FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
 
@@ -55,7 +59,7 @@ _NAIVE_PERIODS = {
     "seasonal_naive_weekly": WEEK_S,
 }
 _FALLBACK_OPTIONS = ("track_steps", "window_steps", "min_tracked")
-_SELECT_OPTIONS = ("val_steps", "horizon_steps", "stride_steps", "ensemble")
+_SELECT_OPTIONS = ("val_steps", "horizon_steps", "stride_steps", "folds", "ensemble", "refit")
 
 
 def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerForecaster:
@@ -79,10 +83,9 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     select = {k: options.pop(k) for k in _SELECT_OPTIONS if k in options}
     candidates = _candidates(options.pop("candidates", AUTO_CANDIDATES))
     FedformerSettings.from_options(**options)  # unknown options fail now, not at fit
-    hour = max(1, HOUR_S // step_s)
     select.setdefault("val_steps", WEEK_S // step_s)
-    select.setdefault("horizon_steps", hour)
-    select.setdefault("stride_steps", hour)
+    select.setdefault("horizon_steps", default_horizon_steps(step_s))
+    select.setdefault("stride_steps", select["horizon_steps"])
 
     def make(name: str) -> Forecaster:
         return make_forecaster(

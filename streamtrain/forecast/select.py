@@ -1,25 +1,36 @@
-"""Model selection per series on a validation window (the heart of ``auto``).
+"""Model selection per series by rolling-origin validation (the heart of ``auto``).
 
 Owned here: :class:`SelectForecaster`. ``fit(history)`` holds out the last
-``val_steps`` of the history, fits every candidate on what comes before, and walks
-through the held-out steps as the live loop would: a forecast of ``horizon_steps``
-every ``stride_steps``, then ``update`` with the steps that arrived. The candidate, or
-the mean of the best ``k`` of them (an ensemble, for every ``k`` from two to all that
-fitted), with the lowest mean absolute error on the held-out steps is kept; the rest
-are dropped. The kept models have been told every
-step of the history by then, so no second fit is needed: selecting costs one fit per
-candidate and the validation forecasts.
+``val_steps`` of the history (at most a quarter of it) and splits them into ``folds``
+consecutive folds. For each fold, every candidate is fitted on the steps before the
+fold and walked through it as the live loop uses it: a forecast of ``horizon_steps``
+(the planner's horizon) every ``stride_steps``, then ``update`` with the steps that
+arrived. So each candidate is scored as it is run, refitted from time to time and
+told new steps in between, and no forecast sees a step after its origin. The choice
+is the lowest mean absolute error over every fold among
+
+* each candidate alone, and
+* for ``k`` from two up (``ensemble``), the best ``k`` combined with weights
+  proportional to the inverse of their validation MAE, as long as the ``k``-th is
+  within ``ENSEMBLE_RANGE`` of the best one's MAE: a much weaker model (a seasonal
+  naive on a closed weekend) does not enter on a validation tie.
+
+Ties go to the earlier candidate, and to one model before an ensemble: the choice is
+deterministic. The kept models are then fitted again on the whole history (``refit``;
+a model fitted a week ago forecasts today's level worse than the candidate scored in
+the last fold), which costs one more fit per kept model; if that fit fails, the model
+of the last fold (told every step since) is kept instead.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
-fit or forecasts fail is skipped (logged); when all fail, ``fit`` raises a
+fit or forecasts fail in any fold is skipped (logged); when all fail, ``fit`` raises a
 :class:`~streamtrain.errors.ForecastError`. When the history is too short to hold out
-a validation window for a candidate, the candidate is fitted on the whole history and
-chosen only if it is the sole one left.
+a validation window, the first candidate that fits on the whole history is kept.
 
-``chosen_`` names what was kept (``"fedformer"``, ``"fedformer+mstl"``) and
-``val_mae_`` holds every candidate's validation error. Quantiles: the kept model's own;
-for an ensemble, the mean of both models' quantiles at each level.
+``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``, best first),
+``weights_`` its weights and ``val_mae_`` every option's validation error. Quantiles:
+the kept model's own; for an ensemble, the weighted mean of the models' quantiles at
+each level.
 """
 
 from __future__ import annotations
@@ -36,12 +47,13 @@ from numpy.typing import NDArray
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, as_history, as_new_points, check_horizon
 
-__all__ = ["SelectForecaster"]
+__all__ = ["ENSEMBLE_RANGE", "SelectForecaster"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
+ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
@@ -53,8 +65,26 @@ def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict
     return result
 
 
+def fold_bounds(n: int, val: int, folds: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
+    ``folds`` consecutive parts (the last takes the remainder)."""
+    size = val // folds
+    starts = [n - val + i * size for i in range(folds)]
+    return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
+
+
+def inverse_mae_weights(maes: Sequence[float]) -> FloatArray:
+    """Weights proportional to ``1 / mae`` (summing to one); a perfect member takes all
+    the weight (shared equally when several are perfect)."""
+    errors = np.asarray(maes, dtype=np.float64)
+    perfect = errors <= 0.0
+    weights = perfect.astype(np.float64) if perfect.any() else 1.0 / errors
+    result: FloatArray = weights / weights.sum()
+    return result
+
+
 class SelectForecaster:
-    """The best of ``candidates`` on a validation window (see the module docstring)."""
+    """The best of ``candidates`` by rolling-origin validation (module docstring)."""
 
     def __init__(
         self,
@@ -64,78 +94,117 @@ class SelectForecaster:
         step_s: int = 60,
         val_steps: int = 2880,
         horizon_steps: int = 30,
-        stride_steps: int = 60,
+        stride_steps: int = 30,
+        folds: int = 2,
         ensemble: bool = True,
+        refit: bool = True,
         name: str = "select",
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
-        if min(val_steps, horizon_steps, stride_steps) < 1:
-            raise ConfigError("val_steps, horizon_steps and stride_steps must be positive")
+        if min(val_steps, horizon_steps, stride_steps, folds) < 1:
+            raise ConfigError("val_steps, horizon_steps, stride_steps and folds must be positive")
         self.make = make
         self.candidates = tuple(candidates)
         self.step_s = step_s
         self.val_steps = val_steps
         self.horizon_steps = horizon_steps
         self.stride_steps = stride_steps
+        self.folds = folds
         self.ensemble = ensemble
+        self.refit = refit
         self.name = name
         self.models_: dict[str, Forecaster] = {}
         self.chosen_: str | None = None
+        self.weights_: dict[str, float] = {}
         self.val_mae_: dict[str, float] = {}
 
     # -- fitting ------------------------------------------------------------------------
 
-    def _validate(self, values: FloatArray, val: int) -> dict[str, list[FloatArray]]:
-        """Fit each candidate on ``values[:-val]``, forecast through the held-out part."""
+    def _origins(self, start: int, end: int) -> range:
+        return range(start, end - self.horizon_steps + 1, self.stride_steps)
+
+    def _walk(self, name: str, values: FloatArray, start: int, end: int) -> list[FloatArray]:
+        """Fit ``name`` on ``values[:start]`` and forecast at each origin of the fold; the
+        model is kept in ``models_`` (told every step up to ``end``)."""
+        model = self.make(name)
+        model.fit(values[:start])
+        seen, outs = start, []
+        for origin in self._origins(start, end):
+            if origin > seen:
+                model.update(values[seen:origin])
+                seen = origin
+            outs.append(np.maximum(model.predict(self.horizon_steps), 0.0))
+        if end > seen:
+            model.update(values[seen:end])
+        self.models_[name] = model
+        return outs
+
+    def _validate(self, values: FloatArray, val: int) -> dict[str, FloatArray]:
+        """Each candidate's validation forecasts over every fold, concatenated."""
         n = values.shape[0]
-        start = n - val
-        origins = list(range(start, n - self.horizon_steps + 1, self.stride_steps))
-        forecasts: dict[str, list[FloatArray]] = {}
+        forecasts: dict[str, FloatArray] = {}
         for name in self.candidates:
-            model = self.make(name)
+            outs: list[FloatArray] = []
             try:
-                model.fit(values[:start])
-                seen, outs = start, []
-                for origin in origins:
-                    if origin > seen:
-                        model.update(values[seen:origin])
-                        seen = origin
-                    outs.append(np.maximum(model.predict(self.horizon_steps), 0.0))
-                model.update(values[seen:])
+                for start, end in fold_bounds(n, val, self.folds):
+                    outs += self._walk(name, values, start, end)
             except _FAILURES as exc:
                 log.warning("%s: candidate %s failed in validation: %s", self.name, name, exc)
+                self.models_.pop(name, None)
                 continue
-            self.models_[name] = model
-            forecasts[name] = outs
+            forecasts[name] = np.concatenate(outs)
         return forecasts
 
-    def _score(self, values: FloatArray, val: int, forecasts: dict[str, list[FloatArray]]) -> None:
-        n = values.shape[0]
-        start = n - val
-        origins = range(start, n - self.horizon_steps + 1, self.stride_steps)
-        actual = np.concatenate([values[o : o + self.horizon_steps] for o in origins])
+    def _score(self, values: FloatArray, val: int, forecasts: dict[str, FloatArray]) -> None:
+        folds = fold_bounds(values.shape[0], val, self.folds)
+        actual = np.concatenate(
+            [values[o : o + self.horizon_steps] for s, e in folds for o in self._origins(s, e)]
+        )
         seen = ~np.isnan(actual)
         if not seen.any():
             raise ForecastError(f"{self.name}: the validation window has no observed steps")
-        stacked = {k: np.concatenate(v) for k, v in forecasts.items()}
-        for key, pred in stacked.items():
+        options: dict[str, dict[str, float]] = {}
+        for key, pred in forecasts.items():
             self.val_mae_[key] = float(np.abs(pred - actual)[seen].mean())
-        ranked = sorted(stacked, key=self.val_mae_.__getitem__)
-        for k in range(2, len(ranked) + 1 if self.ensemble else 2):
-            members = ranked[:k]
-            mean = np.mean([stacked[m] for m in members], axis=0)
-            self.val_mae_["+".join(members)] = float(np.abs(mean - actual)[seen].mean())
+            options[key] = {key: 1.0}
+        ranked = sorted(forecasts, key=self.val_mae_.__getitem__)  # stable: ties keep order
+        best = self.val_mae_[ranked[0]]
+        close = [m for m in ranked if self.val_mae_[m] <= ENSEMBLE_RANGE * best]
+        for k in range(2, len(close) + 1 if self.ensemble else 2):
+            members = close[:k]
+            weights = inverse_mae_weights([self.val_mae_[m] for m in members])
+            mean = np.sum([w * forecasts[m] for w, m in zip(weights, members, strict=True)], 0)
+            key = "+".join(members)
+            self.val_mae_[key] = float(np.abs(mean - actual)[seen].mean())
+            options[key] = {m: float(w) for m, w in zip(members, weights, strict=True)}
         self.chosen_ = min(self.val_mae_, key=self.val_mae_.__getitem__)
+        self.weights_ = options[self.chosen_]
+
+    def _refit(self, values: FloatArray) -> None:
+        for key in self.weights_:
+            try:
+                self.models_[key] = self.make(key).fit(values)
+            except _FAILURES as exc:
+                log.warning(
+                    "%s: refitting %s on the whole history failed (%s); keeping its "
+                    "last validation fit",
+                    self.name,
+                    key,
+                    exc,
+                )
 
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
-        self.models_, self.val_mae_, self.chosen_ = {}, {}, None
+        self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
         val = min(self.val_steps, values.shape[0] // 4)
-        if val >= self.horizon_steps:
+        if val // self.folds >= self.horizon_steps:
             forecasts = self._validate(values, val)
             if forecasts:
                 self._score(values, val, forecasts)
+                self.models_ = {k: v for k, v in self.models_.items() if k in self.weights_}
+                if self.refit:
+                    self._refit(values)
         if self.chosen_ is None:  # no validation window: the first candidate that fits
             for name in self.candidates:
                 try:
@@ -143,43 +212,42 @@ class SelectForecaster:
                 except _FAILURES as exc:
                     log.warning("%s: candidate %s failed: %s", self.name, name, exc)
                     continue
-                self.chosen_ = name
+                self.chosen_, self.weights_ = name, {name: 1.0}
                 break
         if self.chosen_ is None:
             raise ForecastError(f"{self.name}: every candidate failed to fit")
-        kept = self.chosen_.split("+")
-        self.models_ = {k: v for k, v in self.models_.items() if k in kept}
         log.info(
-            "%s: chose %s (validation MAE %s)",
+            "%s: chose %s (weights %s; validation MAE %s)",
             self.name,
             self.chosen_,
+            ", ".join(f"{k} {w:.3f}" for k, w in self.weights_.items()),
             ", ".join(f"{k} {v:.4g}" for k, v in sorted(self.val_mae_.items(), key=lambda x: x[1])),
         )
         return self
 
     def update(self, new_points: FloatArray) -> Self:
         values = as_new_points(new_points)
-        for model in self._kept():
+        for model, _ in self._kept():
             model.update(values)
         return self
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _kept(self) -> list[Forecaster]:
+    def _kept(self) -> list[tuple[Forecaster, float]]:
         if self.chosen_ is None:
             raise ForecastError(f"{self.name} is not fitted")
-        return [self.models_[k] for k in self.chosen_.split("+")]
+        return [(self.models_[k], w) for k, w in self.weights_.items()]
 
     def predict(self, horizon: int) -> FloatArray:
         check_horizon(horizon)
-        outs = [np.maximum(m.predict(horizon), 0.0) for m in self._kept()]
-        result: FloatArray = np.mean(outs, axis=0)
+        outs = [w * np.maximum(m.predict(horizon), 0.0) for m, w in self._kept()]
+        result: FloatArray = np.sum(outs, axis=0)
         return result
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         check_horizon(horizon)
-        parts = [_quantiles(m, horizon, levels) for m in self._kept()]
-        return {float(q): np.mean([p[float(q)] for p in parts], axis=0) for q in levels}
+        parts = [(_quantiles(m, horizon, levels), w) for m, w in self._kept()]
+        return {float(q): np.sum([w * p[float(q)] for p, w in parts], axis=0) for q in levels}
 
     # -- persistence --------------------------------------------------------------------
 
@@ -197,6 +265,7 @@ class SelectForecaster:
             "name": self.name,
             "step_s": self.step_s,
             "chosen": self.chosen_,
+            "weights": self.weights_,
             "val_mae": self.val_mae_,
             "files": files,
         }
@@ -209,16 +278,20 @@ class SelectForecaster:
     def restore(
         cls, path: Path, state: dict[str, Any], load: Callable[[Path], Forecaster]
     ) -> SelectForecaster:
-        """The model :meth:`save` wrote (``load`` reads each kept model)."""
+        """The model :meth:`save` wrote (``load`` reads each kept model); a manifest
+        saved before ensembles were weighted gives its members equal weights."""
         try:
             files = {str(k): str(v) for k, v in state["files"].items()}
             model = cls(lambda _: load(path), list(files), step_s=int(state["step_s"]))
             model.name = str(state["name"])
             model.models_ = {k: load(path.with_name(v)) for k, v in files.items()}
             model.chosen_ = str(state["chosen"])
+            members = model.chosen_.split("+")
+            saved = state.get("weights") or {m: 1.0 / len(members) for m in members}
+            model.weights_ = {str(k): float(v) for k, v in saved.items()}
             model.val_mae_ = {str(k): float(v) for k, v in state["val_mae"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForecastError(f"cannot load a selected model from {path}: {exc}") from exc
-        if set(model.chosen_.split("+")) != set(model.models_):
+        if set(model.weights_) != set(model.models_) or set(members) != set(model.models_):
             raise ForecastError(f"{path}: the saved models do not match the choice")
         return model

@@ -27,6 +27,9 @@ class Const:
     def predict(self, horizon):
         return np.full(horizon, self.value)
 
+    def save(self, path):
+        raise NotImplementedError
+
 
 def _maker(models):
     return lambda name: models[name]()
@@ -81,3 +84,105 @@ def test_real_models_save_and_load(tmp_path):
     again = load_forecaster(tmp_path / "sel.json")
     assert isinstance(again, SelectForecaster) and again.chosen_ == chooser.chosen_
     np.testing.assert_allclose(again.predict(4), chooser.predict(4), rtol=1e-6)
+
+
+class Spy(Const):
+    """Records how many steps it had seen at each forecast, and the last one it saw."""
+
+    def __init__(self, name, value, log):
+        super().__init__(name, value)
+        self.log = log
+
+    def fit(self, history):
+        self.last = float(history[-1])
+        return super().fit(history)
+
+    def update(self, points):
+        self.last = float(points[-1])
+        return super().update(points)
+
+    def predict(self, horizon):
+        self.log.append(self.seen)
+        return np.full(horizon, self.value)
+
+
+def test_no_validation_forecast_sees_a_step_after_its_origin():
+    log: list[int] = []
+    values = np.arange(1000, dtype=np.float64)
+    chooser = SelectForecaster(
+        lambda name: Spy(name, 5.0, log),
+        ["spy"],
+        val_steps=200,
+        horizon_steps=10,
+        stride_steps=10,
+        folds=2,
+    ).fit(values)
+    # two folds of 100 steps, a forecast every 10 steps: the model at origin o has
+    # been told exactly values[:o], never a step of the window it forecasts
+    assert log == list(range(800, 991, 10))
+    # the kept model is refitted on the whole history and has seen its last step
+    assert chooser.models_["spy"].seen == 1000  # type: ignore[attr-defined]
+    assert chooser.models_["spy"].last == 999.0  # type: ignore[attr-defined]
+
+
+class NextIndex(Const):
+    """On ``values[t] = t`` forecasts ``last seen + 1, + 2, ...``: exact only when the
+    model has seen every step up to its origin and none after it."""
+
+    def fit(self, history):
+        self.last = float(history[-1])
+        return super().fit(history)
+
+    def update(self, points):
+        self.last = float(points[-1])
+        return super().update(points)
+
+    def predict(self, horizon):
+        return self.last + 1.0 + np.arange(horizon)
+
+
+def test_selection_and_its_forecasts_use_only_steps_before_each_origin():
+    from streamtrain.forecast.evaluate import EvalSettings, rolling_origin
+
+    values = np.arange(3000, dtype=np.float64)
+    models = {"next": lambda: NextIndex("next", 0.0), "flat": lambda: Const("flat", 1500.0)}
+
+    def factory():
+        return SelectForecaster(
+            _maker(models), ["next", "flat"], val_steps=400, horizon_steps=10, stride_steps=7
+        )
+
+    settings = EvalSettings(
+        horizon_steps=10, test_steps=500, stride_steps=10, season_steps=100, refit_every_steps=100
+    )
+    scores = rolling_origin(values, factory, settings)
+    assert scores.fits == 5 and scores.mae == 0.0  # a peek or a lag would be off by >= 1
+    chooser = factory().fit(values[:2000])
+    assert chooser.chosen_ == "next" and chooser.val_mae_["next"] == 0.0
+
+
+def test_an_ensemble_is_weighted_by_inverse_validation_error():
+    values = np.full(1000, 10.0)
+    # errors 1 and 1.2: weights 1.2/2.2 and 1/2.2 give 10, exact (neither alone is)
+    models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 11.2)}
+    chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
+    assert chooser.chosen_ == "near+far"
+    assert chooser.weights_ == pytest.approx({"near": 1.2 / 2.2, "far": 1 / 2.2})
+    np.testing.assert_allclose(chooser.predict(4), 10.0)
+    assert chooser.val_mae_["near+far"] == pytest.approx(0.0)
+
+
+def test_selection_is_deterministic_and_ties_keep_the_single_earlier_model():
+    values = np.full(1000, 10.0)
+    models = {"a": lambda: Const("a", 10.0), "b": lambda: Const("b", 10.0)}
+    chooser = SelectForecaster(_maker(models), ["a", "b"], val_steps=200).fit(values)
+    assert chooser.chosen_ == "a" and chooser.weights_ == {"a": 1.0}
+
+
+def test_a_much_weaker_model_does_not_join_an_ensemble():
+    values = np.full(1000, 10.0)
+    # "far" errs 4x as much as "near": the pair would be exact (weights 0.8 / 0.2) but
+    # a member more than ENSEMBLE_RANGE worse than the best is not combined
+    models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 14.0)}
+    chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
+    assert chooser.chosen_ == "near" and "near+far" not in chooser.val_mae_
