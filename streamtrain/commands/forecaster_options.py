@@ -67,7 +67,8 @@ def forecaster_options(command: F) -> F:
             env="PLAN_FORECASTER_FIT_TIMEOUT",
             default="30m",
             show_default=True,
-            help="A fit still running after this long is late: alert, seasonal naive meanwhile.",
+            help="A fit still running after this long (wall clock, also under "
+            "--plan-time-scale) is late: alert, seasonal naive meanwhile.",
         ),
     ]
     for add in reversed(options):

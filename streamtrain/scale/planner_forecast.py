@@ -53,6 +53,7 @@ def forecast_feed(
         ),
         fit_submit,
         clock=lambda: s.time_scale.model_s(time.time()),
+        wall_clock=time.monotonic,
     )
     # The feed asks for a "fit" at every refit interval; the live forecaster decides
     # what is due (a background refit, or nothing), so the feed asks often.

@@ -111,6 +111,24 @@ def test_a_late_fit_raises_an_alert(tmp_path):
     assert [resolved for _, resolved in live.take_alerts()] == [True]
 
 
+def test_a_fit_is_late_on_the_wall_clock_not_the_model_clock(tmp_path):
+    """The demo plans on a clock 144x the wall's: 601 model seconds are 4 wall seconds,
+    and a fit that took 4 s is not late for a 600-s timeout."""
+    values = _series(10)
+    pool, model_clock, wall = Pool(run_at_once=False), Clock(), Clock()
+    settings = LiveSettings(name="mstl", step_s=HOUR, state_dir=tmp_path, fit_timeout_s=600)
+    live = LiveForecaster(settings, pool, clock=model_clock, wall_clock=wall)
+    live.at_step(200)
+    live.fit(values[:200])
+    model_clock.now += 601
+    wall.now += 601 / 144
+    live.predict(2)
+    assert live.take_alerts() == []
+    wall.now += 600
+    live.predict(2)
+    assert "wall seconds ago is late" in live.take_alerts()[0][0]
+
+
 def test_a_restart_reloads_the_saved_model_instead_of_refitting(tmp_path):
     values = _series(12)
     pool, clock = Pool(), Clock()
