@@ -9,9 +9,10 @@ server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
 records/s in batches of ``--linger-ms`` (1 s) with half of them on partition 0 (a hot
 partition: its worker overflows and forwards to the others), ``--workers`` ``streamtrain
 worker --shuffle advanced`` processes (worker i reads partitions i and i + workers; each
-trains at most ``--capacity`` records/s (400: worker 0 gets 343 records/s and keeps up
-alone), a sleeping device: ``benchmarks/scaling_app.py`` records each trained id before
-the batch is acknowledged, and those a peer forwarded apart), and the control app
+trains at most ``--capacity`` records/s (300: worker 0 gets 343 records/s and cannot keep up
+alone, so the shuffle carries traffic all through the run), a sleeping device:
+``benchmarks/scaling_app.py`` records each trained id before the batch is acknowledged,
+and those a peer forwarded apart), and the control app
 (``streamtrain lag run`` with the planner). Once every worker trains, for
 ``--duration-s`` seconds a seeded schedule (:mod:`benchmarks.chaos_faults`) injects, in
 turn:
@@ -232,11 +233,12 @@ def forwarded(out: Path) -> int:
 
 class StorageSampler(threading.Thread):
     """Every ``every_s``: what the durable broker's S3 storage gained (objects, list
-    keys, GETs per s), printed, and kept for the result."""
+    keys, GETs per s) and how many records the shuffle forwarded so far, printed, and
+    kept for the result."""
 
-    def __init__(self, broker: EmbeddedBroker, every_s: float = 30.0) -> None:
+    def __init__(self, broker: EmbeddedBroker, out: Path, every_s: float = 30.0) -> None:
         super().__init__(name="chaos-s3", daemon=True)
-        self.broker, self.every_s = broker, every_s
+        self.broker, self.out, self.every_s = broker, out, every_s
         self.stop = threading.Event()
         self.samples: list[dict[str, float]] = []
         self.started = time.monotonic()
@@ -260,6 +262,7 @@ class StorageSampler(threading.Thread):
                 "listed_keys_per_s": round((now.listed_keys - last.listed_keys) / span_s),
                 "lists_per_s": round((now.lists - last.lists) / span_s, 1),
                 "gets_per_s": round((now.gets - last.gets) / span_s, 1),
+                "forwarded": forwarded(self.out),
             }
             self.samples.append(sample)
             print(f"  s3: {sample}", flush=True)
@@ -308,7 +311,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         )
         relay, stop = StallingRelay(RELAY_HOST, VICTIM_HOST), threading.Event()
         load = Load(kafka, topic, partitions, args.rate, args.linger_ms)
-        sampler = StorageSampler(broker)
+        sampler = StorageSampler(broker, out)
         children = [control, *workers]
         try:
             sampler.start()
@@ -415,7 +418,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=600.0, help="records/s produced")
-    parser.add_argument("--capacity", type=float, default=400.0, help="records/s a worker")
+    parser.add_argument("--capacity", type=float, default=300.0, help="records/s a worker")
     parser.add_argument("--broker-down-s", type=float, default=10.0)
     parser.add_argument(
         "--linger-ms", type=int, default=1000, help="the producer's linger (batch size)"
