@@ -1,19 +1,21 @@
 """A fault-injection soak: every record id trained while workers, broker and control app die.
 
 Run: .venv/bin/python -m benchmarks.chaos [--duration-s 600] [--seed 18] [--workers 4]
-     [--rate 600] [--once] [--json PATH]
+     [--rate 600] [--linger-ms 1000] [--heartbeat-ms 2000] [--once] [--json PATH]
 
 A demo-sized job on the durable embedded broker (Tansu with S3 storage on a local S3
 server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
 ``2 x workers`` partitions, one producer thread writing unique int64 ids at ``--rate``
-records/s with half of them on partition 0 (a hot partition: its worker overflows and
-forwards to the others), ``--workers`` ``streamtrain worker --shuffle advanced``
-processes (worker i reads partitions i and i + workers; each trains at most
-``--capacity`` records/s (400: worker 0 gets 343 records/s and keeps up alone), a
-sleeping device: ``benchmarks/scaling_app.py`` records each
-trained id before the batch is acknowledged), and the control app (``streamtrain lag
-run`` with the planner). Once every worker trains, for ``--duration-s`` seconds a seeded
-schedule (:mod:`benchmarks.chaos_faults`) injects, in turn:
+records/s in batches of ``--linger-ms`` (1 s) with half of them on partition 0 (a hot
+partition: its worker overflows and forwards to the others), ``--workers`` ``streamtrain
+worker --shuffle advanced`` processes (worker i reads partitions i and i + workers; each
+trains at most ``--capacity`` records/s (300: worker 0 gets 343 records/s and cannot keep up
+alone, so the shuffle carries traffic all through the run), a sleeping device:
+``benchmarks/scaling_app.py`` records each trained id before the batch is acknowledged,
+and those a peer forwarded apart), and the control app
+(``streamtrain lag run`` with the planner). Once every worker trains, for
+``--duration-s`` seconds a seeded schedule (:mod:`benchmarks.chaos_faults`) injects, in
+turn:
 
 * ``kill_sender``: kill -9 worker 0 (the hot partition's: it forwards), restart it 3 s
   later; ``kill_receiver``: the same for a worker that receives forwarded records;
@@ -31,16 +33,20 @@ the first of each id, in % of the ids: at-least-once's price of the faults),
 ``max_stall_s`` (the longest time no worker finished a training step, from the first
 step until the backlog was drained), and the faults injected. A worker or control app
 that exits by itself is restarted and counted (``unexpected_exits``); ``forwarded`` is
-what the shuffle forwarded (from the workers' exit summaries). The last line is
-machine-readable: ``lost=... duplicates_pct=... max_stall_s=... faults=...
-fault_kinds=... produced=... unexpected_exits=... forwarded=...``;
-the exit code is 1 when an id was never trained.
+the records a worker trained for a peer (the shuffle forwarded them; counted from files
+the app appends to before acknowledging, so incarnations killed -9 count too). Every 30 s
+the S3 server's counters are printed (``s3_objects_per_s``: new objects; Tansu writes
+one per produced record batch and lists all of a partition's at each fetch, which is why
+the producer batches for ``--linger-ms`` and the members heartbeat every
+``--heartbeat-ms``, see docs/benchmarks.md). The last line is machine-readable:
+``lost=... duplicates_pct=... max_stall_s=... faults=... fault_kinds=... produced=...
+unexpected_exits=... forwarded=... s3_objects_per_s=...``; the exit code is 1 when an id
+was never trained. SIGTERM stops the run (and its children) like Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -71,10 +77,14 @@ RELAY_HOST, VICTIM_HOST = "127.0.0.3", "127.0.0.2"
 class Load(threading.Thread):
     """Unique int64 ids at ``rate`` records/s, half on partition 0; keeps the delivered."""
 
-    def __init__(self, kafka: KafkaSettings, topic: str, partitions: int, rate: float) -> None:
+    def __init__(
+        self, kafka: KafkaSettings, topic: str, partitions: int, rate: float, linger_ms: int
+    ) -> None:
         super().__init__(name="chaos-load", daemon=True)
-        # 50-ms batches: every batch is an object on the durable broker's S3 storage
-        self.producer = Producer(kafka.confluent_config(**{"linger.ms": 50}))
+        # every produced batch is an object on the durable broker's S3 storage, and every
+        # fetch lists all objects of its partition: few large batches keep the fetch cheap
+        config = {"linger.ms": linger_ms, "batch.num.messages": 100_000}
+        self.producer = Producer(kafka.confluent_config(**config))
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.stop = threading.Event()
         self.delivered: list[int] = []
@@ -152,7 +162,10 @@ class Child:
         return self.process.returncode
 
 
-def worker_argv(topic: str, job: str, index: int, workers: int, victim: bool) -> list[str]:
+def worker_argv(
+    topic: str, job: str, index: int, args: argparse.Namespace, victim: bool
+) -> list[str]:
+    workers = args.workers
     argv = [sys.executable, "-m", "streamtrain.commands.worker", "--topic", topic]
     argv += ["--group", job, "--worker-id", f"w{index}"]
     argv += ["--partition", str(index), "--partition", str(index + workers)]
@@ -161,6 +174,9 @@ def worker_argv(topic: str, job: str, index: int, workers: int, victim: bool) ->
     argv += ["--batch-records", "50", "--queue-records", "500"]
     argv += ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
     argv += ["--shuffle", "advanced"]
+    # each heartbeat is an object on S3 that every members reader lists at each fetch
+    argv += ["--shuffle-heartbeat-interval-ms", str(args.heartbeat_ms)]
+    argv += ["--shuffle-heartbeat-timeout-ms", str(5 * args.heartbeat_ms)]
     if victim:
         argv += ["--shuffle-host", VICTIM_HOST, "--shuffle-advertise-host", RELAY_HOST]
     return argv
@@ -208,16 +224,49 @@ def _wait_until_all_train(workers: list[Child], out: Path, timeout_s: float) -> 
     print(f"  not every worker trains after {timeout_s:g} s; faults start anyway", flush=True)
 
 
-def forwarded(logs: Path) -> int:
-    """Records forwarded by the shuffle, summed over the workers' exit summaries (a
-    worker killed -9 writes none: a floor)."""
-    total = 0
-    for path in logs.glob("w*.log"):
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and '"records_forwarded"' in line:
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    total += int(json.loads(line)["shuffle"]["records_forwarded"])
-    return total
+def forwarded(out: Path) -> int:
+    """Records a worker trained for a peer (the shuffle forwarded them), from the
+    ``.peer`` files the app appends to before the batch is acknowledged: incarnations
+    killed -9 count too."""
+    return sum(path.stat().st_size // 8 for path in out.glob("*.peer"))
+
+
+class StorageSampler(threading.Thread):
+    """Every ``every_s``: what the durable broker's S3 storage gained (objects, list
+    keys, GETs per s) and how many records the shuffle forwarded so far, printed, and
+    kept for the result."""
+
+    def __init__(self, broker: EmbeddedBroker, out: Path, every_s: float = 30.0) -> None:
+        super().__init__(name="chaos-s3", daemon=True)
+        self.broker, self.out, self.every_s = broker, out, every_s
+        self.stop = threading.Event()
+        self.samples: list[dict[str, float]] = []
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        last, last_at = self.broker.storage_stats(), time.monotonic()
+        while not self.stop.wait(self.every_s):
+            try:
+                now = self.broker.storage_stats()
+            except OSError:
+                continue  # the S3 server is busy or gone: the next sample says
+            at = time.monotonic()
+            if now is None or last is None:
+                return
+            span_s = at - last_at
+            sample = {
+                "t_s": round(at - self.started, 1),
+                "objects": now.objects,
+                "objects_per_s": round((now.creates - last.creates) / span_s, 1),
+                "puts_per_s": round((now.puts - last.puts) / span_s, 1),
+                "listed_keys_per_s": round((now.listed_keys - last.listed_keys) / span_s),
+                "lists_per_s": round((now.lists - last.lists) / span_s, 1),
+                "gets_per_s": round((now.gets - last.gets) / span_s, 1),
+                "forwarded": forwarded(self.out),
+            }
+            self.samples.append(sample)
+            print(f"  s3: {sample}", flush=True)
+            last, last_at = now, at
 
 
 def trained(out: Path) -> tuple[np.ndarray, list[float]]:
@@ -254,16 +303,18 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         }
         victim = args.workers - 1
         workers = [
-            Child(f"w{i}", worker_argv(topic, job, i, args.workers, i == victim), env, logs)
+            Child(f"w{i}", worker_argv(topic, job, i, args, i == victim), env, logs)
             for i in range(args.workers)
         ]
         control = Child(
             "control", control_argv(job, topic, free_port(), root / "control-data"), env, logs
         )
         relay, stop = StallingRelay(RELAY_HOST, VICTIM_HOST), threading.Event()
-        load = Load(kafka, topic, partitions, args.rate)
+        load = Load(kafka, topic, partitions, args.rate, args.linger_ms)
+        sampler = StorageSampler(broker, out)
         children = [control, *workers]
         try:
+            sampler.start()
             control.start()
             for worker in workers:
                 worker.start()
@@ -332,6 +383,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         finally:
             stop.set()
             load.stop.set()
+            sampler.stop.set()
             for child in children:  # SIGTERM to all at once, then wait for each
                 if child.process is not None and child.process.poll() is None:
                     child.process.send_signal(signal.SIGTERM)
@@ -351,7 +403,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "max_stall_s": round(float(gaps.max()), 1),
         "faults": done,
         "unexpected_exits": unexpected,
-        "forwarded": forwarded(logs),
+        "forwarded": forwarded(out),
+        "s3": sampler.samples,
+        "s3_objects_per_s": round(
+            float(np.mean([x["objects_per_s"] for x in sampler.samples] or [0.0])), 1
+        ),
         "starts": {c.name: c.starts for c in children},
     }
 
@@ -362,8 +418,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=600.0, help="records/s produced")
-    parser.add_argument("--capacity", type=float, default=400.0, help="records/s a worker")
+    parser.add_argument("--capacity", type=float, default=300.0, help="records/s a worker")
     parser.add_argument("--broker-down-s", type=float, default=10.0)
+    parser.add_argument(
+        "--linger-ms", type=int, default=1000, help="the producer's linger (batch size)"
+    )
+    parser.add_argument(
+        "--heartbeat-ms",
+        type=int,
+        default=2000,
+        help="the workers' members heartbeat (their timeout: 5x this)",
+    )
     parser.add_argument("--drain-s", type=float, default=1800.0, help="drain at most this")
     parser.add_argument(
         "--stuck-s",
@@ -377,6 +442,8 @@ def main() -> None:
         "--out-dir", type=Path, default=None, help="keep the logs and trained ids here"
     )
     args = parser.parse_args()
+    # SIGTERM ends the run like Ctrl-C: the children stop, the results so far are lost
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.workers < 4:
         parser.error("the soak needs at least 4 workers (a sender and receivers)")
     if args.out_dir is not None:
@@ -397,7 +464,8 @@ def main() -> None:
         f"lost={result['lost']} duplicates_pct={result['duplicates_pct']} "
         f"max_stall_s={result['max_stall_s']} faults={len(result['faults'])} "
         f"fault_kinds={','.join(kinds)} produced={result['produced']} "
-        f"unexpected_exits={result['unexpected_exits']} forwarded={result['forwarded']}",
+        f"unexpected_exits={result['unexpected_exits']} forwarded={result['forwarded']} "
+        f"s3_objects_per_s={result['s3_objects_per_s']}",
         flush=True,
     )
     sys.exit(1 if result["lost"] else 0)

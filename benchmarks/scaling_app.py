@@ -4,7 +4,8 @@ A step takes ``len(batch) / SCALING_CAPACITY_RECORDS_PER_S`` seconds of sleep (a
 accelerator, not a busy CPU: on a 2-core machine the measurement is of the hand-over, not
 of CPU contention), then appends the batch's record ids (int64) to
 ``<SCALING_OUT_DIR>/<worker>-<pid>.ids`` and ``"<wall time> <records>"`` to ``.steps``,
-before the batch is acknowledged.
+before the batch is acknowledged; the ids of a batch a peer forwarded (trained here for
+another worker's partition) also go to ``.peer``, which survives a kill -9.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class SleepingApp:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         self._ids = os.open(os.path.join(out, name + ".ids"), flags, 0o644)
         self._steps = os.open(os.path.join(out, name + ".steps"), flags, 0o644)
+        self._peer = os.open(os.path.join(out, name + ".peer"), flags, 0o644)
         self._busy_until = time.monotonic()
 
     def warm_start(self, worker_id: str) -> None:
@@ -40,6 +42,8 @@ class SleepingApp:
         time.sleep(max(0.0, self._busy_until - now))
         ids = np.frombuffer(records.payloads, dtype="<i8")
         os.write(self._ids, ids.tobytes())
+        if records.forwarded:
+            os.write(self._peer, ids.tobytes())
         os.write(self._steps, f"{time.time():.4f} {len(records)}\n".encode())
 
 

@@ -52,7 +52,7 @@ from streamtrain.errors import (
 from streamtrain.kafka import probe
 from streamtrain.ports import free_port, port_is_free  # also importable from here
 from streamtrain.process import die_with_parent_preexec
-from streamtrain.s3local import LocalS3
+from streamtrain.s3local import LocalS3, S3Stats
 
 __all__ = ["EmbeddedBroker", "free_port", "port_is_free", "resolve_tansu_binary"]
 
@@ -194,6 +194,11 @@ class EmbeddedBroker:
             self.stop()
             raise
         return self
+
+    def storage_stats(self) -> S3Stats | None:
+        """What the durable broker's S3 storage holds and served so far (objects, PUTs,
+        GETs, list pages and keys listed), or ``None`` in memory."""
+        return None if self._s3 is None else self._s3.stats()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s

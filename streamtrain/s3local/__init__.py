@@ -9,6 +9,7 @@ with ``--storage-engine s3://BUCKET/``, so the *broker* process can be killed
 itself keeps everything in its own memory: it is the durable disk of a test or a demo,
 not of a production cluster. :meth:`LocalS3.stop` asks it to end (SIGTERM) and kills
 it after ``stop_timeout_s``; it also gets SIGTERM from the kernel if its parent dies.
+:meth:`LocalS3.stats` says what it stored and served (PUTs, GETs, list pages).
 
 The server was moto's until issue #18 showed that moto's listing slows down with the
 size of the whole bucket (see :mod:`streamtrain.s3local.server`); it needs nothing
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import logging
 import subprocess
 import sys
@@ -30,8 +32,9 @@ from typing import IO
 from streamtrain.errors import EmbeddedBrokerError
 from streamtrain.ports import free_port
 from streamtrain.process import die_with_parent_preexec
+from streamtrain.s3local.server import STATS_PATH, S3Stats
 
-__all__ = ["LocalS3"]
+__all__ = ["LocalS3", "S3Stats"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,18 @@ class LocalS3:
             response = connection.getresponse()
             response.read()
             return response.status
+        finally:
+            connection.close()
+
+    def stats(self, timeout_s: float = 5.0) -> S3Stats:
+        """What the server stored and served so far (objects, PUTs, GETs, list pages and
+        the keys they listed): what the broker's S3 traffic costs."""
+        if self._port is None:
+            raise EmbeddedBrokerError("the local S3 server has not been started")
+        connection = http.client.HTTPConnection(self.host, self._port, timeout=timeout_s)
+        try:
+            connection.request("GET", STATS_PATH)
+            return S3Stats(**json.loads(connection.getresponse().read()))
         finally:
             connection.close()
 

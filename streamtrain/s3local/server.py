@@ -15,6 +15,9 @@ objects/s in the chaos benchmark): after a few minutes the S3 server took all it
 and a produce or fetch waited tens of seconds (the shuffle's membership heartbeats
 arrived ≈50 s late, every peer looked expired). Here a list costs a binary search plus
 the keys it returns.
+Each object's ``<Contents>`` entry is rendered once, at its PUT, not at every list.
+``GET /-stats`` (:data:`STATS_PATH`) answers the store's :class:`S3Stats` as JSON: how
+many objects a client created and how many keys its lists read.
 
 Not checked: request signatures (the server binds loopback and is a test fixture; the
 threat model lists it as such). Data lives in this process's memory: it outlives the
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import hashlib
+import json
 import threading
 import time
 import urllib.parse
@@ -39,9 +44,10 @@ from xml.sax.saxutils import escape, unescape
 from streamtrain.errors import ConfigError
 from streamtrain.ports import is_loopback
 
-__all__ = ["S3Object", "S3Store", "serve"]
+__all__ = ["STATS_PATH", "S3Object", "S3Stats", "S3Store", "serve"]
 
 MAX_KEYS = 1000
+STATS_PATH = "/-stats"  # GET: the store's S3Stats as JSON
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
@@ -51,6 +57,19 @@ class S3Object:
     etag: str  # quoted, as S3 sends it
     modified_s: float
     content_type: str
+    entry: str = ""  # its <Contents> element in a list, rendered once at the PUT
+
+
+@dataclass(frozen=True, slots=True)
+class S3Stats:
+    """What the store served since it started: a way to see what a client costs."""
+
+    objects: int  # stored now
+    puts: int
+    creates: int  # puts of a key that did not exist
+    gets: int  # GET and HEAD of an object
+    lists: int  # list pages served
+    listed_keys: int  # keys and common prefixes in those pages
 
 
 class PreconditionFailed(Exception):
@@ -65,6 +84,18 @@ class S3Store:
         self._keys: list[str] = []
         self._lock = threading.Lock()
         self._version = 0
+        self._creates = self._gets = self._lists = self._listed_keys = 0
+
+    def stats(self) -> S3Stats:
+        with self._lock:
+            return S3Stats(
+                objects=len(self._keys),
+                puts=self._version,
+                creates=self._creates,
+                gets=self._gets,
+                lists=self._lists,
+                listed_keys=self._listed_keys,
+            )
 
     def put(
         self,
@@ -85,14 +116,22 @@ class S3Store:
                 raise PreconditionFailed(key)
             self._version += 1
             digest = hashlib.md5(body + self._version.to_bytes(8, "little"), usedforsecurity=False)
-            stored = S3Object(body, f'"{digest.hexdigest()}"', time.time(), content_type)
+            etag, modified_s = f'"{digest.hexdigest()}"', time.time()
+            entry = (
+                f"<Contents><Key>{escape(key)}</Key><LastModified>{_iso(modified_s)}"
+                f"</LastModified><ETag>{escape(etag)}</ETag><Size>{len(body)}"
+                "</Size><StorageClass>STANDARD</StorageClass></Contents>"
+            )
+            stored = S3Object(body, etag, modified_s, content_type, entry)
             if current is None:
                 bisect.insort(self._keys, key)
+                self._creates += 1
             self._objects[key] = stored
             return stored
 
     def get(self, key: str) -> S3Object | None:
         with self._lock:
+            self._gets += 1
             return self._objects.get(key)
 
     def delete(self, key: str) -> None:
@@ -100,39 +139,47 @@ class S3Store:
             if self._objects.pop(key, None) is not None:
                 del self._keys[bisect.bisect_left(self._keys, key)]
 
+    def _list_locked(
+        self, prefix: str, after: str, delimiter: str, max_keys: int
+    ) -> tuple[list[tuple[str, S3Object]], list[str], str | None]:
+        objects: list[tuple[str, S3Object]] = []
+        prefixes: list[str] = []
+        start = (
+            bisect.bisect_right(self._keys, after)
+            if after >= prefix
+            else bisect.bisect_left(self._keys, prefix)
+        )
+        index = start
+        last: str | None = None
+        while index < len(self._keys):
+            key = self._keys[index]
+            if not key.startswith(prefix):
+                break
+            if len(objects) + len(prefixes) >= max_keys:
+                return objects, prefixes, last
+            rest = key[len(prefix) :]
+            if delimiter and delimiter in rest:
+                common = prefix + rest.split(delimiter, 1)[0] + delimiter
+                prefixes.append(common)
+                last = common
+                # skip every key under this common prefix
+                index = bisect.bisect_left(self._keys, common + "\U0010ffff")
+                continue
+            objects.append((key, self._objects[key]))
+            last = key
+            index += 1
+        return objects, prefixes, None
+
     def list(
         self, prefix: str, after: str, delimiter: str, max_keys: int
     ) -> tuple[list[tuple[str, S3Object]], list[str], str | None]:
         """Keys under ``prefix`` after ``after``: (objects, common prefixes, the last key
         returned when there are more)."""
-        objects: list[tuple[str, S3Object]] = []
-        prefixes: list[str] = []
         with self._lock:
-            start = (
-                bisect.bisect_right(self._keys, after)
-                if after >= prefix
-                else bisect.bisect_left(self._keys, prefix)
-            )
-            index = start
-            last: str | None = None
-            while index < len(self._keys):
-                key = self._keys[index]
-                if not key.startswith(prefix):
-                    break
-                if len(objects) + len(prefixes) >= max_keys:
-                    return objects, prefixes, last
-                rest = key[len(prefix) :]
-                if delimiter and delimiter in rest:
-                    common = prefix + rest.split(delimiter, 1)[0] + delimiter
-                    prefixes.append(common)
-                    last = common
-                    # skip every key under this common prefix
-                    index = bisect.bisect_left(self._keys, common + "\U0010ffff")
-                    continue
-                objects.append((key, self._objects[key]))
-                last = key
-                index += 1
-        return objects, prefixes, None
+            objects, prefixes, more = self._list_locked(prefix, after, delimiter, max_keys)
+            self._lists += 1
+            self._listed_keys += len(objects) + len(prefixes)
+        return objects, prefixes, more
 
 
 def _etag_matches(condition: str, etag: str) -> bool:
@@ -237,6 +284,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _get(self, *, head: bool) -> None:
         bucket, key, query = self._target()
+        if bucket == STATS_PATH[1:] and not head:  # no bucket name starts with "-"
+            stats = json.dumps(dataclasses.asdict(self.store.stats())).encode()
+            self._reply(200, stats, {"Content-Type": "application/json"})
+            return
         if not self._bucket_ok(bucket, head):
             return
         if not key:
@@ -309,12 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         if more is not None:
             parts.append(f"<NextContinuationToken>{escape(more)}</NextContinuationToken>")
-        for key, stored in objects:
-            parts.append(
-                f"<Contents><Key>{escape(key)}</Key><LastModified>{_iso(stored.modified_s)}"
-                f"</LastModified><ETag>{escape(stored.etag)}</ETag><Size>{len(stored.body)}"
-                "</Size><StorageClass>STANDARD</StorageClass></Contents>"
-            )
+        parts += [stored.entry for _key, stored in objects]
         for common in prefixes:
             parts.append(f"<CommonPrefixes><Prefix>{escape(common)}</Prefix></CommonPrefixes>")
         parts.append("</ListBucketResult>")

@@ -48,12 +48,16 @@ def test_a_killed_durable_broker_restarts_with_every_record_and_committed_offset
         )
         committer.close()
         pid, port = broker.pid, broker.bootstrap
+        stored = broker.storage_stats()  # every produced batch is an object on S3
+        assert stored is not None and stored.creates > 4 and stored.objects >= 4
 
         broker.kill()
         assert not broker.running
         broker.restart()
 
         assert broker.bootstrap == port and broker.pid != pid
+        after = broker.storage_stats()  # the same S3 server: what it held is still there
+        assert after is not None and after.objects >= stored.objects
         assert sorted(_read_all(broker.bootstrap, "durable", 4)) == list(range(RECORDS))
         reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "job"})
         committed = reader.committed([TopicPartition("durable", p) for p in range(4)], timeout=10)
@@ -66,6 +70,7 @@ def test_a_killed_durable_broker_restarts_with_every_record_and_committed_offset
 
 def test_an_in_memory_broker_restarts_empty():
     with EmbeddedBroker() as broker:
+        assert broker.storage_stats() is None
         create_topic(broker.kafka_settings(), "volatile", partitions=1)
         broker.kill()
         broker.restart()

@@ -4,12 +4,13 @@ The store (pure: listing, conditional writes) and one real HTTP round trip on lo
 """
 
 import http.client
+import json
 import threading
 
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.s3local.server import PreconditionFailed, S3Store, serve
+from streamtrain.s3local.server import STATS_PATH, PreconditionFailed, S3Store, serve
 
 
 def _store(*keys):
@@ -59,6 +60,29 @@ def test_a_deleted_key_is_gone_from_lists():
     assert store.get("b") is None
 
 
+def test_the_stats_count_what_a_client_cost():
+    store = _store("t/0/a", "t/0/b", "t/1/a")
+    store.put("t/0/a", b"again", "binary/octet-stream")  # an overwrite: no new object
+    store.delete("t/1/a")
+    store.get("t/0/b")
+    store.get("missing")
+    store.list("t/0/", "", "", 1)  # one page of one key
+    store.list("t/", "", "/", 1000)  # one common prefix
+    stats = store.stats()
+    assert (stats.objects, stats.puts, stats.creates, stats.gets) == (2, 4, 3, 2)
+    assert (stats.lists, stats.listed_keys) == (2, 2)
+
+
+def test_a_listed_object_shows_its_latest_version():
+    store = _store("k")
+    newer = store.put("k", b"longer body", "binary/octet-stream")
+    (key, listed), *_ = store.list("", "", "", 10)[0]
+    assert key == "k" and listed is newer
+    assert "<Size>11</Size>" in listed.entry and f"<ETag>{newer.etag}</ETag>" in (
+        listed.entry.replace("&quot;", '"')
+    )
+
+
 def test_the_server_answers_put_get_head_list_and_errors_over_http():
     server = serve("127.0.0.1", 0, "bkt")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
@@ -88,6 +112,9 @@ def test_the_server_answers_put_get_head_list_and_errors_over_http():
         assert status == 200 and b"<Key>x/1.batch</Key>" in body and b"<Size>3</Size>" in body
         assert call("DELETE", "/bkt/x/1.batch")[0] == 204
         assert call("GET", "/other/x")[0] == 404
+        status, _, body = call("GET", STATS_PATH)
+        stats = json.loads(body)
+        assert status == 200 and (stats["puts"], stats["creates"], stats["lists"]) == (1, 1, 1)
     finally:
         connection.close()
         server.shutdown()
