@@ -13,7 +13,7 @@ development machines:
 * With the memory engine (the default) data is gone when the broker stops. With
   ``EmbeddedBrokerSettings(durable=True)`` (``streamtrain broker --durable``) it keeps its
   log segments and committed offsets on a local S3 server (:class:`~streamtrain.s3local.LocalS3`,
-  moto on loopback) that outlives the broker process: :meth:`EmbeddedBroker.kill`
+  streamtrain's own, on loopback) that outlives the broker process: :meth:`EmbeddedBroker.kill`
   (SIGKILL) and :meth:`EmbeddedBroker.restart` (same port) lose no acknowledged record
   and no committed offset. That is how the fault tests take the broker away for real.
 * The high watermark it reports is the base offset of the *last record batch* + 1, so
