@@ -51,7 +51,7 @@ from streamtrain.errors import (
 )
 from streamtrain.kafka import probe
 from streamtrain.ports import free_port, port_is_free  # also importable from here
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.process import die_with_parent_preexec, stop_child
 from streamtrain.s3local import LocalS3, S3Stats
 
 __all__ = ["EmbeddedBroker", "free_port", "port_is_free", "resolve_tansu_binary"]
@@ -241,18 +241,8 @@ class EmbeddedBroker:
         with one producer connected, durable or not), on SIGINT it exits at once.
         """
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=self.settings.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "embedded broker pid %d still running %g s after SIGINT; killing it",
-                    process.pid,
-                    self.settings.stop_timeout_s,
-                )
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_child(process, "embedded broker", self.settings.stop_timeout_s, signal.SIGINT)
         self._close_log()
         s3, self._s3 = self._s3, None
         if s3 is not None:

@@ -1,9 +1,10 @@
-"""Child processes that die with their parent: the one ``PR_SET_PDEATHSIG`` helper.
+"""Long-lived child processes: dying with their parent, and being stopped.
 
-The embedded broker and the local worker pool start long-lived children. On Linux each
-child asks the kernel for SIGTERM when the thread that forked it dies, so nothing
-outlives a parent killed outright (``kill -9``). Elsewhere there is no such call and
-the parents' own shutdown paths are all there is.
+The embedded broker, the local S3 server and the local worker pool start long-lived
+children. On Linux each child asks the kernel for SIGTERM when the thread that forked
+it dies (the one ``PR_SET_PDEATHSIG`` helper), so nothing outlives a parent killed
+outright (``kill -9``). Elsewhere there is no such call and the parents' own shutdown
+paths are all there is. :func:`stop_child` is the one signal-wait-kill sequence.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import ctypes
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 
-__all__ = ["die_with_parent_initializer", "die_with_parent_preexec"]
+__all__ = ["die_with_parent_initializer", "die_with_parent_preexec", "stop_child"]
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +59,27 @@ def die_with_parent_initializer(parent_pid: int) -> None:  # pragma: no cover - 
             log.warning("prctl is unavailable (%s); this child will not die with its parent", exc)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def stop_child(
+    process: subprocess.Popen[bytes],
+    what: str,
+    timeout_s: float,
+    sig: signal.Signals = signal.SIGTERM,
+) -> int:
+    """Send ``sig`` to a running ``process``, wait up to ``timeout_s``, then SIGKILL it
+    (logged, naming ``what``); its exit code. A process that has exited is only reaped."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "%s (pid %d) still running %g s after %s; killing it",
+                what,
+                process.pid,
+                timeout_s,
+                sig.name,
+            )
+            process.kill()
+    return process.wait()

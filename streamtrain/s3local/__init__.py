@@ -31,7 +31,7 @@ from typing import IO
 
 from streamtrain.errors import EmbeddedBrokerError
 from streamtrain.ports import free_port
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.process import die_with_parent_preexec, stop_child
 from streamtrain.s3local.server import STATS_PATH, S3Stats
 
 __all__ = ["LocalS3", "S3Stats"]
@@ -139,14 +139,8 @@ class LocalS3:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after ``stop_timeout_s``; idempotent."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("local S3 server pid %d ignored SIGTERM; killing it", process.pid)
-                process.kill()
-                process.wait()
+        if process is not None:
+            stop_child(process, "local S3 server", self.stop_timeout_s)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

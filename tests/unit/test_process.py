@@ -1,0 +1,51 @@
+"""stop_child: signal, wait, then kill, on real child processes."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from streamtrain.process import stop_child
+
+IGNORES_TERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def _start(code: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    with process.stdout:
+        assert process.stdout.readline() == b"ready\n"
+    return process
+
+
+def test_a_child_that_obeys_the_signal_is_not_killed(caplog: pytest.LogCaptureFixture) -> None:
+    process = _start("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    with caplog.at_level(logging.WARNING):
+        code = stop_child(process, "sleeper", timeout_s=10.0)
+    assert code == -signal.SIGTERM
+    assert not caplog.records
+
+
+def test_a_child_that_ignores_the_signal_is_killed_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    process = _start(IGNORES_TERM)
+    with caplog.at_level(logging.WARNING):
+        code = stop_child(process, "stubborn child", timeout_s=0.2)
+    assert code == -signal.SIGKILL
+    assert "stubborn child" in caplog.text and "SIGTERM" in caplog.text
+
+
+def test_the_signal_is_the_callers_and_an_exited_child_is_only_reaped() -> None:
+    process = _start(IGNORES_TERM)
+    assert stop_child(process, "child", timeout_s=10.0, sig=signal.SIGINT) != -signal.SIGKILL
+    assert stop_child(process, "child", timeout_s=10.0) == process.returncode
