@@ -6,7 +6,6 @@ All of the work lives in :mod:`streamtrain.lag`; this module parses, calls and p
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,13 +13,12 @@ import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
+from streamtrain.commands.planner_options import planner_options, take_planner_options
 from streamtrain.commands.shard_options import shard_job_settings, shard_options
 from streamtrain.errors import ConfigError, StreamtrainError
-from streamtrain.scale.policies import POLICY_NAMES
-from streamtrain.scale.samples import SampleSettings
 
 if TYPE_CHECKING:
-    from streamtrain.scale.planner_settings import PlannerSettings
+    pass
 
 __all__ = ["lag"]
 
@@ -177,199 +175,6 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default="warn",
     show_default=True,
 )
-@option("--plan-job", env="PLAN_JOB", default=None, help="Run the planner for this job.")
-@option(
-    "--plan-group",
-    env="PLAN_GROUP",
-    default=None,
-    help="The job's consumer group (its CPS and lag); default: the only --group.",
-)
-@option(
-    "--policy",
-    env="PLAN_POLICY",
-    type=click.Choice(POLICY_NAMES),
-    default="streamtrain",
-    show_default=True,
-)
-@option(
-    "--policy-setting",
-    "policy_settings",
-    env="PLAN_POLICY_SETTINGS",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A setting of the policy (its settings dataclass names them; repeatable).",
-)
-@option(
-    "--samples-topic",
-    env="PLAN_SAMPLES_TOPIC",
-    default="streamtrain.throughput",
-    show_default=True,
-    help="Where workers publish ThroughputSample messages.",
-)
-@option(
-    "--commands-topic",
-    env="PLAN_COMMANDS_TOPIC",
-    default="streamtrain.scale.commands",
-    show_default=True,
-    help="Where ScaleCommand messages go (key: the job).",
-)
-@option("--min-workers", env="PLAN_MIN_WORKERS", type=click.IntRange(min=1), default=1)
-@option("--max-workers", env="PLAN_MAX_WORKERS", type=click.IntRange(min=1), default=32)
-@option(
-    "--initial-workers",
-    env="PLAN_INITIAL_WORKERS",
-    type=click.IntRange(min=0),
-    default=None,
-    help="The worker count until samples report one.",
-)
-@option(
-    "--plan-step-s",
-    env="PLAN_STEP_S",
-    type=click.IntRange(min=1),
-    default=60,
-    show_default=True,
-    help="Arrival history step: one mean CPS per step.",
-)
-@option(
-    "--action-pause-s",
-    env="PLAN_ACTION_PAUSE_S",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Expected pause per scaling action until one is measured (model seconds). "
-    "Default: the pause measured for --plan-assignment (streamtrain.scale.action_costs, "
-    "benchmarks/scaling.py) on the planner's clock.",
-)
-@option(
-    "--scale-up-prep-s",
-    env="PLAN_SCALE_UP_PREP_S",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Expected preparation of new workers before they take data (model seconds). "
-    "Default: the preparation measured for --plan-assignment, on the planner's clock.",
-)
-@option(
-    "--plan-assignment",
-    env="PLAN_ASSIGNMENT",
-    type=click.Choice(["group", "cooperative", "shards"]),
-    default="group",
-    show_default=True,
-    help="How the planned job's workers get data (their --assignment): picks the "
-    "measured preparation and pause the planner expects per action.",
-)
-@option(
-    "--min-action-pause-s",
-    env="PLAN_MIN_ACTION_PAUSE_S",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    help="A floor under the measured pause per action (when the reported worker count "
-    "moves before the new workers consume).",
-)
-@option(
-    "--plan-lag-floor-s",
-    env="PLAN_LAG_FLOOR_S",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    help="Lag the job shows while it keeps up (model seconds; e.g. with --assignment "
-    "shards records wait to be cut, granted and committed): the policy plans on the lag "
-    "and backlog above it.",
-)
-@option(
-    "--throughput-model",
-    env="PLAN_THROUGHPUT_MODEL",
-    type=click.Choice(["sync", "async", "optimus", "ernest"]),
-    default="sync",
-    show_default=True,
-)
-@option(
-    "--min-distinct-workers",
-    env="PLAN_MIN_DISTINCT_WORKERS",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Measured pool sizes needed before F is fitted (at least the model's "
-    "coefficients); the ModelArts prior until then.",
-)
-@option(
-    "--prior-rate",
-    env="PLAN_PRIOR_RATE",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Records/s of one worker for the prior before any sample arrives.",
-)
-@option(
-    "--sample-bucket-s",
-    env="PLAN_SAMPLE_BUCKET_S",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Samples in one bucket at one pool size make one job-level observation.",
-)
-@option(
-    "--sample-max-clock-skew-s",
-    env="PLAN_SAMPLE_MAX_CLOCK_SKEW_S",
-    type=click.FloatRange(min=0),
-    default=60.0,
-    show_default=True,
-    help="Samples observed further ahead of this app's clock (wall seconds) are refused.",
-)
-@option(
-    "--sample-max-pool-workers",
-    env="PLAN_SAMPLE_MAX_POOL_WORKERS",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Samples reporting a larger pool are refused.",
-)
-@option(
-    "--sample-max-records-per-s",
-    env="PLAN_SAMPLE_MAX_RECORDS_PER_S",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1e9,
-    show_default=True,
-    help="Samples with a higher rate (records per wall second) are refused.",
-)
-@option(
-    "--plan-time-scale",
-    env="PLAN_TIME_SCALE",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Plan on a clock this many times faster than the wall clock (a replay that "
-    "compresses a day); the planner's step, pause and sample bucket are model seconds.",
-)
-@option(
-    "--plan-history",
-    env="PLAN_HISTORY",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help='Seed the arrival history from this JSON file ({"step_s", "end_at_ms", '
-    '"records_per_s"}: records per model second that ended at end_at_ms, which is '
-    "also where the scaled clock starts).",
-)
-@option(
-    "--allocator",
-    env="PLAN_ALLOCATOR",
-    is_flag=True,
-    help="The pool is shared: send the planner's wanted counts to the cluster allocator "
-    "(`cluster run`) as ScaleRequests on --requests-topic instead of ScaleCommands.",
-)
-@option(
-    "--requests-topic",
-    env="PLAN_REQUESTS_TOPIC",
-    default="streamtrain.cluster.requests",
-    show_default=True,
-    help="Where ScaleRequests go with --allocator.",
-)
-@option(
-    "--job-class",
-    env="PLAN_JOB_CLASS",
-    type=click.Choice(["guarantee", "opportunistic"]),
-    default="guarantee",
-    show_default=True,
-    help="With --allocator: served first (guarantee) or with what is left.",
-)
 @option(
     "--cps-window-s",
     env="LAG_CPS_WINDOW_S",
@@ -377,6 +182,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default=None,
     help="Window of the arrival rate (CPS). Default: max(60, 2 x --tick-s).",
 )
+@planner_options
 @forecaster_options
 @shard_options
 @kafka_options
@@ -398,33 +204,6 @@ def lag_run(
     history_max_age_s: float,
     data_dir: Path | None,
     faust_log_level: str,
-    plan_job: str | None,
-    plan_group: str | None,
-    policy: str,
-    policy_settings: tuple[str, ...],
-    samples_topic: str,
-    commands_topic: str,
-    min_workers: int,
-    max_workers: int,
-    initial_workers: int | None,
-    plan_step_s: int,
-    action_pause_s: float | None,
-    scale_up_prep_s: float | None,
-    plan_assignment: str,
-    min_action_pause_s: float,
-    plan_lag_floor_s: float,
-    throughput_model: str,
-    min_distinct_workers: int,
-    prior_rate: float | None,
-    sample_bucket_s: float,
-    sample_max_clock_skew_s: float,
-    sample_max_pool_workers: int,
-    sample_max_records_per_s: float,
-    plan_time_scale: float,
-    plan_history: Path | None,
-    allocator: bool,
-    requests_topic: str,
-    job_class: str,
     cps_window_s: float | None,
     **opts: Any,
 ) -> None:
@@ -460,58 +239,10 @@ def lag_run(
             for k in ("forecaster", "refit_every", "plan_quantile", "forecaster_fit_timeout")
         )
     )
-    planner = None
-    if plan_job is not None:
-        from streamtrain.scale.action_costs import measured_cost
-        from streamtrain.scale.timescale import TimeScale, read_seed_history
-
-        seed, origin_s = (None, time.time())
-        if plan_history is not None:
-            seed, origin_s = read_seed_history(plan_history)
-        clock = TimeScale(plan_time_scale, origin_s)
-        cost = measured_cost(plan_assignment)
-        planner = _planner_settings(
-            job=plan_job,
-            group=plan_group or (groups[0] if len(groups) == 1 else None),
-            policy=policy,
-            policy_settings=_key_values("--policy-setting", policy_settings),
-            step_s=plan_step_s,
-            min_workers=min_workers,
-            max_workers=max_workers,
-            initial_workers=initial_workers,
-            action_pause_s=clock.model_duration(cost.pause_s)
-            if action_pause_s is None
-            else action_pause_s,
-            scale_up_prep_s=clock.model_duration(cost.prep_s)
-            if scale_up_prep_s is None
-            else scale_up_prep_s,
-            min_action_pause_s=min_action_pause_s,
-            lag_floor_s=plan_lag_floor_s,
-            # an action is pending (no new decision) until the samples show its size,
-            # at most this long: the measured preparation and pause, with room to spare
-            command_timeout_s=max(
-                900.0, clock.model_duration(max(30.0, 4 * (cost.prep_s + cost.pause_s)))
-            ),
-            samples=SampleSettings(
-                bucket_s=sample_bucket_s,
-                # samples may arrive this late: some wall seconds, however fast the clock
-                retention_s=max(300.0, 2 * sample_bucket_s, clock.model_duration(10.0)),
-                min_distinct_workers=min_distinct_workers,
-                model_kind=throughput_model,
-                prior_single_worker_records_per_s=None
-                if prior_rate is None
-                else clock.model_rate(prior_rate),
-                # the limits of issue #18, item 5, on the planner's clock
-                max_clock_skew_s=clock.model_duration(sample_max_clock_skew_s),
-                max_pool_workers=sample_max_pool_workers,
-                max_records_per_s=clock.model_rate(sample_max_records_per_s),
-            ),
-            time_scale=clock,
-            history=seed,
-            **forecasting,
-        )
-        if planner.group not in groups:
-            groups = (*groups, planner.group)
+    plan = take_planner_options(opts, groups, forecasting)
+    planner = plan.settings
+    if planner is not None and planner.group not in groups:
+        groups = (*groups, planner.group)
     shards = shard_job_settings(opts, topics)
     if shards is not None and shards.job not in groups:
         groups = (*groups, shards.job)
@@ -533,10 +264,10 @@ def lag_run(
             data_dir=data_dir,
             monitor=monitor,
             planner=planner,
-            samples_topic=samples_topic,
-            commands_topic=commands_topic,
-            requests_topic=requests_topic if allocator and planner is not None else None,
-            job_class=job_class,
+            samples_topic=plan.samples_topic,
+            commands_topic=plan.commands_topic,
+            requests_topic=plan.requests_topic,
+            job_class=plan.job_class,
             shards=shards,
         )
         app, _ = create_app(settings)
@@ -544,8 +275,8 @@ def lag_run(
         # tables' partition count (Faust refuses to start otherwise).
         topics_needed = [reports_topic, alerts_topic, settings.history_topic]
         if planner is not None:
-            topics_needed += [samples_topic, commands_topic]
-            topics_needed += [requests_topic] if allocator else []
+            topics_needed += [plan.samples_topic, plan.commands_topic]
+            topics_needed += [plan.requests_topic] if plan.requests_topic else []
         if shards is not None:
             topics_needed += [shards.updates_topic, shards.grants_topic]
         for name in topics_needed:
@@ -559,40 +290,15 @@ def lag_run(
         )
         if planner is not None:
             route = (
-                f"requests {requests_topic} ({job_class})"
-                if allocator
-                else f"commands {commands_topic}"
+                f"requests {plan.requests_topic} ({plan.job_class})"
+                if plan.requests_topic
+                else f"commands {plan.commands_topic}"
             )
             click.echo(
-                f"planner for job {planner.job} on group {planner.group}: policy {policy}, "
+                f"planner for job {planner.job} on group {planner.group}: policy {planner.policy}, "
                 f"forecaster {planner.forecaster}, "
-                f"samples {samples_topic} -> {route}, "
+                f"samples {plan.samples_topic} -> {route}, "
                 f"http://{web_host}:{web_port}/planner",
                 err=True,
             )
         run_faust_app(app, faust_log_level, "the lag app")
-
-
-def _key_values(flag: str, items: tuple[str, ...]) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
-        pairs[key.strip()] = value.strip()
-    return pairs
-
-
-def _planner_settings(
-    *, group: str | None, policy_settings: dict[str, str], **kwargs: Any
-) -> PlannerSettings:
-    from streamtrain.scale.planner_settings import PlannerSettings, check_policy
-    from streamtrain.scale.policy_settings import parse_policy_settings
-
-    if group is None:
-        raise ConfigError("--plan-job needs --plan-group (or exactly one --group)")
-    settings = PlannerSettings(
-        group=group, policy_settings=parse_policy_settings(policy_settings), **kwargs
-    )
-    check_policy(settings)
-    return settings
