@@ -165,13 +165,19 @@ class PlannerAgent:
         self.arrivals_persisted = self.planner.arrivals.last_step
         self.arrivals_restored = True
 
-    def arrivals_to_persist(self) -> list[tuple[str, str]]:
-        """History-topic messages of the complete arrival steps not yet written."""
+    def arrivals_to_persist(self) -> list[tuple[int, str, str]]:
+        """``(step, key, value)`` history-topic messages of the complete arrival steps not
+        yet written (counted written from here on: see :meth:`arrivals_not_persisted`)."""
         new_steps = self.planner.arrivals.steps_after(self.arrivals_persisted)
         if new_steps:
             self.arrivals_persisted = new_steps[-1][0]
         group = self.planner.settings.group
-        return [arrival_message(group, step, rate) for step, rate in new_steps]
+        return [(step, *arrival_message(group, step, rate)) for step, rate in new_steps]
+
+    def arrivals_not_persisted(self, steps: list[int]) -> None:
+        """The sends of ``steps`` failed: write them (and the steps after) again next time."""
+        if steps and self.arrivals_persisted is not None:
+            self.arrivals_persisted = min(self.arrivals_persisted, min(steps) - 1)
 
 
 def add_planner(
@@ -243,10 +249,14 @@ def add_planner(
         service.outbox.extend(alerted.failed_items)
         if arrivals:
             stored = await publish(
-                [(k, history_topic.send(key=k, value=v)) for k, v in arrivals], timeout
+                [(step, history_topic.send(key=k, value=v)) for step, k, v in arrivals], timeout
             )
             if stored.failed:
-                log.warning("%d arrival steps not persisted (broker away?)", len(stored.failed))
+                agent.arrivals_not_persisted(stored.failed_items)
+                log.warning(
+                    "%d arrival steps not persisted (broker away?); retrying at the next tick",
+                    len(stored.failed),
+                )
 
     async def planner_page(web: Any, request: Any) -> Any:
         body = agent.status or {"note": "the planner has not run yet"}
