@@ -78,6 +78,7 @@ from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
 from streamtrain.scale.executors.readiness import Readiness
+from streamtrain.scale.executors.shard_release import ShardRelease
 
 __all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings", "run_demo"]
 
@@ -111,6 +112,7 @@ class _Demo:
         )
         self.generator: TrafficGenerator | None = None
         self.readiness: Readiness | None = None
+        self.shard_release: ShardRelease | None = None  # shards mode: a dead worker's shards
         self.pool: LocalProcessPool | None = None
         self.control: LocalProcessPool | None = None
         self.control_port = 0
@@ -183,6 +185,7 @@ class _Demo:
             log_dir=self.run_dir / "logs",
             size_path=pool_size_path(self.run_dir),
             readiness=self.readiness,
+            on_exit=None if self.shard_release is None else self.shard_release.worker_gone,
         )
 
     # -- while running ---------------------------------------------------------------
@@ -349,6 +352,9 @@ def run_demo(
         demo.readiness = stack.enter_context(
             Readiness(kafka, demo.names.job, states_topic(demo.names))
         )
+        if settings.assignment == "shards":
+            demo.shard_release = ShardRelease(kafka, demo.names.job)
+            stack.callback(demo.shard_release.close)
         demo.pool = stack.enter_context(demo.worker_pool())
         dashboard = Dashboard(
             demo.state, demo.burst, host=settings.dashboard_host, port=settings.dashboard_port

@@ -28,9 +28,9 @@ epoch, until a deadline) or ``done``. It is responsible for:
 * **the committable position** (:meth:`~ShardBook.committable`): per partition, the end
   of the contiguous prefix of done shards, never past an untrained record;
 * **restore**: :meth:`~ShardBook.snapshot` (per partition, JSON-able, the changelogged
-  table's values) and :meth:`~ShardBook.restore`; after a restore no queued shard is
-  handed out for ``lease_s``, so a grant lost with the old process is reclaimed by its
-  holder's heartbeat before anyone else could get it.
+  table's values) and :meth:`~ShardBook.restore`; after restoring any partition no
+  queued shard is handed out for ``lease_s``: a grant lost with the old process is
+  reclaimed by its holder's heartbeat before anyone else could get it.
 
 Time (``now_s``) is always an argument.
 """
@@ -473,7 +473,7 @@ class ShardBook:
         """Rebuild from :meth:`snapshot` values; returns the partitions restored.
 
         Leases keep their holders with a fresh deadline; for ``lease_s`` nothing queued is
-        handed out (see the module docstring). A malformed entry is logged and skipped.
+        handed out (not after a first start). A malformed entry is logged and skipped.
         """
         restored = 0
         for entry in snapshot:
@@ -496,5 +496,5 @@ class ShardBook:
         for key in list(self._partitions):
             self._advance(key)
         self._dirty.clear()
-        self._grace_until_s = now_s + self.settings.lease_s
+        self._grace_until_s = now_s + self.settings.lease_s if restored else float("-inf")
         return restored

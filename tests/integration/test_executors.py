@@ -154,13 +154,18 @@ def test_pool_kills_a_worker_that_ignores_sigterm(tmp_path, worker_argv, caplog)
 
 
 def test_a_killed_worker_is_replaced_in_its_slot(tmp_path, worker_argv):
-    with LocalProcessPool(worker_argv, replace_dead=True) as pool:
+    gone = []  # on_exit: before the replacement starts (a shard job hands shards back)
+    pool = LocalProcessPool(
+        worker_argv, replace_dead=True, on_exit=lambda w: gone.append((w, len(pool.workers())))
+    )
+    with pool:
         pool.scale_to(2)
         victim = pool.workers()[1]
         os.kill(victim.pid, signal.SIGKILL)
         wait_until(lambda: pool.current_workers() == 1, "the kill to take effect")
 
         (exit_,) = pool.reap()
+        assert gone == [("worker-1", 1)]
         assert (exit_.index, exit_.worker_id, exit_.pid) == (1, "worker-1", victim.pid)
         assert exit_.returncode == -signal.SIGKILL
         assert exit_.replaced_by_pid is not None

@@ -22,6 +22,7 @@ from streamtrain.broker import free_port
 from streamtrain.config import KafkaSettings
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.scale.executors.shard_release import ShardRelease
 from tests.integration.lag_process import start_lag_app, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -309,6 +310,33 @@ def test_kill_9_a_worker_holding_shards_requeues_them_and_every_id_is_trained(jo
     log = next(job.dir.glob("control-*.log")).read_text()
     assert "sent no heartbeat" in log  # w1's shards were requeued
     assert "ignoring" in log
+
+
+def test_the_executor_hands_a_killed_workers_shards_back_before_the_lease_ends(job):
+    """ShardRelease (what the demo's pool calls when a worker dies): with a lease far
+    longer than the test may run, only the hand-back can requeue w1's shards."""
+    job.create(4)
+    with running(job):
+        job.start_control("--shard-lease-s", "3600", "--faust-log-level", "info")
+        for name in ("w0", "w1"):
+            job.start_worker(name, delay_s=0.05)
+        job.produce(2_000)
+        wait_for(lambda: len(job.trained().get("w1", [])) > 50, what="w1 to train")
+        job.workers["w1"].kill()
+        job.workers["w1"].wait(10)
+        release = ShardRelease(job.kafka, job.name)
+        try:
+            assert release.worker_gone("w1")
+        finally:
+            release.close()
+        job.produce(500)
+        assert job.wait_all_trained_and_committed(), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        committed_within_trained(job)
+    log = next(job.dir.glob("control-*.log")).read_text()
+    assert "worker w1 left" in log and "sent no heartbeat" not in log
 
 
 def test_24_workers_on_16_partitions_all_train(job):

@@ -29,6 +29,11 @@ its environment; a replaced worker keeps its slot's id and index.
   (:meth:`~LocalProcessPool.current_workers`) nor in the size file.
   :attr:`~LocalProcessPool.last_prep_s` is the preparation time of the last scale-up.
 
+* ``on_exit`` is called with the worker id of a worker that exited on its own (not one
+  a scale-down stopped), before its slot is refilled: a shard job's pool hands the dead
+  worker's shards back at once with
+  :meth:`~streamtrain.scale.executors.shard_release.ShardRelease.worker_gone`.
+
 * **Never spawns in a loop** (issue #18, item 4): ``scale_to`` above ``max_workers``
   (default 64) is refused, not retriable, before any process starts; and a slot whose
   worker keeps dying young (within ``min_uptime_s`` of its start) is refilled by
@@ -114,6 +119,7 @@ class LocalProcessPool:
         min_uptime_s: float = 10.0,
         restart_backoff_s: float = 1.0,
         max_restart_backoff_s: float = 60.0,
+        on_exit: Callable[[str], object] | None = None,
     ) -> None:
         if not argv or not all(isinstance(arg, str) for arg in argv):
             raise ConfigError("the worker command must be a non-empty sequence of strings")
@@ -149,6 +155,7 @@ class LocalProcessPool:
         self.prep_timeout_s = prep_timeout_s
         self.last_prep_s: float | None = None
         self.not_ready = 0  # workers given up on because they never said READY
+        self.on_exit = on_exit
 
     @property
     def name(self) -> str:
@@ -305,6 +312,8 @@ class LocalProcessPool:
                 worker.process.pid,
                 code,
             )
+            if self.on_exit is not None:
+                self.on_exit(worker.worker_id)
             new_pid = None
             if replace:
                 young = now_s - worker.started_s < self.min_uptime_s

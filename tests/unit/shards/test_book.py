@@ -249,6 +249,15 @@ def test_restore_keeps_leases_and_hands_out_nothing_during_the_grace():
     assert all(g.epoch > lost.epoch for g in grants)
 
 
+def test_a_first_start_from_an_empty_table_hands_out_at_once():
+    """No grace without anything restored (with a long lease the grace starved every
+    worker of a freshly started control app for the whole lease)."""
+    b = book(shard_records=10, lease_s=3600.0)
+    assert b.restore([], now_s=0.0) == 0
+    b.observe(T, 0, 40, 0, now_s=0.0)
+    assert len(b.request("a", 2, now_s=0.1)) == 2
+
+
 def test_restore_skips_malformed_entries():
     b = book()
     assert (
