@@ -2,7 +2,10 @@
 
 Owned here: :class:`SelectForecaster`. ``fit(history)`` holds out the last
 ``val_steps`` of the history (at most a quarter of it) and splits them into ``folds``
-consecutive folds. For each fold, every candidate is fitted on the steps before the
+consecutive folds, or, with ``fold_steps``, into the last whole folds of ``fold_steps``
+steps, at most ``folds`` of them (``auto``: days, like the live refits, so that the
+folds of one day's fit start where the previous day's started: :func:`fold_bounds`).
+For each fold, every candidate is fitted on the steps before the
 fold and walked through it as the live loop uses it: a forecast of ``horizon_steps``
 (the planner's horizon) every ``stride_steps``, then ``update`` with the steps that
 arrived. So each candidate is scored as it is run, refitted from time to time and
@@ -20,6 +23,10 @@ deterministic. The kept models are then fitted again on the whole history (``ref
 a model fitted a week ago forecasts today's level worse than the candidate scored in
 the last fold), which costs one more fit per kept model; if that fit fails, the model
 of the last fold (told every step since) is kept instead.
+
+Fits may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
+keyed by ``cache_key(candidate)``): the benchmark's rolling origin asks for the same
+fits day after day; the choice and the forecasts are the same with or without it.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
@@ -46,6 +53,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, as_history, as_new_points, check_horizon
+from streamtrain.forecast.fitcache import FitCache
 
 __all__ = ["ENSEMBLE_RANGE", "SelectForecaster"]
 
@@ -65,9 +73,16 @@ def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict
     return result
 
 
-def fold_bounds(n: int, val: int, folds: int) -> list[tuple[int, int]]:
+def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
     """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
-    ``folds`` consecutive parts (the last takes the remainder)."""
+    ``folds`` consecutive parts (the last takes the remainder); with ``fold_steps``, the
+    last ``min(folds, val // fold_steps)`` whole folds of ``fold_steps`` steps (one fold
+    of ``val`` steps when not even one fits)."""
+    if fold_steps > 0:
+        count = min(folds, val // fold_steps)
+        if count == 0:
+            return [(n - val, n)]
+        return [(n - (k + 1) * fold_steps, n - k * fold_steps) for k in range(count - 1, -1, -1)]
     size = val // folds
     starts = [n - val + i * size for i in range(folds)]
     return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
@@ -96,14 +111,20 @@ class SelectForecaster:
         horizon_steps: int = 30,
         stride_steps: int = 30,
         folds: int = 2,
+        fold_steps: int = 0,
         ensemble: bool = True,
         refit: bool = True,
         name: str = "select",
+        cache: FitCache | None = None,
+        cache_key: Callable[[str], str] | None = None,
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
-        if min(val_steps, horizon_steps, stride_steps, folds) < 1:
-            raise ConfigError("val_steps, horizon_steps, stride_steps and folds must be positive")
+        if min(val_steps, horizon_steps, stride_steps, folds) < 1 or fold_steps < 0:
+            raise ConfigError(
+                "val_steps, horizon_steps, stride_steps and folds must be positive, "
+                "fold_steps not negative"
+            )
         self.make = make
         self.candidates = tuple(candidates)
         self.step_s = step_s
@@ -111,9 +132,12 @@ class SelectForecaster:
         self.horizon_steps = horizon_steps
         self.stride_steps = stride_steps
         self.folds = folds
+        self.fold_steps = fold_steps
         self.ensemble = ensemble
         self.refit = refit
         self.name = name
+        self.cache = cache
+        self.cache_key = cache_key or (lambda candidate: candidate)
         self.models_: dict[str, Forecaster] = {}
         self.chosen_: str | None = None
         self.weights_: dict[str, float] = {}
@@ -127,8 +151,7 @@ class SelectForecaster:
     def _walk(self, name: str, values: FloatArray, start: int, end: int) -> list[FloatArray]:
         """Fit ``name`` on ``values[:start]`` and forecast at each origin of the fold; the
         model is kept in ``models_`` (told every step up to ``end``)."""
-        model = self.make(name)
-        model.fit(values[:start])
+        model = self._fit(name, values[:start])
         seen, outs = start, []
         for origin in self._origins(start, end):
             if origin > seen:
@@ -140,14 +163,18 @@ class SelectForecaster:
         self.models_[name] = model
         return outs
 
-    def _validate(self, values: FloatArray, val: int) -> dict[str, FloatArray]:
+    def _fit(self, name: str, history: FloatArray) -> Forecaster:
+        if self.cache is None:
+            return self.make(name).fit(history)
+        return self.cache.fit(self.cache_key(name), lambda: self.make(name), history)
+
+    def _validate(self, values: FloatArray, folds: list[tuple[int, int]]) -> dict[str, FloatArray]:
         """Each candidate's validation forecasts over every fold, concatenated."""
-        n = values.shape[0]
         forecasts: dict[str, FloatArray] = {}
         for name in self.candidates:
             outs: list[FloatArray] = []
             try:
-                for start, end in fold_bounds(n, val, self.folds):
+                for start, end in folds:
                     outs += self._walk(name, values, start, end)
             except _FAILURES as exc:
                 log.warning("%s: candidate %s failed in validation: %s", self.name, name, exc)
@@ -156,8 +183,9 @@ class SelectForecaster:
             forecasts[name] = np.concatenate(outs)
         return forecasts
 
-    def _score(self, values: FloatArray, val: int, forecasts: dict[str, FloatArray]) -> None:
-        folds = fold_bounds(values.shape[0], val, self.folds)
+    def _score(
+        self, values: FloatArray, folds: list[tuple[int, int]], forecasts: dict[str, FloatArray]
+    ) -> None:
         actual = np.concatenate(
             [values[o : o + self.horizon_steps] for s, e in folds for o in self._origins(s, e)]
         )
@@ -184,7 +212,7 @@ class SelectForecaster:
     def _refit(self, values: FloatArray) -> None:
         for key in self.weights_:
             try:
-                self.models_[key] = self.make(key).fit(values)
+                self.models_[key] = self._fit(key, values)
             except _FAILURES as exc:
                 log.warning(
                     "%s: refitting %s on the whole history failed (%s); keeping its "
@@ -198,17 +226,18 @@ class SelectForecaster:
         values = as_history(history)
         self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
         val = min(self.val_steps, values.shape[0] // 4)
-        if val // self.folds >= self.horizon_steps:
-            forecasts = self._validate(values, val)
+        folds = fold_bounds(values.shape[0], val, self.folds, self.fold_steps)
+        if min(e - s for s, e in folds) >= self.horizon_steps:
+            forecasts = self._validate(values, folds)
             if forecasts:
-                self._score(values, val, forecasts)
+                self._score(values, folds, forecasts)
                 self.models_ = {k: v for k, v in self.models_.items() if k in self.weights_}
                 if self.refit:
                     self._refit(values)
         if self.chosen_ is None:  # no validation window: the first candidate that fits
             for name in self.candidates:
                 try:
-                    self.models_ = {name: self.make(name).fit(values)}
+                    self.models_ = {name: self._fit(name, values)}
                 except _FAILURES as exc:
                     log.warning("%s: candidate %s failed: %s", self.name, name, exc)
                     continue
