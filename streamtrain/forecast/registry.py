@@ -16,16 +16,20 @@ statsforecast (each model imports its library when it is fitted or loaded).
   inverse-MAE weighted ensemble of the best few) by rolling-origin validation over the
   last week of the history (at most a quarter of it: a window of every weekday, so a
   closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``, each candidate
-  fitted at the start of each day, as the daily refits do), at ``forecast eval``'s horizon
+  fitted at the start of each day, as the daily refits do; a day on which the seasonal
+  naive errs three times its median day is not scored), keeping the better of ``ets``
+  and ``mstl`` unless another option is more than 5 % better (``AUTO_PREFER``), at
+  ``forecast eval``'s horizon
   (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`), the kept models then
   refitted on the whole history (:class:`~streamtrain.forecast.select.SelectForecaster`),
   behind the seasonal-naive safety net
   (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
   ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
-  validation window in ``folds`` equal parts), ``ensemble``, ``refit``, ``cache`` (a
-  :class:`~streamtrain.forecast.fitcache.FitCache`, keyed by :func:`fit_key`), and the
-  safety net's ``track_steps``, ``window_steps``, ``min_tracked``.
+  validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
+  ``prefer_margin``, ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
+  keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
+  ``min_tracked``.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ FORECASTER_NAMES = (
     "auto",
 )
 AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
+AUTO_PREFER = ("ets", "mstl")  # the safe choice unless another is clearly better
 AUTO_FOLDS = 7  # daily validation folds over the last week (at most a quarter of the history)
 _NAIVE_PERIODS = {
     "seasonal_naive": 0,
@@ -73,6 +78,7 @@ _SELECT_OPTIONS = (
     "ensemble",
     "refit",
     "cache",
+    "prefer_margin",
 )
 
 
@@ -112,6 +118,7 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     def key(name: str) -> str:
         return fit_key(name, step_s=step_s, seed=seed, **own(name))
 
+    select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
     chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
 

@@ -18,6 +18,18 @@ is the lowest mean absolute error over every fold among
   within ``ENSEMBLE_RANGE`` of the best one's MAE: a much weaker model (a seasonal
   naive on a closed weekend) does not enter on a validation tie.
 
+With ``prefer`` (``auto``: the statsforecast models), the best preferred candidate is
+the safe choice: another option (a model or an ensemble) is kept only when its
+validation MAE is lower by more than ``prefer_margin`` (5 %); a closer win is within
+what the validation can tell apart (measured: docs/benchmarks.md).
+
+Unusual folds are not scored: with three folds or more, a fold on which the seasonal
+naive (weekly once the history before it holds two weeks) errs more than
+``ANOMALY_RATIO`` times its median fold (a holiday, an outage: a day nobody forecast)
+says how each model copes with a day unlike the others, not how well it forecasts the
+next one, and one such day decided the choice on a call centre's series (the model that
+adapted fastest to a closed holiday was chosen and then missed the day after it).
+
 Ties go to the earlier candidate, and to one model before an ensemble: the choice is
 deterministic. The kept models are then fitted again on the whole history (``refit``;
 a model fitted a week ago forecasts today's level worse than the candidate scored in
@@ -52,16 +64,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, as_history, as_new_points, check_horizon
+from streamtrain.forecast.base import (
+    Forecaster,
+    SeasonalNaive,
+    as_history,
+    as_new_points,
+    check_horizon,
+)
 from streamtrain.forecast.fitcache import FitCache
 
-__all__ = ["ENSEMBLE_RANGE", "SelectForecaster"]
+__all__ = ["ANOMALY_RATIO", "ENSEMBLE_RANGE", "PREFER_MARGIN", "SelectForecaster", "fold_bounds"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
 ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
+PREFER_MARGIN = 0.05  # what another option must gain on the best preferred candidate
+ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
@@ -117,6 +137,8 @@ class SelectForecaster:
         name: str = "select",
         cache: FitCache | None = None,
         cache_key: Callable[[str], str] | None = None,
+        prefer: Sequence[str] = (),
+        prefer_margin: float = PREFER_MARGIN,
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
@@ -137,6 +159,8 @@ class SelectForecaster:
         self.refit = refit
         self.name = name
         self.cache = cache
+        self.prefer = tuple(prefer)
+        self.prefer_margin = prefer_margin
         self.cache_key = cache_key or (lambda candidate: candidate)
         self.models_: dict[str, Forecaster] = {}
         self.chosen_: str | None = None
@@ -152,6 +176,13 @@ class SelectForecaster:
         """Fit ``name`` on ``values[:start]`` and forecast at each origin of the fold; the
         model is kept in ``models_`` (told every step up to ``end``)."""
         model = self._fit(name, values[:start])
+        outs = self._walk_model(model, values, start, end)
+        self.models_[name] = model
+        return outs
+
+    def _walk_model(
+        self, model: Forecaster, values: FloatArray, start: int, end: int
+    ) -> list[FloatArray]:
         seen, outs = start, []
         for origin in self._origins(start, end):
             if origin > seen:
@@ -160,8 +191,40 @@ class SelectForecaster:
             outs.append(np.maximum(model.predict(self.horizon_steps), 0.0))
         if end > seen:
             model.update(values[seen:end])
-        self.models_[name] = model
         return outs
+
+    def _usual(self, values: FloatArray, folds: list[tuple[int, int]]) -> NDArray[np.bool_]:
+        """Per validation point: whether its fold is scored (module docstring: a fold on
+        which the seasonal naive errs ``ANOMALY_RATIO`` times its median fold is not)."""
+        sizes = [len(self._origins(s, e)) * self.horizon_steps for s, e in folds]
+        keep = np.ones(len(folds), dtype=bool)
+        if len(folds) >= 3:
+            errors = []
+            try:
+                for start, end in folds:
+                    naive = SeasonalNaive(0, step_s=self.step_s).fit(values[:start])
+                    pred = np.concatenate(self._walk_model(naive, values, start, end))
+                    actual = np.concatenate(
+                        [values[o : o + self.horizon_steps] for o in self._origins(start, end)]
+                    )
+                    err = np.abs(pred - actual)
+                    errors.append(float(np.nanmean(err)) if (~np.isnan(err)).any() else 0.0)
+            except (ConfigError, *_FAILURES) as exc:
+                log.warning("%s: no seasonal naive to spot unusual folds: %s", self.name, exc)
+            else:
+                typical = float(np.median(errors))
+                if typical > 0:
+                    keep = np.asarray(errors) <= ANOMALY_RATIO * typical
+                    if not keep.all():
+                        log.info(
+                            "%s: not scoring %d unusual validation fold(s) (seasonal naive "
+                            "MAE %s; median %.4g)",
+                            self.name,
+                            int((~keep).sum()),
+                            ", ".join(f"{e:.4g}" for e in errors),
+                            typical,
+                        )
+        return np.repeat(keep, sizes)
 
     def _fit(self, name: str, history: FloatArray) -> Forecaster:
         if self.cache is None:
@@ -192,6 +255,8 @@ class SelectForecaster:
         seen = ~np.isnan(actual)
         if not seen.any():
             raise ForecastError(f"{self.name}: the validation window has no observed steps")
+        usual = seen & self._usual(values, folds)
+        seen = usual if usual.any() else seen
         options: dict[str, dict[str, float]] = {}
         for key, pred in forecasts.items():
             self.val_mae_[key] = float(np.abs(pred - actual)[seen].mean())
@@ -207,6 +272,13 @@ class SelectForecaster:
             self.val_mae_[key] = float(np.abs(mean - actual)[seen].mean())
             options[key] = {m: float(w) for m, w in zip(members, weights, strict=True)}
         self.chosen_ = min(self.val_mae_, key=self.val_mae_.__getitem__)
+        preferred = [m for m in ranked if m in self.prefer]
+        if (
+            preferred
+            and self.val_mae_[self.chosen_]
+            >= (1 - self.prefer_margin) * (self.val_mae_[preferred[0]])
+        ):
+            self.chosen_ = preferred[0]  # not clearly better than the safe choice
         self.weights_ = options[self.chosen_]
 
     def _refit(self, values: FloatArray) -> None:

@@ -186,3 +186,53 @@ def test_a_much_weaker_model_does_not_join_an_ensemble():
     models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 14.0)}
     chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
     assert chooser.chosen_ == "near" and "near+far" not in chooser.val_mae_
+
+
+def test_the_preferred_model_stays_unless_another_is_clearly_better():
+    values = np.full(1000, 10.0)
+    # "other" errs 3 % less than "safe", within the margin: the safe model is kept
+    models = {"safe": lambda: Const("safe", 9.0), "other": lambda: Const("other", 9.03)}
+    kwargs = {"val_steps": 200, "prefer": ("safe",)}
+    chooser = SelectForecaster(_maker(models), ["other", "safe"], **kwargs).fit(values)
+    assert chooser.chosen_ == "safe" and chooser.val_mae_["other"] < chooser.val_mae_["safe"]
+    # 20 % less is clearly better
+    models["other"] = lambda: Const("other", 9.2)
+    chooser = SelectForecaster(_maker(models), ["other", "safe"], **kwargs).fit(values)
+    assert chooser.chosen_ == "other"
+    # no preference: the lowest validation error, however close
+    models["other"] = lambda: Const("other", 9.03)
+    chooser = SelectForecaster(_maker(models), ["other", "safe"], val_steps=200).fit(values)
+    assert chooser.chosen_ == "other"
+
+
+class Knowing(Const):
+    """Forecasts 100 during day 25 of an hourly series (it 'knows' the spike), 13 else."""
+
+    def predict(self, horizon):
+        return np.full(horizon, 100.0 if 24 * 25 <= self.seen < 24 * 26 else 13.0)
+
+
+def test_a_day_the_seasonal_naive_misses_badly_is_not_scored():
+    rng = np.random.default_rng(0)
+    values = 10.0 + rng.uniform(-0.5, 0.5, 28 * 24)
+    values[24 * 25 : 24 * 26] = 100.0  # a holiday, an outage: a day unlike the others
+    models = {"steady": lambda: Const("steady", 10.0), "knowing": lambda: Knowing("knowing", 0)}
+
+    def chooser(folds, days=1):
+        return SelectForecaster(
+            _maker(models),
+            ["steady", "knowing"],
+            step_s=3600,
+            val_steps=5 * 24,
+            horizon_steps=2,
+            stride_steps=2,
+            folds=folds,
+            fold_steps=24 * days,
+            ensemble=False,
+        ).fit(values)
+
+    # five daily folds: day 25 is unusual (the naive errs ~90 there, ~0.5 elsewhere), so
+    # the model that is 0.25 off on ordinary days beats the one that only got day 25 right
+    assert chooser(5).chosen_ == "steady"
+    # with two folds (of two days) nothing is unusual (a median of two): day 25 decides
+    assert chooser(2, days=2).chosen_ == "knowing"
