@@ -18,7 +18,7 @@ statsforecast (each model imports its library when it is fitted or loaded).
   closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``, each candidate
   fitted at the start of each day, as the daily refits do; a day on which the seasonal
   naive errs three times its median day is not scored), keeping the better of ``ets``
-  and ``mstl`` unless another option is more than 5 % better (``AUTO_PREFER``), at
+  and ``mstl`` unless another option is better on every scored day (``AUTO_PREFER``), at
   ``forecast eval``'s horizon
   (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`), the kept models then
   refitted on the whole history (:class:`~streamtrain.forecast.select.SelectForecaster`),
@@ -27,7 +27,7 @@ statsforecast (each model imports its library when it is fitted or loaded).
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
   ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
   validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
-  ``prefer_margin``, ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
+  ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
   keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
   ``min_tracked``.
 """
@@ -78,7 +78,6 @@ _SELECT_OPTIONS = (
     "ensemble",
     "refit",
     "cache",
-    "prefer_margin",
 )
 
 

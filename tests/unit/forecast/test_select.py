@@ -188,21 +188,38 @@ def test_a_much_weaker_model_does_not_join_an_ensemble():
     assert chooser.chosen_ == "near" and "near+far" not in chooser.val_mae_
 
 
-def test_the_preferred_model_stays_unless_another_is_clearly_better():
-    values = np.full(1000, 10.0)
-    # "other" errs 3 % less than "safe", within the margin: the safe model is kept
-    models = {"safe": lambda: Const("safe", 9.0), "other": lambda: Const("other", 9.03)}
-    kwargs = {"val_steps": 200, "prefer": ("safe",)}
-    chooser = SelectForecaster(_maker(models), ["other", "safe"], **kwargs).fit(values)
-    assert chooser.chosen_ == "safe" and chooser.val_mae_["other"] < chooser.val_mae_["safe"]
-    # 20 % less is clearly better
-    models["other"] = lambda: Const("other", 9.2)
-    chooser = SelectForecaster(_maker(models), ["other", "safe"], **kwargs).fit(values)
-    assert chooser.chosen_ == "other"
-    # no preference: the lowest validation error, however close
-    models["other"] = lambda: Const("other", 9.03)
-    chooser = SelectForecaster(_maker(models), ["other", "safe"], val_steps=200).fit(values)
-    assert chooser.chosen_ == "other"
+class Lumpy(Const):
+    """Exact (10) except while it has seen 1700-1799 steps, when it forecasts ``miss``."""
+
+    def __init__(self, name, miss):
+        super().__init__(name, 10.0)
+        self.miss = miss
+
+    def predict(self, horizon):
+        return np.full(horizon, self.miss if 1700 <= self.seen < 1800 else 10.0)
+
+
+def test_the_preferred_model_stays_unless_another_is_ahead_on_every_fold():
+    values = np.full(2000, 10.0)
+
+    def chooser(miss, prefer=("safe",)):
+        models = {"safe": lambda: Const("safe", 9.0), "lumpy": lambda: Lumpy("lumpy", miss)}
+        return SelectForecaster(
+            _maker(models),
+            ["lumpy", "safe"],
+            val_steps=500,
+            folds=5,
+            fold_steps=100,
+            prefer=prefer,
+        ).fit(values)
+
+    # lumpy errs 0.6 in total against 1.0, but 3.0 on one fold of five: safe is kept
+    picked = chooser(7.0)
+    assert picked.chosen_ == "safe" and picked.val_mae_["lumpy"] < picked.val_mae_["safe"]
+    # without a preference the lower total wins
+    assert chooser(7.0, prefer=()).chosen_ == "lumpy"
+    # ahead on every fold (0.5 on its worst): kept
+    assert chooser(9.5).chosen_ == "lumpy"
 
 
 class Knowing(Const):
