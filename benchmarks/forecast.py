@@ -119,6 +119,8 @@ def main() -> None:
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
 
     nan = float("nan")
+    if not args.skip_cost:
+        _progress("cost: fedformer on 7 days, then auto on 28 days without a cache")
     fit_s, predict_ms, auto_s = (nan, nan, nan) if args.skip_cost else _cost(args.seed)
     if not args.skip_cost:
         print(
