@@ -60,7 +60,7 @@ class FedformerSettings:
     baseline_periods: int = 3
     baseline_median: bool = False
     weigh_by_level: bool = True
-    train_steps: int = 600
+    train_steps: int = 1200  # 600 left it undertrained (issue #19: docs/benchmarks.md)
     batch_size: int = 32
     learning_rate: float = 1e-3
     val_fraction: float = 0.15

@@ -1,7 +1,8 @@
 """Forecasters by name: the one place that maps model names to classes.
 
-Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster` and :func:`load_forecaster`
-(any saved model, by the ``model`` field it saved). Nothing here imports torch or
+Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster`, :func:`fit_key` (what
+names one fit in a fit cache) and :func:`load_forecaster` (any saved model, by the
+``model`` field it saved). Nothing here imports torch or
 statsforecast (each model imports its library when it is fitted or loaded).
 
 * ``seasonal_naive`` (weekly once the history holds two weeks, daily before),
@@ -14,14 +15,21 @@ statsforecast (each model imports its library when it is fitted or loaded).
 * ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or an
   inverse-MAE weighted ensemble of the best few) by rolling-origin validation over the
   last week of the history (at most a quarter of it: a window of every weekday, so a
-  closed weekend cannot decide alone) in two folds, at ``forecast eval``'s horizon
+  closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``, each candidate
+  fitted at the start of each day, as the daily refits do; a day on which the seasonal
+  naive errs three times its median day is not scored), keeping the better of ``ets``
+  and ``mstl`` unless another option is better on every scored day (``AUTO_PREFER``), at
+  ``forecast eval``'s horizon
   (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`), the kept models then
   refitted on the whole history (:class:`~streamtrain.forecast.select.SelectForecaster`),
   behind the seasonal-naive safety net
   (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
   fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
-  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``ensemble``, ``refit``,
-  and the safety net's ``track_steps``, ``window_steps``, ``min_tracked``.
+  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
+  validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
+  ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
+  keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
+  ``min_tracked``.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from streamtrain.forecast.select import SelectForecaster
 from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.units import DAY_S, WEEK_S
 
-__all__ = ["AUTO_CANDIDATES", "FORECASTER_NAMES", "load_forecaster", "make_forecaster"]
+__all__ = ["AUTO_CANDIDATES", "FORECASTER_NAMES", "fit_key", "load_forecaster", "make_forecaster"]
 
 FORECASTER_NAMES = (
     "seasonal_naive",
@@ -53,13 +61,24 @@ FORECASTER_NAMES = (
     "auto",
 )
 AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
+AUTO_PREFER = ("ets", "mstl")  # the safe choice unless another is clearly better
+AUTO_FOLDS = 7  # daily validation folds over the last week (at most a quarter of the history)
 _NAIVE_PERIODS = {
     "seasonal_naive": 0,
     "seasonal_naive_daily": DAY_S,
     "seasonal_naive_weekly": WEEK_S,
 }
 _FALLBACK_OPTIONS = ("track_steps", "window_steps", "min_tracked")
-_SELECT_OPTIONS = ("val_steps", "horizon_steps", "stride_steps", "folds", "ensemble", "refit")
+_SELECT_OPTIONS = (
+    "val_steps",
+    "horizon_steps",
+    "stride_steps",
+    "folds",
+    "fold_steps",
+    "ensemble",
+    "refit",
+    "cache",
+)
 
 
 def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerForecaster:
@@ -84,16 +103,30 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     candidates = _candidates(options.pop("candidates", AUTO_CANDIDATES))
     FedformerSettings.from_options(**options)  # unknown options fail now, not at fit
     select.setdefault("val_steps", WEEK_S // step_s)
+    select.setdefault("folds", AUTO_FOLDS)
+    select.setdefault("fold_steps", DAY_S // step_s)
     select.setdefault("horizon_steps", default_horizon_steps(step_s))
     select.setdefault("stride_steps", select["horizon_steps"])
 
     def make(name: str) -> Forecaster:
-        return make_forecaster(
-            name, step_s=step_s, seed=seed, **(options if name == "fedformer" else {})
-        )
+        return make_forecaster(name, step_s=step_s, seed=seed, **own(name))
 
-    chooser = SelectForecaster(make, candidates, step_s=step_s, **select)
+    def own(name: str) -> dict[str, Any]:
+        return options if name == "fedformer" else {}
+
+    def key(name: str) -> str:
+        return fit_key(name, step_s=step_s, seed=seed, **own(name))
+
+    select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
+    chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
+
+
+def fit_key(name: str, *, step_s: int = 60, seed: int = 0, **options: Any) -> str:
+    """What names one fit of ``make_forecaster(name, step_s=..., seed=..., **options)``
+    in a :class:`~streamtrain.forecast.fitcache.FitCache` (with the history's digest)."""
+    extra = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
+    return f"{name}|step_s={step_s}|seed={seed}|{extra}"
 
 
 def make_forecaster(name: str, *, step_s: int = 60, seed: int = 0, **options: Any) -> Forecaster:

@@ -2,7 +2,10 @@
 
 Owned here: :class:`SelectForecaster`. ``fit(history)`` holds out the last
 ``val_steps`` of the history (at most a quarter of it) and splits them into ``folds``
-consecutive folds. For each fold, every candidate is fitted on the steps before the
+consecutive folds, or, with ``fold_steps``, into the last whole folds of ``fold_steps``
+steps, at most ``folds`` of them (``auto``: days, like the live refits, so that the
+folds of one day's fit start where the previous day's started: :func:`fold_bounds`).
+For each fold, every candidate is fitted on the steps before the
 fold and walked through it as the live loop uses it: a forecast of ``horizon_steps``
 (the planner's horizon) every ``stride_steps``, then ``update`` with the steps that
 arrived. So each candidate is scored as it is run, refitted from time to time and
@@ -15,11 +18,29 @@ is the lowest mean absolute error over every fold among
   within ``ENSEMBLE_RANGE`` of the best one's MAE: a much weaker model (a seasonal
   naive on a closed weekend) does not enter on a validation tie.
 
+With ``prefer`` (``auto``: the statsforecast models), the best preferred candidate is
+the safe choice: another option (a model or an ensemble) is kept only when its MAE is
+no higher than the safe choice's on every scored fold, not only in total. A win in
+total that one or two folds carry is within what a week of validation can tell apart;
+measured on the tuning series (docs/benchmarks.md), a 5 % margin on the total instead
+still lost 1 % on one series, and a 10 % margin gave up most of the ensembles' gains.
+
+Unusual folds are not scored: with three folds or more, a fold on which the seasonal
+naive (weekly once the history before it holds two weeks) errs more than
+``ANOMALY_RATIO`` times its median fold (a holiday, an outage: a day nobody forecast)
+says how each model copes with a day unlike the others, not how well it forecasts the
+next one, and one such day decided the choice on a call centre's series (the model that
+adapted fastest to a closed holiday was chosen and then missed the day after it).
+
 Ties go to the earlier candidate, and to one model before an ensemble: the choice is
 deterministic. The kept models are then fitted again on the whole history (``refit``;
 a model fitted a week ago forecasts today's level worse than the candidate scored in
 the last fold), which costs one more fit per kept model; if that fit fails, the model
 of the last fold (told every step since) is kept instead.
+
+Fits may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
+keyed by ``cache_key(candidate)``): the benchmark's rolling origin asks for the same
+fits day after day; the choice and the forecasts are the same with or without it.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
@@ -45,15 +66,23 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, as_history, as_new_points, check_horizon
+from streamtrain.forecast.base import (
+    Forecaster,
+    SeasonalNaive,
+    as_history,
+    as_new_points,
+    check_horizon,
+)
+from streamtrain.forecast.fitcache import FitCache
 
-__all__ = ["ENSEMBLE_RANGE", "SelectForecaster"]
+__all__ = ["ANOMALY_RATIO", "ENSEMBLE_RANGE", "SelectForecaster", "fold_bounds"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
 ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
+ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
@@ -65,9 +94,16 @@ def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict
     return result
 
 
-def fold_bounds(n: int, val: int, folds: int) -> list[tuple[int, int]]:
+def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
     """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
-    ``folds`` consecutive parts (the last takes the remainder)."""
+    ``folds`` consecutive parts (the last takes the remainder); with ``fold_steps``, the
+    last ``min(folds, val // fold_steps)`` whole folds of ``fold_steps`` steps (one fold
+    of ``val`` steps when not even one fits)."""
+    if fold_steps > 0:
+        count = min(folds, val // fold_steps)
+        if count == 0:
+            return [(n - val, n)]
+        return [(n - (k + 1) * fold_steps, n - k * fold_steps) for k in range(count - 1, -1, -1)]
     size = val // folds
     starts = [n - val + i * size for i in range(folds)]
     return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
@@ -96,14 +132,21 @@ class SelectForecaster:
         horizon_steps: int = 30,
         stride_steps: int = 30,
         folds: int = 2,
+        fold_steps: int = 0,
         ensemble: bool = True,
         refit: bool = True,
         name: str = "select",
+        cache: FitCache | None = None,
+        cache_key: Callable[[str], str] | None = None,
+        prefer: Sequence[str] = (),
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
-        if min(val_steps, horizon_steps, stride_steps, folds) < 1:
-            raise ConfigError("val_steps, horizon_steps, stride_steps and folds must be positive")
+        if min(val_steps, horizon_steps, stride_steps, folds) < 1 or fold_steps < 0:
+            raise ConfigError(
+                "val_steps, horizon_steps, stride_steps and folds must be positive, "
+                "fold_steps not negative"
+            )
         self.make = make
         self.candidates = tuple(candidates)
         self.step_s = step_s
@@ -111,9 +154,13 @@ class SelectForecaster:
         self.horizon_steps = horizon_steps
         self.stride_steps = stride_steps
         self.folds = folds
+        self.fold_steps = fold_steps
         self.ensemble = ensemble
         self.refit = refit
         self.name = name
+        self.cache = cache
+        self.prefer = tuple(prefer)
+        self.cache_key = cache_key or (lambda candidate: candidate)
         self.models_: dict[str, Forecaster] = {}
         self.chosen_: str | None = None
         self.weights_: dict[str, float] = {}
@@ -127,8 +174,14 @@ class SelectForecaster:
     def _walk(self, name: str, values: FloatArray, start: int, end: int) -> list[FloatArray]:
         """Fit ``name`` on ``values[:start]`` and forecast at each origin of the fold; the
         model is kept in ``models_`` (told every step up to ``end``)."""
-        model = self.make(name)
-        model.fit(values[:start])
+        model = self._fit(name, values[:start])
+        outs = self._walk_model(model, values, start, end)
+        self.models_[name] = model
+        return outs
+
+    def _walk_model(
+        self, model: Forecaster, values: FloatArray, start: int, end: int
+    ) -> list[FloatArray]:
         seen, outs = start, []
         for origin in self._origins(start, end):
             if origin > seen:
@@ -137,17 +190,53 @@ class SelectForecaster:
             outs.append(np.maximum(model.predict(self.horizon_steps), 0.0))
         if end > seen:
             model.update(values[seen:end])
-        self.models_[name] = model
         return outs
 
-    def _validate(self, values: FloatArray, val: int) -> dict[str, FloatArray]:
+    def _usual(self, values: FloatArray, folds: list[tuple[int, int]]) -> NDArray[np.bool_]:
+        """Per validation point: whether its fold is scored (module docstring: a fold on
+        which the seasonal naive errs ``ANOMALY_RATIO`` times its median fold is not)."""
+        sizes = [len(self._origins(s, e)) * self.horizon_steps for s, e in folds]
+        keep = np.ones(len(folds), dtype=bool)
+        if len(folds) >= 3:
+            errors = []
+            try:
+                for start, end in folds:
+                    naive = SeasonalNaive(0, step_s=self.step_s).fit(values[:start])
+                    pred = np.concatenate(self._walk_model(naive, values, start, end))
+                    actual = np.concatenate(
+                        [values[o : o + self.horizon_steps] for o in self._origins(start, end)]
+                    )
+                    err = np.abs(pred - actual)
+                    errors.append(float(np.nanmean(err)) if (~np.isnan(err)).any() else 0.0)
+            except (ConfigError, *_FAILURES) as exc:
+                log.warning("%s: no seasonal naive to spot unusual folds: %s", self.name, exc)
+            else:
+                typical = float(np.median(errors))
+                if typical > 0:
+                    keep = np.asarray(errors) <= ANOMALY_RATIO * typical
+                    if not keep.all():
+                        log.info(
+                            "%s: not scoring %d unusual validation fold(s) (seasonal naive "
+                            "MAE %s; median %.4g)",
+                            self.name,
+                            int((~keep).sum()),
+                            ", ".join(f"{e:.4g}" for e in errors),
+                            typical,
+                        )
+        return np.repeat(keep, sizes)
+
+    def _fit(self, name: str, history: FloatArray) -> Forecaster:
+        if self.cache is None:
+            return self.make(name).fit(history)
+        return self.cache.fit(self.cache_key(name), lambda: self.make(name), history)
+
+    def _validate(self, values: FloatArray, folds: list[tuple[int, int]]) -> dict[str, FloatArray]:
         """Each candidate's validation forecasts over every fold, concatenated."""
-        n = values.shape[0]
         forecasts: dict[str, FloatArray] = {}
         for name in self.candidates:
             outs: list[FloatArray] = []
             try:
-                for start, end in fold_bounds(n, val, self.folds):
+                for start, end in folds:
                     outs += self._walk(name, values, start, end)
             except _FAILURES as exc:
                 log.warning("%s: candidate %s failed in validation: %s", self.name, name, exc)
@@ -156,15 +245,29 @@ class SelectForecaster:
             forecasts[name] = np.concatenate(outs)
         return forecasts
 
-    def _score(self, values: FloatArray, val: int, forecasts: dict[str, FloatArray]) -> None:
-        folds = fold_bounds(values.shape[0], val, self.folds)
+    def _score(
+        self, values: FloatArray, folds: list[tuple[int, int]], forecasts: dict[str, FloatArray]
+    ) -> None:
         actual = np.concatenate(
             [values[o : o + self.horizon_steps] for s, e in folds for o in self._origins(s, e)]
         )
         seen = ~np.isnan(actual)
         if not seen.any():
             raise ForecastError(f"{self.name}: the validation window has no observed steps")
+        usual = seen & self._usual(values, folds)
+        seen = usual if usual.any() else seen
+        sizes = [len(self._origins(s, e)) * self.horizon_steps for s, e in folds]
+        fold_of = np.repeat(np.arange(len(folds)), sizes)[seen]
+
+        def by_fold(pred: FloatArray) -> FloatArray:
+            err = np.abs(pred - actual)[seen]
+            count = np.bincount(fold_of, minlength=len(folds))
+            total = np.bincount(fold_of, weights=err, minlength=len(folds))
+            result: FloatArray = total[count > 0] / count[count > 0]
+            return result
+
         options: dict[str, dict[str, float]] = {}
+        preds = dict(forecasts)
         for key, pred in forecasts.items():
             self.val_mae_[key] = float(np.abs(pred - actual)[seen].mean())
             options[key] = {key: 1.0}
@@ -174,17 +277,33 @@ class SelectForecaster:
         for k in range(2, len(close) + 1 if self.ensemble else 2):
             members = close[:k]
             weights = inverse_mae_weights([self.val_mae_[m] for m in members])
-            mean = np.sum([w * forecasts[m] for w, m in zip(weights, members, strict=True)], 0)
             key = "+".join(members)
-            self.val_mae_[key] = float(np.abs(mean - actual)[seen].mean())
+            preds[key] = np.sum(
+                [w * forecasts[m] for w, m in zip(weights, members, strict=True)], 0
+            )
+            self.val_mae_[key] = float(np.abs(preds[key] - actual)[seen].mean())
             options[key] = {m: float(w) for m, w in zip(members, weights, strict=True)}
         self.chosen_ = min(self.val_mae_, key=self.val_mae_.__getitem__)
+        preferred = [m for m in ranked if m in self.prefer]
+        if preferred and self.chosen_ != preferred[0]:
+            ahead = by_fold(preds[self.chosen_]) <= by_fold(preds[preferred[0]])
+            if not ahead.all():  # not better on every scored fold: keep the safe choice
+                log.info(
+                    "%s: %s is ahead of %s on %d of %d scored folds; keeping %s",
+                    self.name,
+                    self.chosen_,
+                    preferred[0],
+                    int(ahead.sum()),
+                    ahead.size,
+                    preferred[0],
+                )
+                self.chosen_ = preferred[0]
         self.weights_ = options[self.chosen_]
 
     def _refit(self, values: FloatArray) -> None:
         for key in self.weights_:
             try:
-                self.models_[key] = self.make(key).fit(values)
+                self.models_[key] = self._fit(key, values)
             except _FAILURES as exc:
                 log.warning(
                     "%s: refitting %s on the whole history failed (%s); keeping its "
@@ -198,17 +317,18 @@ class SelectForecaster:
         values = as_history(history)
         self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
         val = min(self.val_steps, values.shape[0] // 4)
-        if val // self.folds >= self.horizon_steps:
-            forecasts = self._validate(values, val)
+        folds = fold_bounds(values.shape[0], val, self.folds, self.fold_steps)
+        if min(e - s for s, e in folds) >= self.horizon_steps:
+            forecasts = self._validate(values, folds)
             if forecasts:
-                self._score(values, val, forecasts)
+                self._score(values, folds, forecasts)
                 self.models_ = {k: v for k, v in self.models_.items() if k in self.weights_}
                 if self.refit:
                     self._refit(values)
         if self.chosen_ is None:  # no validation window: the first candidate that fits
             for name in self.candidates:
                 try:
-                    self.models_ = {name: self.make(name).fit(values)}
+                    self.models_ = {name: self._fit(name, values)}
                 except _FAILURES as exc:
                     log.warning("%s: candidate %s failed: %s", self.name, name, exc)
                     continue

@@ -186,3 +186,70 @@ def test_a_much_weaker_model_does_not_join_an_ensemble():
     models = {"near": lambda: Const("near", 9.0), "far": lambda: Const("far", 14.0)}
     chooser = SelectForecaster(_maker(models), ["near", "far"], val_steps=200).fit(values)
     assert chooser.chosen_ == "near" and "near+far" not in chooser.val_mae_
+
+
+class Lumpy(Const):
+    """Exact (10) except while it has seen 1700-1799 steps, when it forecasts ``miss``."""
+
+    def __init__(self, name, miss):
+        super().__init__(name, 10.0)
+        self.miss = miss
+
+    def predict(self, horizon):
+        return np.full(horizon, self.miss if 1700 <= self.seen < 1800 else 10.0)
+
+
+def test_the_preferred_model_stays_unless_another_is_ahead_on_every_fold():
+    values = np.full(2000, 10.0)
+
+    def chooser(miss, prefer=("safe",)):
+        models = {"safe": lambda: Const("safe", 9.0), "lumpy": lambda: Lumpy("lumpy", miss)}
+        return SelectForecaster(
+            _maker(models),
+            ["lumpy", "safe"],
+            val_steps=500,
+            folds=5,
+            fold_steps=100,
+            prefer=prefer,
+        ).fit(values)
+
+    # lumpy errs 0.6 in total against 1.0, but 3.0 on one fold of five: safe is kept
+    picked = chooser(7.0)
+    assert picked.chosen_ == "safe" and picked.val_mae_["lumpy"] < picked.val_mae_["safe"]
+    # without a preference the lower total wins
+    assert chooser(7.0, prefer=()).chosen_ == "lumpy"
+    # ahead on every fold (0.5 on its worst): kept
+    assert chooser(9.5).chosen_ == "lumpy"
+
+
+class Knowing(Const):
+    """Forecasts 100 during day 25 of an hourly series (it 'knows' the spike), 13 else."""
+
+    def predict(self, horizon):
+        return np.full(horizon, 100.0 if 24 * 25 <= self.seen < 24 * 26 else 13.0)
+
+
+def test_a_day_the_seasonal_naive_misses_badly_is_not_scored():
+    rng = np.random.default_rng(0)
+    values = 10.0 + rng.uniform(-0.5, 0.5, 28 * 24)
+    values[24 * 25 : 24 * 26] = 100.0  # a holiday, an outage: a day unlike the others
+    models = {"steady": lambda: Const("steady", 10.0), "knowing": lambda: Knowing("knowing", 0)}
+
+    def chooser(folds, days=1):
+        return SelectForecaster(
+            _maker(models),
+            ["steady", "knowing"],
+            step_s=3600,
+            val_steps=5 * 24,
+            horizon_steps=2,
+            stride_steps=2,
+            folds=folds,
+            fold_steps=24 * days,
+            ensemble=False,
+        ).fit(values)
+
+    # five daily folds: day 25 is unusual (the naive errs ~90 there, ~0.5 elsewhere), so
+    # the model that is 0.25 off on ordinary days beats the one that only got day 25 right
+    assert chooser(5).chosen_ == "steady"
+    # with two folds (of two days) nothing is unusual (a median of two): day 25 decides
+    assert chooser(2, days=2).chosen_ == "knowing"
