@@ -47,6 +47,7 @@ __all__ = [
     "as_new_points",
     "check_horizon",
     "fill_gaps",
+    "quantiles_or_point",
     "seasonal_scale",
     "worse_than_naive",
 ]
@@ -70,6 +71,19 @@ class Forecaster(Protocol):
     def update(self, new_points: FloatArray) -> Self: ...
 
     def save(self, path: str | Path) -> None: ...
+
+
+def quantiles_or_point(
+    model: Forecaster, horizon: int, levels: Sequence[float]
+) -> dict[float, FloatArray]:
+    """``model``'s quantile forecasts at ``levels``, or its point forecast at every level
+    when it gives no quantiles."""
+    method = getattr(model, "predict_quantiles", None)
+    if method is None:
+        point = model.predict(horizon)
+        return {float(q): point.copy() for q in levels}
+    result: dict[float, FloatArray] = method(horizon, list(levels))
+    return result
 
 
 def as_history(history: FloatArray | list[float], *, min_length: int = 1) -> FloatArray:

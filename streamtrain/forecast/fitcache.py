@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.base import Forecaster, quantiles_or_point
 
 __all__ = ["CachedFit", "FitCache"]
 
@@ -96,13 +96,7 @@ class CachedFit:
         return self._model().predict(horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        model = self._model()
-        method = getattr(model, "predict_quantiles", None)
-        if method is None:
-            point = model.predict(horizon)
-            return {float(q): point.copy() for q in levels}
-        result: dict[float, FloatArray] = method(horizon, list(levels))
-        return result
+        return quantiles_or_point(self._model(), horizon, levels)
 
     def update(self, new_points: FloatArray) -> Self:
         self._model().update(new_points)

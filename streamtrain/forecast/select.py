@@ -72,6 +72,7 @@ from streamtrain.forecast.base import (
     as_history,
     as_new_points,
     check_horizon,
+    quantiles_or_point,
 )
 from streamtrain.forecast.fitcache import FitCache
 
@@ -83,15 +84,6 @@ Maker = Callable[[str], Forecaster]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
 ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
 ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
-
-
-def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-    method = getattr(model, "predict_quantiles", None)
-    if method is None:
-        point = model.predict(horizon)
-        return {float(q): point.copy() for q in levels}
-    result: dict[float, FloatArray] = method(horizon, list(levels))
-    return result
 
 
 def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
@@ -366,7 +358,7 @@ class SelectForecaster:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         check_horizon(horizon)
-        parts = [(_quantiles(m, horizon, levels), w) for m, w in self._kept()]
+        parts = [(quantiles_or_point(m, horizon, levels), w) for m, w in self._kept()]
         return {float(q): np.sum([w * p[float(q)] for p, w in parts], axis=0) for q in levels}
 
     # -- persistence --------------------------------------------------------------------
