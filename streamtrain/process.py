@@ -1,10 +1,11 @@
 """Long-lived child processes: dying with their parent, and being stopped.
 
 The embedded broker, the local S3 server and the local worker pool start long-lived
-children. On Linux each child asks the kernel for SIGTERM when the thread that forked
-it dies (the one ``PR_SET_PDEATHSIG`` helper), so nothing outlives a parent killed
-outright (``kill -9``). Elsewhere there is no such call and the parents' own shutdown
-paths are all there is. :func:`stop_child` is the one signal-wait-kill sequence.
+children. On Linux each child asks the kernel for a signal (SIGTERM; the broker, SIGINT)
+when the thread that forked it dies (the one ``PR_SET_PDEATHSIG`` helper), so nothing
+outlives a parent killed outright (``kill -9``). Elsewhere there is no such call and the
+parents' own shutdown paths are all there is. :func:`stop_child` is the one
+signal-wait-kill sequence.
 """
 
 from __future__ import annotations
