@@ -60,6 +60,8 @@ class FallbackForecaster:
         window_steps: int = 1440,
         min_tracked: int = 120,
         name: str = "auto",
+        trust_validated: bool = False,
+        carry_errors: bool = False,
     ) -> None:
         if track_steps < 1 or window_steps < 1 or min_tracked < 1:
             raise ConfigError("track_steps, window_steps and min_tracked must be positive")
@@ -69,6 +71,8 @@ class FallbackForecaster:
         self.window_steps = window_steps
         self.min_tracked = min_tracked
         self.name = name
+        self.trust_validated = trust_validated
+        self.carry_errors = carry_errors
         self.fallback_: SeasonalNaive | None = None
         self.main_ok_ = False
         self.main_error_: str | None = None
@@ -86,7 +90,8 @@ class FallbackForecaster:
         period = WEEK_S if values.shape[0] >= week else DAY_S
         self.fallback_ = SeasonalNaive(period, step_s=self.step_s).fit(values)
         self._scale = seasonal_scale(values, DAY_S // self.step_s)
-        self._errors.clear()
+        if not self.carry_errors:
+            self._errors.clear()
         try:
             self.main.fit(values)
         except _FAILURES as exc:
@@ -162,7 +167,8 @@ class FallbackForecaster:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
-        if recent is not None and worse_than_naive(*recent, self._scale):
+        trusted = self.trust_validated and bool(getattr(self.main, "trusted_", False))
+        if recent is not None and worse_than_naive(*recent, self._scale) and not trusted:
             return None, (
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"

@@ -74,6 +74,7 @@ from streamtrain.forecast.fedformer_train import (
     run_network,
     train_network,
 )
+from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.units import DAY_S, WEEK_S
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class FedformerForecaster:
         self.error_quantiles_: FloatArray | None = None  # (99, pred_len), log scale
         self.val_mae_ = float("nan")
         self.fit_s_ = 0.0
+        self.mstl_: StatsForecaster | None = None  # the statistical half (mstl_weight > 0)
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -214,6 +216,7 @@ class FedformerForecaster:
         keep = self._keep()
         self.offset_ = max(0, values.shape[0] - keep)
         self.history_ = values[self.offset_ :].copy()
+        self.mstl_ = self._fit_mstl(values) if s.mstl_weight > 0 else None
         self.fit_s_ = time.perf_counter() - started
         log.info(
             "%s: fitted on %d steps (period %d, %d windows) in %.1f s, validation MAE %.4f",
@@ -226,11 +229,24 @@ class FedformerForecaster:
         )
         return self
 
+    def _fit_mstl(self, values: FloatArray) -> StatsForecaster | None:
+        """MSTL on the same history, or None (logged) when it cannot fit: the
+        transformer then forecasts alone."""
+        try:
+            return StatsForecaster("mstl", step_s=self.step_s).fit(values)
+        except ForecastError as exc:
+            log.warning(
+                "%s: MSTL could not fit (%s); the transformer forecasts alone", self.name, exc
+            )
+            return None
+
     def update(self, new_points: FloatArray) -> Self:
-        """Append observations to the input window; the network is not retrained."""
+        """Append observations to the input window (and MSTL's); nothing is retrained."""
         if self.history_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
+        if self.mstl_ is not None:
+            self.mstl_.update(values)
         joined = np.concatenate([self.history_, values])
         drop = max(0, joined.shape[0] - self._keep())
         self.offset_ += drop
@@ -260,11 +276,27 @@ class FedformerForecaster:
         residual = interpolate_forward(blocks[-2:], predicted, f, horizon)
         return prepared.baseline_z[n : n + horizon], residual
 
+    def _with_mstl(self, own: FloatArray, horizon: int, level: float | None = None) -> FloatArray:
+        """``own`` (the transformer's forecast, or its ``level`` quantile) combined with
+        MSTL's, ``mstl_weight`` to MSTL; ``own`` alone when MSTL cannot answer."""
+        if self.mstl_ is None:
+            return own
+        try:
+            if level is None:
+                theirs = self.mstl_.predict(horizon)
+            else:
+                theirs = self.mstl_.predict_quantiles(horizon, [level])[level]
+        except ForecastError as exc:
+            log.warning("%s: MSTL could not forecast (%s); the transformer alone", self.name, exc)
+            return own
+        w = self.settings.mstl_weight
+        return np.maximum((1 - w) * own + w * theirs, 0.0)
+
     def predict(self, horizon: int) -> FloatArray:
         check_horizon(horizon)
         base_z, residual = self._forecast_z(horizon)
         _, scale, _, _ = self._state()
-        return np.maximum(scale.inverse(base_z + residual), 0.0)
+        return self._with_mstl(np.maximum(scale.inverse(base_z + residual), 0.0), horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Forecast quantiles from the validation errors (see the module docstring)."""
@@ -277,7 +309,8 @@ class FedformerForecaster:
         for level in levels:
             per_block = np.array([np.interp(level, QUANTILE_GRID, col) for col in quantiles.T])
             shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon)
-            out[float(level)] = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
+            own = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
+            out[float(level)] = self._with_mstl(own, horizon, float(level))
         return out
 
     # -- persistence --------------------------------------------------------------------
@@ -297,6 +330,8 @@ class FedformerForecaster:
             "val_mae": self.val_mae_,
         }
         arrays = {f"w:{k}": v.detach().numpy() for k, v in net.state_dict().items()}
+        if self.mstl_ is not None and self.mstl_.history_ is not None:
+            arrays["mstl_history"] = self.mstl_.history_
         try:
             with Path(path).open("wb") as handle:
                 np.savez(
@@ -316,8 +351,10 @@ class FedformerForecaster:
         try:
             with np.load(Path(path), allow_pickle=False) as data:
                 meta = json.loads(str(data["meta"]))
+                options = dict(meta["settings"])
+                options.setdefault("mstl_weight", 0.0)  # saved before the MSTL half: none
                 model = cls(
-                    FedformerSettings.from_options(**meta["settings"]),
+                    FedformerSettings.from_options(**options),
                     step_s=int(meta["step_s"]),
                     seed=int(meta["seed"]),
                     name=str(meta["name"]),
@@ -325,6 +362,7 @@ class FedformerForecaster:
                 model.history_ = np.asarray(data["history"], dtype=np.float64)
                 model.error_quantiles_ = np.asarray(data["error_quantiles"], dtype=np.float64)
                 weights = {k[2:]: torch.from_numpy(data[k]) for k in data.files if k[:2] == "w:"}
+                mstl_history = data["mstl_history"] if "mstl_history" in data.files else None
             model.offset_ = int(meta["offset"])
             model.period_ = int(meta["period"])
             model.scale_ = LogScale(float(meta["scale_c"]))
@@ -335,4 +373,6 @@ class FedformerForecaster:
             raise ForecastError(f"cannot load a fedformer model from {path}: {exc}") from exc
         net.eval()
         model.net_ = net
+        if mstl_history is not None:  # re-estimated from its saved history, as stats' load
+            model.mstl_ = model._fit_mstl(np.asarray(mstl_history, dtype=np.float64))
         return model

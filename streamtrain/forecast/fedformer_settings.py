@@ -67,6 +67,8 @@ class FedformerSettings:
     val_every: int = 100
     threads: int = 1
     anchor_blocks: int = 1
+    # MSTL's share of the forecast (0: the transformer alone); issue #19, docs/benchmarks.md
+    mstl_weight: float = 0.5
 
     def __post_init__(self) -> None:
         net = self.net
@@ -82,6 +84,8 @@ class FedformerSettings:
             raise ConfigError("val_fraction must be in (0, 0.5)")
         if self.threads < 1:
             raise ConfigError("threads must be at least 1")
+        if not 0.0 <= self.mstl_weight < 1.0:
+            raise ConfigError("mstl_weight must be in [0, 1): the transformer keeps a share")
 
     @classmethod
     def from_options(cls, **options: Any) -> FedformerSettings:

@@ -68,7 +68,13 @@ _NAIVE_PERIODS = {
     "seasonal_naive_daily": DAY_S,
     "seasonal_naive_weekly": WEEK_S,
 }
-_FALLBACK_OPTIONS = ("track_steps", "window_steps", "min_tracked")
+_FALLBACK_OPTIONS = (
+    "track_steps",
+    "window_steps",
+    "min_tracked",
+    "trust_validated",
+    "carry_errors",
+)
 _SELECT_OPTIONS = (
     "val_steps",
     "horizon_steps",

@@ -157,6 +157,7 @@ class SelectForecaster:
         self.chosen_: str | None = None
         self.weights_: dict[str, float] = {}
         self.val_mae_: dict[str, float] = {}
+        self.trusted_ = False
 
     # -- fitting ------------------------------------------------------------------------
 
@@ -291,6 +292,13 @@ class SelectForecaster:
                 )
                 self.chosen_ = preferred[0]
         self.weights_ = options[self.chosen_]
+        naive = self.val_mae_.get("seasonal_naive")
+        self.trusted_ = (
+            bool(self.prefer)
+            and all(m in self.prefer for m in self.weights_)
+            and naive is not None
+            and self.val_mae_[self.chosen_] < naive
+        )
 
     def _refit(self, values: FloatArray) -> None:
         for key in self.weights_:
@@ -308,6 +316,7 @@ class SelectForecaster:
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
         self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
+        self.trusted_ = False
         val = min(self.val_steps, values.shape[0] // 4)
         folds = fold_bounds(values.shape[0], val, self.folds, self.fold_steps)
         if min(e - s for s, e in folds) >= self.horizon_steps:
@@ -379,6 +388,7 @@ class SelectForecaster:
             "chosen": self.chosen_,
             "weights": self.weights_,
             "val_mae": self.val_mae_,
+            "trusted": self.trusted_,
             "files": files,
         }
         try:
@@ -402,6 +412,7 @@ class SelectForecaster:
             saved = state.get("weights") or {m: 1.0 / len(members) for m in members}
             model.weights_ = {str(k): float(v) for k, v in saved.items()}
             model.val_mae_ = {str(k): float(v) for k, v in state["val_mae"].items()}
+            model.trusted_ = bool(state.get("trusted", False))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForecastError(f"cannot load a selected model from {path}: {exc}") from exc
         if set(model.weights_) != set(model.models_) or set(members) != set(model.models_):

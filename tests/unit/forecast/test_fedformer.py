@@ -1,3 +1,4 @@
+import dataclasses
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from streamtrain.forecast.evaluate import EvalSettings, rolling_origin
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 from streamtrain.forecast.registry import load_forecaster
+from streamtrain.forecast.stats import StatsForecaster
 from tests.unit.forecast._series_helpers import seasonal_with_trend
 
 TINY = FedformerSettings(
@@ -117,3 +119,31 @@ def test_beats_both_seasonal_naives_on_a_held_out_week_with_trend():
     weekly = rolling_origin(values, lambda: SeasonalNaive(7 * 86_400), settings)
     assert fed.mase < daily.mase
     assert fed.mase < weekly.mase
+
+
+def test_the_forecast_is_the_weighted_mean_of_the_transformer_and_mstl(history, fitted):
+    alone = FedformerForecaster(dataclasses.replace(TINY, mstl_weight=0.0)).fit(history)
+    mstl = StatsForecaster("mstl").fit(history)
+    assert alone.mstl_ is None and fitted.mstl_ is not None
+    expected = 0.5 * alone.predict(45) + 0.5 * mstl.predict(45)
+    np.testing.assert_allclose(fitted.predict(45), expected, rtol=1e-9)
+    assert not np.allclose(alone.predict(45), mstl.predict(45))  # the mix is neither
+    bands = fitted.predict_quantiles(45, [0.1, 0.9])
+    theirs = mstl.predict_quantiles(45, [0.1, 0.9])
+    own = alone.predict_quantiles(45, [0.1, 0.9])
+    for q in (0.1, 0.9):
+        np.testing.assert_allclose(bands[q], 0.5 * own[q] + 0.5 * theirs[q], rtol=1e-9)
+    step = np.array([history[-1440]])
+    np.testing.assert_allclose(
+        _tiny().fit(history).update(step).predict(10),
+        0.5 * alone.update(step).predict(10) + 0.5 * mstl.update(step).predict(10),
+        rtol=1e-9,
+    )
+
+
+def test_a_model_saved_without_its_mstl_half_loads_as_the_transformer_alone(tmp_path, history):
+    alone = FedformerForecaster(dataclasses.replace(TINY, mstl_weight=0.0)).fit(history)
+    alone.save(tmp_path / "alone.npz")
+    again = FedformerForecaster.load(tmp_path / "alone.npz")
+    assert again.mstl_ is None and again.settings.mstl_weight == 0.0
+    np.testing.assert_allclose(again.predict(20), alone.predict(20), rtol=1e-6)

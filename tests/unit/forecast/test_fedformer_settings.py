@@ -43,9 +43,12 @@ def test_defaults_are_the_forecasters_and_round_trip_through_options():
     now["smooth_s"] = 60 * now.pop("smooth_steps")  # the window is in seconds now
     now["baseline_median"] = False  # settings added since: their default is the old way
     now["train_steps"] = 1200  # twice the steps since (issue #19: 600 left it undertrained)
+    now["mstl_weight"] = 0.5  # combined with MSTL since (issue #19)
     assert settings.options() == now
     saved = FedformerSettings.from_options(**SAVED_BEFORE)
     assert saved == dataclasses.replace(settings, train_steps=600)
+    with pytest.raises(ConfigError, match="mstl_weight"):
+        FedformerSettings(mstl_weight=1.0)
     assert settings.net == NetConfig(seq_len=48, label_len=12, pred_len=6, mark_dim=4)
     assert settings.net.dropout == 0.0 and settings.net.trend_from_mean is False
 
