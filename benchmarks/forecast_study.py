@@ -52,14 +52,15 @@ ALONE = {"mstl_weight": 0.0}  # the transformer alone, as before this study
 
 def _variant(name: str, step_s: int) -> dict[str, Any]:
     day = DAY_S // step_s
-    return {
+    variants: dict[str, dict[str, Any]] = {
         "auto": {},
         "auto_net": {"trust_validated": False},
         "auto_nonet": {"min_tracked": 10**9},
         "auto_trust": {"trust_validated": True},
         "auto_carry3d": {"carry_errors": True, "window_steps": 3 * day},
         "auto_halfday": {"min_tracked": max(1, day // 2)},
-    }[name]
+    }
+    return variants[name]
 
 
 class _Count(logging.Handler):
@@ -152,7 +153,8 @@ def main() -> None:
         print(f"{name}: {notes}", flush=True)
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
-            np.savez(args.out / f"{name}.npz", scale=scale, **points)
+            arrays: dict[str, Any] = {"scale": np.asarray(scale), **points}
+            np.savez(args.out / f"{name}.npz", **arrays)
     print(" ".join(summary))
 
 

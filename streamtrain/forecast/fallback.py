@@ -9,7 +9,18 @@ Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless
   ``track_steps`` of them); once ``min_tracked`` points are scored, the main model is
   skipped while its mean absolute error over the last ``window_steps`` scored points is
   clearly above the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`: by
-  more than a margin, so an exact naive on a day of zeros does not take over).
+  more than a margin, so an exact naive on a day of zeros does not take over), unless
+  the main model is *trusted* (``trust_validated``, the default: ``auto``'s selection
+  kept a statsforecast model that beat the seasonal naive over its week of validation,
+  :attr:`SelectForecaster.trusted_ <streamtrain.forecast.select.SelectForecaster>`).
+  A few hours of recent error do not overrule a week of validation: on the web shape
+  and the held-out five-minute flights, the only hand-overs of the full run were of a
+  validated MSTL, and each cost ``auto`` its place at or below MSTL (docs/benchmarks.md,
+  issue #19's session 5). The live planner still refits such a model when its recent
+  error is worse (:class:`~streamtrain.forecast.live.LiveForecaster`).
+
+The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them across
+fits; measured, it changed nothing).
 
 In every such case the naive answers, ``source_`` says which model answered and
 ``reason_`` why, and a warning is logged when the source changes. The naive is the
@@ -60,7 +71,7 @@ class FallbackForecaster:
         window_steps: int = 1440,
         min_tracked: int = 120,
         name: str = "auto",
-        trust_validated: bool = False,
+        trust_validated: bool = True,
         carry_errors: bool = False,
     ) -> None:
         if track_steps < 1 or window_steps < 1 or min_tracked < 1:
@@ -143,6 +154,13 @@ class FallbackForecaster:
             if not np.isnan(actual[i]):
                 self._errors.append((abs(main[i] - actual[i]), abs(naive[i] - actual[i])))
 
+    @property
+    def trusted_(self) -> bool:
+        """Whether the recent error may not hand the forecast to the naive: with
+        ``trust_validated``, while the main model says it is trusted (``auto``: a
+        statsforecast model that beat the seasonal naive in validation)."""
+        return self.trust_validated and bool(getattr(self.main, "trusted_", False))
+
     def recent_mae(self) -> tuple[float, float] | None:
         """(main, naive) mean absolute error over the tracked window, once long enough."""
         if len(self._errors) < self.min_tracked:
@@ -167,8 +185,7 @@ class FallbackForecaster:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
-        trusted = self.trust_validated and bool(getattr(self.main, "trusted_", False))
-        if recent is not None and worse_than_naive(*recent, self._scale) and not trusted:
+        if recent is not None and worse_than_naive(*recent, self._scale) and not self.trusted_:
             return None, (
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"
@@ -220,6 +237,8 @@ class FallbackForecaster:
             "track_steps": self.track_steps,
             "window_steps": self.window_steps,
             "min_tracked": self.min_tracked,
+            "trust_validated": self.trust_validated,
+            "carry_errors": self.carry_errors,
             "naive": path.name + ".naive",
             "main": path.name + ".main" if self.main_ok_ else None,
             "main_kind": type(self.main).__name__,

@@ -1,4 +1,19 @@
-"""The FEDformer-style forecaster (``fedformer``): KALE §3.2's model, trained on CPU.
+"""The FEDformer-style forecaster (``fedformer``): KALE §3.2's model, trained on CPU,
+combined with statsforecast's MSTL.
+
+What ``fedformer`` forecasts (since issue #19's session 5): a weighted mean of two
+models fitted on the same history, the transformer below and MSTL with daily and weekly
+seasons (:class:`~streamtrain.forecast.stats.StatsForecaster`, the ``mstl`` model),
+``(1 - w) x transformer + w x MSTL`` per step and per quantile level. ``w`` starts at
+``mstl_weight`` (0.5) after each fit; with ``adapt_weight`` (the default) it then
+follows both halves' errors since the fit (:class:`~streamtrain.forecast.mix.MixWeights`:
+each half's forecast of the next horizon, 30 minutes or two steps, is scored once the
+steps arrive; after four such windows ``w`` is the transformer's total error over the
+sum of both, inverse-error weights). ``mstl_weight=0`` is the transformer alone (the
+model before session 5; a model saved then loads as that). When MSTL cannot fit or
+forecast, the transformer answers alone (logged). MSTL's fit adds about a second.
+Measured in docs/benchmarks.md: the combination is below MSTL's error on most series,
+where the transformer alone was not.
 
 Owned here: :class:`FedformerForecaster` (the :class:`~streamtrain.forecast.base.Forecaster`
 wrapper: data preparation, seeded training, prediction, quantiles, save/load). Its
@@ -8,8 +23,8 @@ network is :mod:`streamtrain.forecast.fedformer_model`, trained and run by
 importing this module does not import torch), and the inputs are built by
 :mod:`streamtrain.forecast.fedformer_data`.
 
-How it forecasts (each choice measured with ``streamtrain forecast eval``; see
-docs/benchmarks.md):
+How the transformer forecasts (each choice measured with ``streamtrain forecast eval``;
+see docs/benchmarks.md):
 
 1. The per-step series is compared with a seasonal baseline: the mean of the same time
    one, two and three weeks earlier (``baseline_periods``; days instead of weeks while
@@ -40,7 +55,12 @@ core made training 17x slower in our runs; one thread loses about a third at bes
 
 Quantiles: the empirical quantiles of the validation errors (last ``val_fraction`` of
 the windows) per horizon block, added in the log scale, so intervals widen with the
-horizon and with the level.
+horizon and with the level; combined with MSTL's at the same level with the same ``w``.
+
+Save/load: one ``.npz`` (no pickles) with the network, and MSTL's kept history, from
+which ``load`` re-estimates MSTL (as :meth:`StatsForecaster.load
+<streamtrain.forecast.stats.StatsForecaster.load>` does) before telling it the steps
+that came after its fit (at most half the kept history), and the errors that set ``w``.
 """
 
 from __future__ import annotations
@@ -58,6 +78,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
+from streamtrain.forecast.evaluate import default_horizon_steps
 from streamtrain.forecast.fedformer_data import (
     LogScale,
     block_centres,
@@ -74,6 +95,7 @@ from streamtrain.forecast.fedformer_train import (
     run_network,
     train_network,
 )
+from streamtrain.forecast.mix import MixWeights
 from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.units import DAY_S, WEEK_S
 
@@ -125,6 +147,8 @@ class FedformerForecaster:
         self.val_mae_ = float("nan")
         self.fit_s_ = 0.0
         self.mstl_: StatsForecaster | None = None  # the statistical half (mstl_weight > 0)
+        self.mix_ = MixWeights(default_horizon_steps(step_s))
+        self.mstl_new_ = 0  # steps MSTL was told since its fit (a reload re-fits before them)
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -217,6 +241,9 @@ class FedformerForecaster:
         self.offset_ = max(0, values.shape[0] - keep)
         self.history_ = values[self.offset_ :].copy()
         self.mstl_ = self._fit_mstl(values) if s.mstl_weight > 0 else None
+        self.mstl_new_ = 0
+        self.mix_ = MixWeights(self.mix_.window)
+        self._track_mix()
         self.fit_s_ = time.perf_counter() - started
         log.info(
             "%s: fitted on %d steps (period %d, %d windows) in %.1f s, validation MAE %.4f",
@@ -245,13 +272,35 @@ class FedformerForecaster:
         if self.history_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
+        self.mix_.observe(values)
         if self.mstl_ is not None:
             self.mstl_.update(values)
+            self.mstl_new_ += values.shape[0]
         joined = np.concatenate([self.history_, values])
         drop = max(0, joined.shape[0] - self._keep())
         self.offset_ += drop
         self.history_ = joined[drop:]
+        if not self.mix_.tracking:
+            self._track_mix()
         return self
+
+    def _track_mix(self) -> None:
+        """Track both halves' next window, to weigh them (:mod:`~streamtrain.forecast.mix`)."""
+        if self.mstl_ is None or not self.settings.adapt_weight:
+            return
+        window = self.mix_.window
+        try:
+            self.mix_.track(self._own(window), self.mstl_.predict(window))
+        except ForecastError as exc:
+            log.debug("%s: no window tracked: %s", self.name, exc)
+
+    @property
+    def mstl_share(self) -> float:
+        """MSTL's share of the forecast now (``mstl_weight``, or as the errors set it)."""
+        if self.mstl_ is None:
+            return 0.0
+        prior = self.settings.mstl_weight
+        return self.mix_.weight(prior) if self.settings.adapt_weight else prior
 
     # -- prediction ---------------------------------------------------------------------
 
@@ -289,14 +338,19 @@ class FedformerForecaster:
         except ForecastError as exc:
             log.warning("%s: MSTL could not forecast (%s); the transformer alone", self.name, exc)
             return own
-        w = self.settings.mstl_weight
+        w = self.mstl_share
         return np.maximum((1 - w) * own + w * theirs, 0.0)
 
     def predict(self, horizon: int) -> FloatArray:
         check_horizon(horizon)
+        return self._with_mstl(self._own(horizon), horizon)
+
+    def _own(self, horizon: int) -> FloatArray:
+        """The transformer's forecast alone."""
         base_z, residual = self._forecast_z(horizon)
         _, scale, _, _ = self._state()
-        return self._with_mstl(np.maximum(scale.inverse(base_z + residual), 0.0), horizon)
+        result: FloatArray = np.maximum(scale.inverse(base_z + residual), 0.0)
+        return result
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Forecast quantiles from the validation errors (see the module docstring)."""
@@ -328,6 +382,8 @@ class FedformerForecaster:
             "period": self.period_,
             "scale_c": scale.c,
             "val_mae": self.val_mae_,
+            "mix": self.mix_.state(),
+            "mstl_new": self.mstl_new_,
         }
         arrays = {f"w:{k}": v.detach().numpy() for k, v in net.state_dict().items()}
         if self.mstl_ is not None and self.mstl_.history_ is not None:
@@ -374,5 +430,13 @@ class FedformerForecaster:
         net.eval()
         model.net_ = net
         if mstl_history is not None:  # re-estimated from its saved history, as stats' load
-            model.mstl_ = model._fit_mstl(np.asarray(mstl_history, dtype=np.float64))
+            kept = np.asarray(mstl_history, dtype=np.float64)
+            new = min(int(meta.get("mstl_new", 0)), kept.shape[0] // 2)
+            model.mstl_ = model._fit_mstl(kept[: kept.shape[0] - new])
+            if model.mstl_ is not None and new:
+                model.mstl_.update(kept[kept.shape[0] - new :])
+                model.mstl_new_ = new
+            if "mix" in meta:
+                model.mix_.restore(meta["mix"])
+            model._track_mix()
         return model

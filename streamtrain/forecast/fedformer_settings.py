@@ -67,8 +67,10 @@ class FedformerSettings:
     val_every: int = 100
     threads: int = 1
     anchor_blocks: int = 1
-    # MSTL's share of the forecast (0: the transformer alone); issue #19, docs/benchmarks.md
+    # MSTL's share of the forecast (0: the transformer alone): fixed, or the prior of the
+    # share that the errors since the fit set (adapt_weight); issue #19, docs/benchmarks.md
     mstl_weight: float = 0.5
+    adapt_weight: bool = True
 
     def __post_init__(self) -> None:
         net = self.net

@@ -18,8 +18,11 @@ seconds), so:
 * ``predict`` answers with the live model unless there is none, its prediction fails,
   or its recent error (the first ``track_steps`` of each forecast, scored against the
   steps that arrived, over the last ``window_steps`` scored steps, once ``min_tracked``
-  exist) clearly exceeds the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`);
-  then the seasonal naive answers. A fit that fails or runs past ``fit_timeout_s``
+  exist) clearly exceeds the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`)
+  and the model is not trusted (``auto`` that kept a statsforecast model which beat the
+  naive in validation is: :attr:`~streamtrain.forecast.fallback.FallbackForecaster.trusted_`,
+  the same rule as in the simulator); then the seasonal naive answers. Either way such
+  an error requests a refit. A fit that fails or runs past ``fit_timeout_s``
   raises an alert (:meth:`take_alerts`) and the naive answers until a fit succeeds
   (which resolves it).
 * :meth:`status`: which model is live, why, its recent MASE and the naive's (MAE over
@@ -274,7 +277,8 @@ class LiveForecaster:
         if self._failed is not None:
             return None, self._failed
         recent = self.recent_mae()
-        if recent is not None and worse_than_naive(*recent, self._scale):
+        trusted = bool(getattr(self.model_, "trusted_", False))  # auto's validated MSTL/ETS
+        if recent is not None and worse_than_naive(*recent, self._scale) and not trusted:
             return None, (
                 f"its recent MAE {recent[0]:.4g} exceeds the seasonal naive's {recent[1]:.4g}"
             )

@@ -29,7 +29,7 @@ statsforecast (each model imports its library when it is fitted or loaded).
   validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
   ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
   keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
-  ``min_tracked``.
+  ``min_tracked``, ``trust_validated``, ``carry_errors``.
 """
 
 from __future__ import annotations
@@ -193,6 +193,8 @@ def _load_auto(path: Path, state: dict[str, Any]) -> FallbackForecaster:
             window_steps=int(state["window_steps"]),
             min_tracked=int(state["min_tracked"]),
             name=str(state["name"]),
+            trust_validated=bool(state.get("trust_validated", False)),
+            carry_errors=bool(state.get("carry_errors", False)),
         )
         model.fallback_ = SeasonalNaive.load(path.with_name(state["naive"]))
     except (KeyError, TypeError, ValueError) as exc:

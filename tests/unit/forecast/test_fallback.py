@@ -133,3 +133,36 @@ def test_a_tiny_miss_beside_an_exact_naive_does_not_hand_over():
     assert recent is not None and recent[1] == 0.0 and recent[0] > recent[1]
     model.predict(1)
     assert model.source_ == "stub" and model.reason_ is None
+
+
+class Validated(Stub):
+    """A main model that says it is trusted (auto's validated statsforecast choice)."""
+
+    trusted_ = True
+
+
+@pytest.mark.parametrize("trust", [True, False])
+def test_a_trusted_main_model_is_not_handed_over_on_recent_error(trust):
+    history = np.tile(np.arange(DAY, dtype=float), 8)
+    model = FallbackForecaster(
+        Validated(bias=50.0), track_steps=10, window_steps=60, min_tracked=30, trust_validated=trust
+    )
+    model.fit(history)
+    for start in range(0, 60, 10):
+        model.update(np.arange(start, start + 10, dtype=float))
+    recent = model.recent_mae()
+    assert recent is not None and recent[0] > recent[1] + 40  # clearly worse than the naive
+    forecast = model.predict(2)
+    assert model.trusted_ is trust
+    if trust:
+        assert model.source_ == "stub"
+        np.testing.assert_array_equal(forecast, [59 + 50, 59 + 50])
+    else:
+        assert model.source_ == "seasonal_naive_weekly"
+        np.testing.assert_array_equal(forecast, [60, 61])
+
+
+def test_a_trusted_main_model_still_falls_back_when_it_fails():
+    model = FallbackForecaster(Validated(fail_predict=True)).fit(_flat(2, 5.0))
+    np.testing.assert_array_equal(model.predict(2), [5, 5])
+    assert model.reason_ is not None and "failed" in model.reason_

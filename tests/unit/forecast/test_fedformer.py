@@ -141,6 +141,24 @@ def test_the_forecast_is_the_weighted_mean_of_the_transformer_and_mstl(history, 
     )
 
 
+def test_the_share_follows_the_errors_since_the_fit_and_survives_a_reload(tmp_path, history):
+    model = _tiny().fit(history)
+    assert model.mstl_share == 0.5 and model.mix_.tracking
+    window = model.mix_.window
+    for day_step in range(0, 6 * window, window):  # six windows of yesterday's values
+        model.update(history[-1440 + day_step : -1440 + day_step + window])
+    assert model.mix_.scored == 6
+    first, second = model.mix_.errors
+    assert model.mstl_share == pytest.approx(first / (first + second))
+    assert model.mstl_share != 0.5
+    fixed = FedformerForecaster(dataclasses.replace(TINY, adapt_weight=False)).fit(history)
+    assert fixed.mstl_share == 0.5 and not fixed.mix_.tracking
+    model.save(tmp_path / "mixed.npz")
+    again = FedformerForecaster.load(tmp_path / "mixed.npz")
+    assert again.mstl_share == pytest.approx(model.mstl_share)
+    np.testing.assert_allclose(again.predict(20), model.predict(20), rtol=1e-6)
+
+
 def test_a_model_saved_without_its_mstl_half_loads_as_the_transformer_alone(tmp_path, history):
     alone = FedformerForecaster(dataclasses.replace(TINY, mstl_weight=0.0)).fit(history)
     alone.save(tmp_path / "alone.npz")

@@ -44,6 +44,7 @@ def test_defaults_are_the_forecasters_and_round_trip_through_options():
     now["baseline_median"] = False  # settings added since: their default is the old way
     now["train_steps"] = 1200  # twice the steps since (issue #19: 600 left it undertrained)
     now["mstl_weight"] = 0.5  # combined with MSTL since (issue #19)
+    now["adapt_weight"] = True
     assert settings.options() == now
     saved = FedformerSettings.from_options(**SAVED_BEFORE)
     assert saved == dataclasses.replace(settings, train_steps=600)

@@ -198,3 +198,40 @@ def test_fit_with_a_longer_history_is_an_update_and_keeps_the_scores(tmp_path):
     assert len(pool.jobs) == 1 and live.model_end_step_ == 214
     assert live.recent_mae() is not None
     assert live.status()["recent_mase"] is not None
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_trusted_model_worse_than_the_naive_answers_and_is_refitted(tmp_path, trusted):
+    """auto's validated statsforecast model (``trusted_``) keeps answering while its
+    recent error is worse, as in the simulator; the refit is asked for either way."""
+    values = _series(12)
+    pool, clock = Pool(), Clock()
+    live = _live(tmp_path, pool, clock, min_tracked=5, track_steps=2, min_refit_gap_s=0)
+    live.at_step(200)
+    live.fit(values[:200])
+    live.predict(2)  # the first fit lands
+
+    class Wrong:
+        name = "wrong"
+        trusted_ = False
+
+        def update(self, points):
+            return self
+
+        def predict(self, horizon):
+            return np.full(horizon, 1e6)
+
+    model = Wrong()
+    model.trusted_ = trusted
+    live.model_ = model
+    pool.run_at_once = False
+    for k in range(200, 206):
+        live.at_step(k + 1)
+        live.update(values[k : k + 1])
+    forecast = live.predict(2)
+    assert live.fitting  # a refit was asked for
+    if trusted:
+        assert live.source_ == "mstl" and live.reason_ is None
+        np.testing.assert_array_equal(forecast, [1e6, 1e6])
+    else:
+        assert live.source_ == "seasonal_naive" and "exceeds" in (live.reason_ or "")

@@ -253,3 +253,21 @@ def test_a_day_the_seasonal_naive_misses_badly_is_not_scored():
     assert chooser(5).chosen_ == "steady"
     # with two folds (of two days) nothing is unusual (a median of two): day 25 decides
     assert chooser(2, days=2).chosen_ == "knowing"
+
+
+def test_trusted_when_a_preferred_model_beats_the_seasonal_naive_in_validation(tmp_path):
+    values = np.full(2000, 10.0)
+
+    def chooser(safe, naive, prefer=("safe",)):
+        models = {
+            "seasonal_naive": lambda: Const("seasonal_naive", naive),
+            "safe": lambda: Const("safe", safe),
+        }
+        return SelectForecaster(
+            _maker(models), ["seasonal_naive", "safe"], val_steps=500, prefer=prefer
+        ).fit(values)
+
+    assert chooser(9.5, 8.0).trusted_  # safe errs 0.5, the naive 2.0
+    assert not chooser(9.5, 8.0, prefer=()).trusted_  # nothing is preferred
+    assert not chooser(7.0, 9.0).trusted_  # the naive validated better (and is chosen)
+    assert not chooser(8.0, 8.0).trusted_  # a tie is not beating it
