@@ -12,7 +12,9 @@ statsforecast (each model imports its library when it is fitted or loaded).
   (:class:`~streamtrain.forecast.stats.StatsForecaster`; option ``block_s``);
 * ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
   (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
-* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer`` (or an
+* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer``'s
+  transformer alone (``mstl_weight=0``, unless given; auto ensembles it with MSTL by
+  validation itself) (or an
   inverse-MAE weighted ensemble of the best few) by rolling-origin validation over the
   last week of the history (at most a quarter of it: a window of every weekday, so a
   closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``, each candidate
@@ -117,8 +119,13 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     def make(name: str) -> Forecaster:
         return make_forecaster(name, step_s=step_s, seed=seed, **own(name))
 
+    # The transformer alone (mstl_weight=0): auto weighs it with MSTL itself, by
+    # validation; the registered fedformer's own MSTL half would be a near-duplicate
+    # candidate (measured: issue #19's session 5 in docs/benchmarks.md).
+    transformer = {"mstl_weight": 0.0, **options}
+
     def own(name: str) -> dict[str, Any]:
-        return options if name == "fedformer" else {}
+        return transformer if name == "fedformer" else {}
 
     def key(name: str) -> str:
         return fit_key(name, step_s=step_s, seed=seed, **own(name))

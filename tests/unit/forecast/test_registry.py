@@ -38,6 +38,19 @@ def test_options_reach_the_model():
     assert auto.main.candidates == ("fedformer", "mstl") and auto.window_steps == 77
     fed = auto.main.make("fedformer")
     assert isinstance(fed, FedformerForecaster) and fed.settings.train_steps == 9
+    # auto's candidate is the transformer alone (it ensembles with MSTL itself), the
+    # registered model is not
+    assert fed.settings.mstl_weight == 0.0
+    registered = make_forecaster("fedformer")
+    assert isinstance(registered, FedformerForecaster)
+    assert registered.settings.mstl_weight == 0.5
+    untrusting = make_forecaster("auto", trust_validated=False)
+    assert auto.trust_validated and isinstance(untrusting, FallbackForecaster)
+    assert not untrusting.trust_validated
+    mixed = make_forecaster("auto", mstl_weight=0.3)
+    assert isinstance(mixed, FallbackForecaster) and isinstance(mixed.main, SelectForecaster)
+    made = mixed.main.make("fedformer")
+    assert isinstance(made, FedformerForecaster) and made.settings.mstl_weight == 0.3
     assert isinstance(auto.main.make("mstl"), StatsForecaster)
     mstl = make_forecaster("mstl", block_s=3600)
     assert isinstance(mstl, StatsForecaster) and mstl.block_s == 3600
