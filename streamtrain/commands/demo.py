@@ -58,7 +58,15 @@ __all__ = ["demo"]
     show_default=True,
     help="Records/s one worker trains at most (as a slower accelerator would).",
 )
-@option("--min-workers", env="DEMO_MIN_WORKERS", type=click.IntRange(min=1), default=1)
+@option(
+    "--min-workers",
+    env="DEMO_MIN_WORKERS",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="The pool never goes below this: with one worker, a dead worker stops training "
+    "until its replacement is ready.",
+)
 @option("--max-workers", env="DEMO_MAX_WORKERS", type=click.IntRange(min=1), default=8)
 @option("--initial-workers", env="DEMO_INITIAL_WORKERS", type=click.IntRange(min=1), default=2)
 @option(

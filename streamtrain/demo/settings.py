@@ -32,7 +32,10 @@ class DemoSettings:
     partitions: int = 16
     peak_records_per_s: float = 1_200.0
     worker_capacity_records_per_s: float = 400.0
-    min_workers: int = 1
+    # Two at least: with one, a dead worker stops all training until its replacement is
+    # ready, and one worker near its capacity lags more than two (the kill runs of
+    # docs/benchmarks.md, session 5).
+    min_workers: int = 2
     max_workers: int = 8
     initial_workers: int = 2
     slo_lag_s: float | None = None  # wall s; default 20 simulated minutes (KALE), >= 2 s

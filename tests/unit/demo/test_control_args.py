@@ -32,7 +32,7 @@ DEFAULT_ARGV = [
     *("--data-dir", "/tmp/run/control-data", "--plan-job", "streamtrain-demo-abcd1234"),
     *("--policy", "streamtrain", "--samples-topic", "streamtrain.demo.abcd1234.throughput"),
     *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
-    *("--min-workers", "1", "--max-workers", "8", "--initial-workers", "2"),
+    *("--min-workers", "2", "--max-workers", "8", "--initial-workers", "2"),
     *("--plan-step-s", "300", "--plan-assignment", "shards"),
     *("--plan-quantile", "0.8"),
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
