@@ -19,7 +19,8 @@ a statsforecast model that beat the seasonal naive in validation), ``auto_carry3
 ``fedformer`` here is the transformer alone (``mstl_weight=0``), in ``auto`` too, as
 the full run before this study ran it. Its combinations with MSTL at fixed weights are
 computed from the two models' test forecasts (what the harness scored, so exactly what
-``fedformer`` with ``mstl_weight=1-w`` forecasts): ``mix<w>`` = ``w`` x transformer +
+``fedformer`` with ``mstl_weight=1-w`` and ``adapt_weight=False`` forecasts; the
+registered model adapts the weight to the errors since each fit): ``mix<w>`` = ``w`` x transformer +
 ``(1 - w)`` x MSTL. With ``--out``, every model's test forecasts are saved per series
 (``<series>.npz``: ``actual``, ``scale`` and one array per model). Prints MASE per
 model and the number of hand-overs per ``auto`` variant; the last line is

@@ -4,7 +4,8 @@ Modules: ``trace`` (the CSV format, KALE-shaped generator), ``series`` (other
 realistic arrival series), ``base`` (the protocol, gap filling, seasonal naive),
 ``stats`` (statsforecast's AutoETS and MSTL: ``ets``, ``mstl``), ``fedformer`` /
 ``fedformer_settings`` / ``fedformer_data`` / ``fedformer_train`` / ``fedformer_model``
-(the FEDformer-style model; torch is imported only when it is fitted or loaded),
+(the FEDformer-style model: a transformer combined with MSTL; torch is imported only
+when it is fitted or loaded), ``mix`` (the combination's online weights),
 ``select`` (the best model per series on a validation window), ``fallback`` (a
 seasonal-naive safety net; ``auto`` is ``select`` behind it), ``registry`` (models by
 name), ``live`` (fitting in the background for the live planner) and ``evaluate``

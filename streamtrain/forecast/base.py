@@ -21,6 +21,9 @@ Owned here:
   it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
   MASE scale (:func:`seasonal_scale`), so a 1e-5 miss beside a naive that is exact on a
   closed day, or a 1 % difference, does not hand the forecast to the naive.
+  :func:`hands_over` adds the exception: a model that earned trust in validation
+  (:class:`Validated`, ``auto``'s kept statsforecast model that beat the naive) keeps
+  the forecast; its recent error still asks the live planner for a refit.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ __all__ = [
     "QUANTILE_GRID",
     "Forecaster",
     "SeasonalNaive",
+    "Validated",
     "as_history",
     "as_new_points",
     "check_horizon",
     "fill_gaps",
+    "hands_over",
     "quantiles_or_point",
     "seasonal_scale",
     "worse_than_naive",
@@ -270,3 +275,20 @@ def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
     """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
     floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
     return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor
+
+
+@runtime_checkable
+class Validated(Protocol):
+    """A model that says whether its validation earned it trust (``auto``'s selection)."""
+
+    @property
+    def trusted_(self) -> bool: ...
+
+
+def hands_over(recent: tuple[float, float], scale: float, model: object) -> bool:
+    """The safety net's rule: whether the (model, naive) ``recent`` MAE hands the forecast
+    to the seasonal naive: the model is clearly worse (:func:`worse_than_naive`) and not
+    trusted (:class:`Validated`)."""
+    if isinstance(model, Validated) and model.trusted_:
+        return False
+    return worse_than_naive(*recent, scale)

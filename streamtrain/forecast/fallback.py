@@ -43,10 +43,11 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import (
     Forecaster,
     SeasonalNaive,
+    Validated,
     as_history,
     as_new_points,
+    hands_over,
     seasonal_scale,
-    worse_than_naive,
 )
 from streamtrain.units import DAY_S, WEEK_S
 
@@ -159,7 +160,7 @@ class FallbackForecaster:
         """Whether the recent error may not hand the forecast to the naive: with
         ``trust_validated``, while the main model says it is trusted (``auto``: a
         statsforecast model that beat the seasonal naive in validation)."""
-        return self.trust_validated and bool(getattr(self.main, "trusted_", False))
+        return self.trust_validated and isinstance(self.main, Validated) and self.main.trusted_
 
     def recent_mae(self) -> tuple[float, float] | None:
         """(main, naive) mean absolute error over the tracked window, once long enough."""
@@ -185,7 +186,7 @@ class FallbackForecaster:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
-        if recent is not None and worse_than_naive(*recent, self._scale) and not self.trusted_:
+        if recent is not None and hands_over(recent, self._scale, self):
             return None, (
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"

@@ -12,8 +12,8 @@ steps arrive; after four such windows ``w`` is the transformer's total error ove
 sum of both, inverse-error weights). ``mstl_weight=0`` is the transformer alone (the
 model before session 5; a model saved then loads as that). When MSTL cannot fit or
 forecast, the transformer answers alone (logged). MSTL's fit adds about a second.
-Measured in docs/benchmarks.md: the combination is below MSTL's error on most series,
-where the transformer alone was not.
+Measured in docs/benchmarks.md (issue #19, session 5): the combination is below MSTL's
+error on most series, where the transformer alone was not.
 
 Owned here: :class:`FedformerForecaster` (the :class:`~streamtrain.forecast.base.Forecaster`
 wrapper: data preparation, seeded training, prediction, quantiles, save/load). Its
@@ -61,6 +61,9 @@ Save/load: one ``.npz`` (no pickles) with the network, and MSTL's kept history, 
 which ``load`` re-estimates MSTL (as :meth:`StatsForecaster.load
 <streamtrain.forecast.stats.StatsForecaster.load>` does) before telling it the steps
 that came after its fit (at most half the kept history), and the errors that set ``w``.
+A model saved right after its fit (what the live planner saves) reloads as it was; one
+saved later is re-estimated on what MSTL still keeps (its last five weeks), so once the
+history is longer than that its MSTL half is close to, not the same as, the saved one.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ if TYPE_CHECKING:
 __all__ = ["FedformerForecaster"]
 
 log = logging.getLogger(__name__)
+_FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)  # torch raises RuntimeError
 FloatArray = NDArray[np.float64]
 
 
@@ -149,6 +153,7 @@ class FedformerForecaster:
         self.mstl_: StatsForecaster | None = None  # the statistical half (mstl_weight > 0)
         self.mix_ = MixWeights(default_horizon_steps(step_s))
         self.mstl_new_ = 0  # steps MSTL was told since its fit (a reload re-fits before them)
+        self._mstl_failing = False
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -261,17 +266,26 @@ class FedformerForecaster:
         transformer then forecasts alone."""
         try:
             return StatsForecaster("mstl", step_s=self.step_s).fit(values)
-        except ForecastError as exc:
+        except (ForecastError, ConfigError) as exc:  # ConfigError: no block fits the step
             log.warning(
                 "%s: MSTL could not fit (%s); the transformer forecasts alone", self.name, exc
             )
             return None
 
     def update(self, new_points: FloatArray) -> Self:
-        """Append observations to the input window (and MSTL's); nothing is retrained."""
+        """Append observations to the input window (and MSTL's); nothing is retrained.
+        The share's errors are scored window by window, however long the update (a live
+        catch-up after a fit or a restart scores every window it covers)."""
         if self.history_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
+        while values.shape[0]:
+            take = self.mix_.needed or values.shape[0]
+            self._append(values[:take])
+            values = values[take:]
+        return self
+
+    def _append(self, values: FloatArray) -> None:
         self.mix_.observe(values)
         if self.mstl_ is not None:
             self.mstl_.update(values)
@@ -282,7 +296,6 @@ class FedformerForecaster:
         self.history_ = joined[drop:]
         if not self.mix_.tracking:
             self._track_mix()
-        return self
 
     def _track_mix(self) -> None:
         """Track both halves' next window, to weigh them (:mod:`~streamtrain.forecast.mix`)."""
@@ -291,7 +304,7 @@ class FedformerForecaster:
         window = self.mix_.window
         try:
             self.mix_.track(self._own(window), self.mstl_.predict(window))
-        except ForecastError as exc:
+        except _FAILURES as exc:  # the share keeps its errors so far; forecasts go on
             log.debug("%s: no window tracked: %s", self.name, exc)
 
     @property
@@ -335,9 +348,14 @@ class FedformerForecaster:
                 theirs = self.mstl_.predict(horizon)
             else:
                 theirs = self.mstl_.predict_quantiles(horizon, [level])[level]
-        except ForecastError as exc:
-            log.warning("%s: MSTL could not forecast (%s); the transformer alone", self.name, exc)
+        except _FAILURES as exc:
+            if not self._mstl_failing:  # once per failing stretch, not every live tick
+                log.warning(
+                    "%s: MSTL could not forecast (%s); the transformer alone", self.name, exc
+                )
+            self._mstl_failing = True
             return own
+        self._mstl_failing = False
         w = self.mstl_share
         return np.maximum((1 - w) * own + w * theirs, 0.0)
 

@@ -56,6 +56,7 @@ from streamtrain.forecast.base import (
     SeasonalNaive,
     as_history,
     as_new_points,
+    hands_over,
     seasonal_scale,
     worse_than_naive,
 )
@@ -277,8 +278,7 @@ class LiveForecaster:
         if self._failed is not None:
             return None, self._failed
         recent = self.recent_mae()
-        trusted = bool(getattr(self.model_, "trusted_", False))  # auto's validated MSTL/ETS
-        if recent is not None and worse_than_naive(*recent, self._scale) and not trusted:
+        if recent is not None and hands_over(recent, self._scale, self.model_):
             return None, (
                 f"its recent MAE {recent[0]:.4g} exceeds the seasonal naive's {recent[1]:.4g}"
             )

@@ -8,11 +8,14 @@ each one counts follows how well each forecast the steps since the fit:
   steps, made at an origin; :meth:`MixWeights.observe` collects the steps that arrive
   and, once ``window`` of them are in, adds each model's mean absolute error over them
   (gaps skipped) to its total. One window is tracked at a time, so the windows do not
-  overlap, whatever the size of the updates (a live tick of one step, or a benchmark's
-  stride of a whole horizon).
+  overlap; :attr:`MixWeights.needed` says how many steps complete it, so that a caller
+  with a long update (a live catch-up of hours) can feed it window by window and score
+  every window it covers, as a tick of one step or a benchmark's stride of a horizon
+  would. A window whose forecasts are not finite is not scored.
 * :meth:`MixWeights.weight` is the second model's share: the prior until ``warm``
   windows are scored, then ``first_error / (first_error + second_error)``, the inverse
-  mean-absolute-error weights that ``auto``'s ensembles use, over every window scored
+  mean-absolute-error weights that ``auto``'s ensembles use
+  (:func:`~streamtrain.forecast.select.inverse_mae_weights`), over every window scored
   since the fit (the prior when both errors are zero).
 
 Nothing here sees a step before it has arrived: a window is scored only with the steps
@@ -27,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
+from streamtrain.forecast.select import inverse_mae_weights
 
 __all__ = ["MixWeights"]
 
@@ -50,12 +54,20 @@ class MixWeights:
     def tracking(self) -> bool:
         return self._pending is not None
 
+    @property
+    def needed(self) -> int:
+        """Steps that complete the tracked window (0 when none is tracked)."""
+        if self._pending is None:
+            return 0
+        return self.window - sum(int(a.shape[0]) for a in self._arrived)
+
     def track(self, first: FloatArray, second: FloatArray) -> None:
         """Both models' forecasts of the next ``window`` steps, from the same origin."""
         if first.shape[0] < self.window or second.shape[0] < self.window:
-            raise ConfigError(f"track a forecast of at least {self.window} steps")
-        self._pending = (first[: self.window].copy(), second[: self.window].copy())
-        self._arrived = []
+            raise ValueError(f"track a forecast of at least {self.window} steps")
+        pending = (first[: self.window].copy(), second[: self.window].copy())
+        finite = all(np.isfinite(p).all() for p in pending)
+        self._pending, self._arrived = (pending if finite else None), []
 
     def observe(self, values: FloatArray) -> None:
         """Steps that arrived after the tracked origin; scores the window once full."""
@@ -75,10 +87,9 @@ class MixWeights:
 
     def weight(self, prior: float) -> float:
         """The second model's share (module docstring)."""
-        first, second = self.errors
-        if self.scored < self.warm or first + second <= 0.0:
+        if self.scored < self.warm or sum(self.errors) <= 0.0:
             return prior
-        return first / (first + second)
+        return float(inverse_mae_weights(self.errors)[1])
 
     def state(self) -> dict[str, Any]:
         """What a saved model keeps (a window in progress is not kept)."""

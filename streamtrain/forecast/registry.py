@@ -131,6 +131,7 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
         return fit_key(name, step_s=step_s, seed=seed, **own(name))
 
     select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
+    select.setdefault("baseline", "seasonal_naive")
     chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
 
@@ -200,7 +201,7 @@ def _load_auto(path: Path, state: dict[str, Any]) -> FallbackForecaster:
             window_steps=int(state["window_steps"]),
             min_tracked=int(state["min_tracked"]),
             name=str(state["name"]),
-            trust_validated=bool(state.get("trust_validated", False)),
+            trust_validated=bool(state.get("trust_validated", True)),
             carry_errors=bool(state.get("carry_errors", False)),
         )
         model.fallback_ = SeasonalNaive.load(path.with_name(state["naive"]))

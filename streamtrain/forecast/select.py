@@ -49,7 +49,11 @@ fit or forecasts fail in any fold is skipped (logged); when all fail, ``fit`` ra
 a validation window, the first candidate that fits on the whole history is kept.
 
 ``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``, best first),
-``weights_`` its weights and ``val_mae_`` every option's validation error. Quantiles:
+``weights_`` its weights and ``val_mae_`` every option's validation error.
+``trusted_`` says the kept option is made of preferred candidates only and its
+validation error is strictly below the ``baseline`` candidate's (``auto``: the seasonal
+naive); the safety net then does not hand the forecast to the naive on a few hours of
+recent error (:mod:`streamtrain.forecast.fallback`). It is saved with the model. Quantiles:
 the kept model's own; for an ensemble, the weighted mean of the models' quantiles at
 each level.
 """
@@ -131,6 +135,7 @@ class SelectForecaster:
         cache: FitCache | None = None,
         cache_key: Callable[[str], str] | None = None,
         prefer: Sequence[str] = (),
+        baseline: str = "",
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
@@ -152,6 +157,7 @@ class SelectForecaster:
         self.name = name
         self.cache = cache
         self.prefer = tuple(prefer)
+        self.baseline = baseline
         self.cache_key = cache_key or (lambda candidate: candidate)
         self.models_: dict[str, Forecaster] = {}
         self.chosen_: str | None = None
@@ -292,12 +298,12 @@ class SelectForecaster:
                 )
                 self.chosen_ = preferred[0]
         self.weights_ = options[self.chosen_]
-        naive = self.val_mae_.get("seasonal_naive")
+        baseline = self.val_mae_.get(self.baseline)
         self.trusted_ = (
             bool(self.prefer)
             and all(m in self.prefer for m in self.weights_)
-            and naive is not None
-            and self.val_mae_[self.chosen_] < naive
+            and baseline is not None
+            and self.val_mae_[self.chosen_] < baseline
         )
 
     def _refit(self, values: FloatArray) -> None:

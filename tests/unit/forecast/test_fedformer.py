@@ -159,6 +159,20 @@ def test_the_share_follows_the_errors_since_the_fit_and_survives_a_reload(tmp_pa
     np.testing.assert_allclose(again.predict(20), model.predict(20), rtol=1e-6)
 
 
+def test_one_long_update_scores_every_window_it_covers(history):
+    # a live catch-up after a fit or a restart passes hours of steps in one update
+    stepwise, at_once = _tiny().fit(history), _tiny().fit(history)
+    window = stepwise.mix_.window
+    steps = history[-1440 : -1440 + 5 * window + 7]
+    for i in range(steps.shape[0]):
+        stepwise.update(steps[i : i + 1])
+    at_once.update(steps)
+    assert at_once.mix_.scored == stepwise.mix_.scored == 5
+    np.testing.assert_allclose(at_once.mix_.errors, stepwise.mix_.errors, rtol=1e-9)
+    assert at_once.mix_.needed == stepwise.mix_.needed == window - 7
+    np.testing.assert_allclose(at_once.predict(10), stepwise.predict(10), rtol=1e-9)
+
+
 def test_a_model_saved_without_its_mstl_half_loads_as_the_transformer_alone(tmp_path, history):
     alone = FedformerForecaster(dataclasses.replace(TINY, mstl_weight=0.0)).fit(history)
     alone.save(tmp_path / "alone.npz")

@@ -49,5 +49,19 @@ def test_state_round_trip_and_bad_settings():
     assert again.weight(0.5) == mix.weight(0.5) == pytest.approx(1 / 3)
     with pytest.raises(ConfigError):
         MixWeights(window=0)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValueError, match="at least 1 steps"):
         mix.track(np.zeros(0), np.zeros(0))
+
+
+def test_needed_counts_down_and_a_non_finite_forecast_is_not_tracked():
+    mix = MixWeights(window=3, warm=1)
+    assert mix.needed == 0
+    mix.track(np.full(3, 1.0), np.full(3, 2.0))
+    mix.observe(np.array([1.0]))
+    assert mix.needed == 2
+    mix.observe(np.array([1.0, 1.0]))
+    assert mix.needed == 0 and mix.scored == 1
+    mix.track(np.array([1.0, np.nan, 1.0]), np.full(3, 2.0))  # one NaN would poison the sums
+    assert not mix.tracking
+    mix.observe(np.full(3, 1.0))
+    assert mix.scored == 1 and np.isfinite(mix.errors).all() and mix.weight(0.5) == 0.0
