@@ -73,16 +73,22 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _score(trace: Trace, seed: int, models: tuple[str, ...]) -> dict[str, Scores]:
-    step_s = trace.step_s
+def eval_settings(step_s: int) -> EvalSettings:
+    """The harness's splits at ``step_s`` (module docstring): the last 7 days, a new
+    origin every horizon, a daily refit; also the study's (``benchmarks.forecast_study``)."""
     horizon = default_horizon_steps(step_s)
-    settings = EvalSettings(
+    return EvalSettings(
         horizon_steps=horizon,
         test_steps=7 * DAY_S // step_s,
         stride_steps=horizon,
         season_steps=DAY_S // step_s,
         refit_every_steps=DAY_S // step_s,
     )
+
+
+def _score(trace: Trace, seed: int, models: tuple[str, ...]) -> dict[str, Scores]:
+    step_s = trace.step_s
+    settings = eval_settings(step_s)
     cache = FitCache()  # every fit is deterministic: auto's folds reuse the baselines' fits
 
     def factory(name: str) -> Forecaster:

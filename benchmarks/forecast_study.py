@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.forecast import _real
+from benchmarks.forecast import _real, eval_settings
 from streamtrain.forecast.base import Forecaster
-from streamtrain.forecast.evaluate import EvalSettings, default_horizon_steps, evaluate
+from streamtrain.forecast.evaluate import EvalSettings, evaluate
 from streamtrain.forecast.fitcache import CachedFit, FitCache
 from streamtrain.forecast.registry import fit_key, make_forecaster
 from streamtrain.forecast.series import make_trace
@@ -76,18 +76,26 @@ class _Count(logging.Handler):
 def _study(
     trace: Trace, variants: list[str], seed: int
 ) -> tuple[dict[str, float], str, dict[str, np.ndarray], float]:
-    step_s = trace.step_s
-    horizon = default_horizon_steps(step_s)
-    settings = EvalSettings(
-        horizon_steps=horizon,
-        test_steps=7 * DAY_S // step_s,
-        stride_steps=horizon,
-        season_steps=DAY_S // step_s,
-        refit_every_steps=DAY_S // step_s,
-    )
+    settings = eval_settings(trace.step_s)
     cache = FitCache()
     counter = _Count()
-    logging.getLogger("streamtrain.forecast.fallback").addHandler(counter)
+    net_log = logging.getLogger("streamtrain.forecast.fallback")
+    net_log.addHandler(counter)
+    try:
+        return _score_all(trace, variants, seed, settings, cache, counter)
+    finally:
+        net_log.removeHandler(counter)
+
+
+def _score_all(
+    trace: Trace,
+    variants: list[str],
+    seed: int,
+    settings: EvalSettings,
+    cache: FitCache,
+    counter: _Count,
+) -> tuple[dict[str, float], str, dict[str, np.ndarray], float]:
+    step_s, horizon = trace.step_s, settings.horizon_steps
 
     def base(name: str) -> Forecaster:
         opts = ALONE if name == "fedformer" else {}

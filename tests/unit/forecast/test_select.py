@@ -67,19 +67,25 @@ def test_a_failing_candidate_is_skipped_and_all_failing_is_an_error():
         SelectForecaster(_maker(models), ["bad"], val_steps=200).fit(values)
 
 
-def test_real_models_save_and_load(tmp_path):
+def _real_chooser(**options):
+    """The seasonal naive and real MSTL on half-hour steps, two-step walks."""
     from streamtrain.forecast.registry import make_forecaster
 
-    t = np.arange(15 * 48)
-    values = 100 + 50 * np.sin(2 * np.pi * t / 48)
-    chooser = SelectForecaster(
+    return SelectForecaster(
         lambda name: make_forecaster(name, step_s=1800),
         ["seasonal_naive", "mstl"],
         step_s=1800,
         val_steps=96,
         horizon_steps=2,
         stride_steps=2,
-    ).fit(values)
+        **options,
+    )
+
+
+def test_real_models_save_and_load(tmp_path):
+    t = np.arange(15 * 48)
+    values = 100 + 50 * np.sin(2 * np.pi * t / 48)
+    chooser = _real_chooser().fit(values)
     chooser.save(tmp_path / "sel.json")
     again = load_forecaster(tmp_path / "sel.json")
     assert isinstance(again, SelectForecaster) and again.chosen_ == chooser.chosen_
@@ -344,21 +350,11 @@ def test_trust_survives_the_round_trip_through_disk_that_the_live_planner_makes(
     # the live planner fits in a worker process and loads the saved model, so the trust
     # rule only works if it is saved: real MSTL beats the daily naive on a trend
     from streamtrain.forecast.fallback import FallbackForecaster
-    from streamtrain.forecast.registry import make_forecaster
 
     t = np.arange(15 * 48)
     values = 100 + 50 * np.sin(2 * np.pi * t / 48) + 0.5 * t
     for trust in (True, False):
-        chooser = SelectForecaster(
-            lambda name: make_forecaster(name, step_s=1800),
-            ["seasonal_naive", "mstl"],
-            step_s=1800,
-            val_steps=96,
-            horizon_steps=2,
-            stride_steps=2,
-            prefer=("mstl",),
-            baseline="seasonal_naive",
-        )
+        chooser = _real_chooser(prefer=("mstl",), baseline="seasonal_naive")
         model = FallbackForecaster(chooser, step_s=1800, trust_validated=trust).fit(values)
         assert chooser.chosen_ == "mstl" and chooser.trusted_
         model.save(tmp_path / f"auto-{trust}.json")
