@@ -14,13 +14,31 @@ mode adds the control app (``streamtrain lag run --shards-job``). The job goes
 4 -> 8 -> 4 -> 12 -> 4 workers, ``--hold-s`` seconds (20) at each size after a warm-up;
 shards mode then also goes 4 -> 24 -> 4 (only it can use more workers than partitions).
 
-Measured per action (:func:`streamtrain.scale.handover.action_costs`): the records x
-seconds of extra waiting it caused (``lost_rs``, the backlog above its steady level,
-integrated until the next action), its pause as full-stop seconds, and the executor's
-preparation time. Every produced id is checked trained (``lost`` must be 0). The last
-line is machine-readable:
-``group_lost_rs=... cooperative_lost_rs=... shards_lost_rs=... cooperative_ratio=...
-shards_ratio=...`` (sums over the four common actions; ratios against ``group``).
+Before the first action the job holds 4 workers for ``--hold-s`` seconds with no action:
+the control window, measured the same way as an action (``noaction_rs``: what the
+metric reads when nothing happens, against the median delay of the 5 s before it).
+
+Measured per action (:func:`streamtrain.scale.handover.action_delays`, from every
+record's production and first training time): ``lost_rs``, the record x seconds the
+records produced in the window after the action waited beyond the job's delay at rest
+(the median delay of the records produced in the control window, at 4 workers, no
+action); ``stop_s``, the longest time in the
+window in which no training step finished anywhere (a full stop, measured directly);
+``pause_s``, the backlog's peak above its steady level over the arrival rate
+(:func:`streamtrain.scale.handover.action_costs`, what the planner and the simulator
+call an action's pause); and the executor's preparation time. Every produced id is
+checked trained (``lost`` must be 0).
+
+``--repeat N`` runs every mode ``N`` times, interleaved (mode after mode, then again),
+each on a fresh topic and pool. Per mode: the loss of the four common actions summed,
+per repetition, their mean with its 95 % interval (Student t) and range; the ratio of
+a mode's mean to ``group``'s with its 95 % interval (the delta method over the
+repetitions, :func:`streamtrain.sim.stats.ratio_interval`). The last line is
+machine-readable: ``group_lost_rs=<mean> group_lost_rs_min=... group_lost_rs_max=...
+cooperative_lost_rs=... shards_lost_rs=... cooperative_ratio=<x>
+cooperative_ratio_low=... cooperative_ratio_high=... shards_ratio=... shards_24_lost_rs=...
+noaction_rs=<mean of the control windows> zero_with_stop=<actions with a full stop of
+>= 0.5 s read as 0: must be 0> repeat=<N> lost=<records never trained>``.
 """
 
 from __future__ import annotations
@@ -42,6 +60,7 @@ from typing import Any
 
 import numpy as np
 from confluent_kafka import Producer
+from numpy.typing import NDArray
 
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import KafkaSettings
@@ -49,7 +68,16 @@ from streamtrain.demo.children import kafka_env
 from streamtrain.kafka import create_topic
 from streamtrain.scale.executors.local import LocalProcessPool
 from streamtrain.scale.executors.readiness import Readiness
-from streamtrain.scale.handover import ActionCost, action_costs, cumulative
+from streamtrain.scale.handover import (
+    ActionCost,
+    ActionDelay,
+    action_costs,
+    action_delays,
+    cumulative,
+    median_delay,
+    record_delays,
+)
+from streamtrain.sim.stats import interval, ratio_interval
 from streamtrain.worker.lifecycle import default_states_topic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -167,22 +195,28 @@ def control_app(kafka: KafkaSettings, job: str, topic: str, out: Path) -> Iterat
         log.close()
 
 
-def trained_series(out: Path) -> tuple[tuple[Any, Any], set[int], int]:
-    times: list[float] = []
-    counts: list[int] = []
-    for path in out.glob("*.steps"):
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                times.append(float(parts[0]))
-                counts.append(int(parts[1]))
-    ids: set[int] = set()
-    total = 0
+def trained_series(out: Path) -> tuple[NDArray[np.int64], NDArray[np.float64], int]:
+    """Every trained record id with the time its step finished (workers' files)."""
+    ids: list[NDArray[np.int64]] = []
+    at: list[NDArray[np.float64]] = []
     for path in out.glob("*.ids"):
-        array = np.fromfile(path, dtype="<i8")
-        total += array.size
-        ids.update(array.tolist())
-    return cumulative(times, counts), ids, total
+        worker_ids = np.fromfile(path, dtype="<i8")
+        steps = path.with_suffix(".steps")
+        times: list[float] = []
+        counts: list[int] = []
+        if steps.exists():
+            for line in steps.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    times.append(float(parts[0]))
+                    counts.append(int(parts[1]))
+        step_at = np.repeat(np.asarray(times, dtype=np.float64), counts)
+        n = min(worker_ids.size, step_at.size)  # a step's ids are written before its line
+        ids.append(worker_ids[:n])
+        at.append(step_at[:n])
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    all_at = np.concatenate(at) if at else np.zeros(0, dtype=np.float64)
+    return all_ids, all_at, int(all_ids.size)
 
 
 def run_mode(
@@ -190,7 +224,7 @@ def run_mode(
 ) -> dict[str, Any]:
     job = f"scaling-{mode}-{uuid.uuid4().hex[:6]}"
     topic = f"{job}-data"
-    out = root / mode
+    out = root / job
     out.mkdir(parents=True)
     create_topic(kafka, topic, args.partitions)
     steps = COMMON_STEPS + (SHARDS_EXTRA_STEPS if mode == "shards" else ())
@@ -221,6 +255,8 @@ def run_mode(
         stack.callback(load.join, 60)
         stack.callback(load.stop.set)
         time.sleep(WARMUP_S)
+        control_at = time.time()  # the control window: the same length, no action
+        time.sleep(args.hold_s)
         for target in steps:
             before = pool.current_workers()
             at = time.time()
@@ -243,39 +279,118 @@ def run_mode(
         produced = load.produced
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            _, ids, _ = trained_series(out)
-            if len(ids) >= produced:
+            ids, _, _ = trained_series(out)
+            if np.unique(ids).size >= produced:
                 break
             time.sleep(1)
-    trained, ids, total = trained_series(out)
-    costs = action_costs(
-        cumulative(load.times, load.counts),
-        trained,
-        [a["at_s"] for a in actions],
-        window_s=args.hold_s,
+    ids, trained_at, total = trained_series(out)
+    produced_at, delay = record_delays((load.times, load.counts), ids, trained_at)
+    starts = [control_at] + [a["at_s"] for a in actions]
+    at_rest_s = median_delay(produced_at, delay, control_at, starts[1])
+    control = action_delays(produced_at, delay, trained_at, starts[:2], window_s=args.hold_s)[0]
+    measured = action_delays(
+        produced_at, delay, trained_at, starts[1:], window_s=args.hold_s, reference_s=at_rest_s
     )
-    for action, cost in zip(actions, costs, strict=True):
-        action.update(_cost_json(cost))
+    delays = [control, *measured]
+    produced_series = cumulative(load.times, load.counts)
+    order = np.argsort(trained_at, kind="stable")
+    trained_series_ = (trained_at[order], np.arange(1, order.size + 1, dtype=np.float64))
+    costs = action_costs(produced_series, trained_series_, starts, window_s=args.hold_s)
+    for action, one, cost in zip(actions, delays[1:], costs[1:], strict=True):
+        action.update(_cost_json(one, cost))
         del action["at_s"]
-    lost = produced - len(ids & set(range(produced)))
+    unique = np.unique(ids)
+    lost = produced - int(np.sum((unique >= 0) & (unique < produced)))
     return {
         "mode": mode,
         "produced": produced,
-        "trained_unique": len(ids),
-        "duplicates": total - len(ids),
+        "trained_unique": int(unique.size),
+        "duplicates": total - int(unique.size),
         "lost": lost,
+        "noaction": _cost_json(control, costs[0]),
         "actions": actions,
         "lost_rs_common": round(sum(a["lost_rs"] for a in actions[: len(COMMON_STEPS)]), 1),
     }
 
 
-def _cost_json(cost: ActionCost) -> dict[str, Any]:
+def _cost_json(measured: ActionDelay, cost: ActionCost) -> dict[str, Any]:
     return {
-        "lost_rs": round(cost.lost_record_s, 1),
+        "lost_rs": round(measured.lost_record_s, 1),
+        "stop_s": round(measured.stop_s, 2),
+        "reference_delay_s": round(measured.reference_s, 3),
+        "records": measured.records,
         "pause_s": round(cost.pause_s, 2),
         "records_per_s_before": round(cost.records_per_s_before, 1),
         "records_per_s_after": round(cost.records_per_s_after, 1),
     }
+
+
+def _print_run(r: dict[str, Any]) -> None:
+    c = r["noaction"]
+    print(
+        f"  no action: lost {c['lost_rs']:>9,.0f} record·s, stop {c['stop_s']:5.2f} s, "
+        f"median delay {c['reference_delay_s']:.3f} s"
+    )
+    for a in r["actions"]:
+        print(
+            f"  {a['from']:>2} -> {a['to']:>2}: lost {a['lost_rs']:>9,.0f} record·s, "
+            f"stop {a['stop_s']:5.2f} s, pause {a['pause_s']:5.2f} s, prep {a['prep_s']:5.2f} s, "
+            f"delay at rest {a['reference_delay_s']:.3f} s, "
+            f"{a['records_per_s_before']:6.0f} -> {a['records_per_s_after']:6.0f} rec/s"
+        )
+    print(
+        f"  produced {r['produced']:,}, trained {r['trained_unique']:,} unique "
+        f"({r['duplicates']:,} duplicates), lost {r['lost']}",
+        flush=True,
+    )
+
+
+def summary_fields(results: dict[str, list[dict[str, Any]]], modes: list[str]) -> dict[str, str]:
+    """The last line's keys from every repetition of every mode (module docstring)."""
+    line: dict[str, str] = {}
+    sums = {m: [r["lost_rs_common"] for r in results[m]] for m in modes}
+    for m in modes:
+        line[f"{m}_lost_rs"] = f"{float(np.mean(sums[m])):.1f}"
+        line[f"{m}_lost_rs_min"] = f"{min(sums[m]):.1f}"
+        line[f"{m}_lost_rs_max"] = f"{max(sums[m]):.1f}"
+    if "group" in sums and float(np.mean(sums["group"])) > 0:
+        for m in modes:
+            if m == "group":
+                continue
+            ratio = ratio_interval(sums[m], sums["group"])
+            line[f"{m}_ratio"] = f"{ratio.mean:.3f}"
+            if ratio.n > 1:
+                line[f"{m}_ratio_low"] = f"{ratio.low:.3f}"
+                line[f"{m}_ratio_high"] = f"{ratio.high:.3f}"
+    if "shards" in results:
+        extra = [
+            sum(a["lost_rs"] for a in r["actions"][len(COMMON_STEPS) :]) for r in results["shards"]
+        ]
+        line["shards_24_lost_rs"] = f"{float(np.mean(extra)):.1f}"
+    runs = [r for m in modes for r in results[m]]
+    line["noaction_rs"] = f"{float(np.mean([r['noaction']['lost_rs'] for r in runs])):.1f}"
+    line["zero_with_stop"] = str(
+        sum(1 for r in runs for a in r["actions"] if a["stop_s"] >= 0.5 and a["lost_rs"] <= 0)
+    )
+    line["repeat"] = str(max(len(results[m]) for m in modes))
+    line["lost"] = str(sum(r["lost"] for r in runs))
+    return line
+
+
+def _print_modes(results: dict[str, list[dict[str, Any]]], modes: list[str]) -> None:
+    print(
+        "\n| mode | lost record·s, 4 common actions (per repetition) | mean ± 95 % | range | "
+        "no action (control window) |\n|---|---|---|---|---|"
+    )
+    for m in modes:
+        sums = [r["lost_rs_common"] for r in results[m]]
+        i = interval(sums)
+        half = "" if i.n < 2 else f" ± {i.half_width:,.0f}"
+        control = ", ".join(f"{r['noaction']['lost_rs']:,.0f}" for r in results[m])
+        print(
+            f"| {m} | {', '.join(f'{x:,.0f}' for x in sums)} | {i.mean:,.0f}{half} | "
+            f"{min(sums):,.0f}-{max(sums):,.0f} | {control} |"
+        )
 
 
 def main() -> None:
@@ -285,6 +400,7 @@ def main() -> None:
     parser.add_argument("--capacity", type=float, default=300.0, help="records/s a worker")
     parser.add_argument("--hold-s", type=float, default=20.0, help="seconds at each size")
     parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every mode")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
         "--session-timeout-ms",
@@ -296,36 +412,26 @@ def main() -> None:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    results: dict[str, dict[str, Any]] = {}
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         kafka = KafkaSettings(broker.bootstrap)
-        for mode in modes:
-            print(f"{mode}: {args.partitions} partitions, {args.rate:g} records/s", flush=True)
-            results[mode] = run_mode(kafka, mode, args, Path(tmp))
-            r = results[mode]
-            for a in r["actions"]:
+        for repetition in range(args.repeat):
+            for mode in modes:
                 print(
-                    f"  {a['from']:>2} -> {a['to']:>2}: lost {a['lost_rs']:>9,.0f} record·s, "
-                    f"pause {a['pause_s']:5.2f} s, prep {a['prep_s']:5.2f} s, "
-                    f"{a['records_per_s_before']:6.0f} -> {a['records_per_s_after']:6.0f} rec/s"
+                    f"{mode} (repetition {repetition + 1}/{args.repeat}): {args.partitions} "
+                    f"partitions, {args.rate:g} records/s",
+                    flush=True,
                 )
-            print(
-                f"  produced {r['produced']:,}, trained {r['trained_unique']:,} unique "
-                f"({r['duplicates']:,} duplicates), lost {r['lost']}",
-                flush=True,
-            )
+                result = run_mode(kafka, mode, args, Path(tmp))
+                results[mode].append(result)
+                _print_run(result)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
-    line = {f"{m}_lost_rs": results[m]["lost_rs_common"] for m in modes}
-    base = results.get("group", {}).get("lost_rs_common")
-    for m in modes:
-        if m != "group" and base:
-            line[f"{m}_ratio"] = round(results[m]["lost_rs_common"] / base, 3)
-    if "shards" in results:
-        extra = results["shards"]["actions"][len(COMMON_STEPS) :]
-        line["shards_24_lost_rs"] = round(sum(a["lost_rs"] for a in extra), 1)
-    line["lost"] = sum(r["lost"] for r in results.values())
-    print(" ".join(f"{k}={v}" for k, v in line.items()))
+    _print_modes(results, modes)
+    line = summary_fields(results, modes)
+    print("\n" + " ".join(f"{k}={v}" for k, v in line.items()))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,27 @@ over the window until the next action (at most ``window_s``):
 * ``records_per_s_before`` / ``records_per_s_after``: trained throughput over
   ``baseline_s`` before the action and over the window's last ``baseline_s``.
 
-Used by ``benchmarks/scaling.py`` and the applier's outcome; tested without a broker.
+Used by the demo's summary and the applier's outcome; tested without a broker.
+
+Per record, when every record's production and training times are known (the scaling
+benchmark's ids): :func:`record_delays` (each record's wait, produced to first trained)
+and :func:`action_delays`, per action an :class:`ActionDelay`:
+
+* ``lost_record_s``: the record x seconds of delay the records produced in the window
+  after the action waited beyond the delay of the same job in a window without an
+  action: ``sum(max(0, d_i - reference_s))`` with ``reference_s`` the median delay of
+  the records of a control window without an action (given), or of the records
+  produced in the ``reference_window_s`` before the action. It reads 0
+  only when no record of the window waited longer than a typical record before it: a
+  full stop of ``P`` seconds at ``λ`` records/s makes every record produced during it
+  wait until it ends, at least ``λ·(P - reference_s)²/2``, and the backlog it leaves
+  makes the following records wait too;
+* ``stop_s``: the longest time in the window in which no training step finished
+  anywhere in the job (the full stop, measured directly, not inferred from a backlog);
+* ``records`` and ``reference_s``, so a reader can redo the sum.
+
+Records never trained count with a delay up to the window's end (they waited at least
+that long).
 """
 
 from __future__ import annotations
@@ -26,7 +46,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ActionCost", "action_costs", "cumulative"]
+__all__ = [
+    "ActionCost",
+    "ActionDelay",
+    "action_costs",
+    "action_delays",
+    "cumulative",
+    "median_delay",
+    "record_delays",
+]
 
 _GRID_S = 0.05
 
@@ -106,3 +134,96 @@ def action_costs(
             )
         )
     return costs
+
+
+@dataclass(frozen=True, slots=True)
+class ActionDelay:
+    at_s: float
+    window_s: float
+    records: int  # produced in the window
+    reference_s: float  # the median delay before the action (no action)
+    lost_record_s: float  # sum over the window's records of the delay beyond it
+    stop_s: float  # the longest time without a finished training step anywhere
+
+
+def record_delays(
+    produced: tuple[Sequence[float], Sequence[int]],
+    trained_ids: NDArray[np.int64],
+    trained_at_s: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Each record's production time and delay (first training minus production; NaN
+    when never trained). ``produced``: batches ``(time, count)`` in production order,
+    whose records carry the ids ``0, 1, ...`` in that order; ``trained_ids`` /
+    ``trained_at_s``: every training of a record (duplicates allowed) and when its step
+    finished."""
+    times = np.asarray(produced[0], dtype=np.float64)
+    counts = np.asarray(produced[1], dtype=np.int64)
+    if times.shape != counts.shape or np.any(counts < 0):
+        raise ValueError("need one non-negative count per production time")
+    produced_at = np.repeat(times, counts)
+    ids = np.asarray(trained_ids, dtype=np.int64)
+    at = np.asarray(trained_at_s, dtype=np.float64)
+    if ids.shape != at.shape:
+        raise ValueError("need one training time per trained id")
+    first = np.full(produced_at.shape[0], np.inf)
+    known = (ids >= 0) & (ids < produced_at.shape[0])
+    np.minimum.at(first, ids[known], at[known])
+    delay = np.where(np.isfinite(first), first - produced_at, np.nan)
+    return produced_at, delay
+
+
+def median_delay(
+    produced_at_s: NDArray[np.float64], delay_s: NDArray[np.float64], start: float, end: float
+) -> float:
+    """The median delay of the records produced in ``[start, end)`` and trained (0 if
+    none)."""
+    known = (produced_at_s >= start) & (produced_at_s < end) & np.isfinite(delay_s)
+    return float(np.median(delay_s[known])) if np.any(known) else 0.0
+
+
+def _longest_gap(step_times_s: NDArray[np.float64], start: float, end: float) -> float:
+    inside = step_times_s[(step_times_s > start) & (step_times_s < end)]
+    edges = np.concatenate([[start], inside, [end]])
+    return float(np.max(np.diff(edges)))
+
+
+def action_delays(
+    produced_at_s: NDArray[np.float64],
+    delay_s: NDArray[np.float64],
+    step_times_s: NDArray[np.float64],
+    actions_s: Sequence[float],
+    *,
+    window_s: float,
+    reference_window_s: float = 5.0,
+    reference_s: float | None = None,
+) -> list[ActionDelay]:
+    """One :class:`ActionDelay` per action, over the window until the next action (at
+    most ``window_s``); see the module docstring. ``reference_s``, when given, is the
+    delay without an action for every action (e.g. measured in a control window);
+    otherwise each action's is the median of the ``reference_window_s`` before it."""
+    produced = np.asarray(produced_at_s, dtype=np.float64)
+    delay = np.asarray(delay_s, dtype=np.float64)
+    steps = np.sort(np.asarray(step_times_s, dtype=np.float64))
+    ordered = sorted(actions_s)
+    out: list[ActionDelay] = []
+    for k, at in enumerate(ordered):
+        end = min(at + window_s, ordered[k + 1]) if k + 1 < len(ordered) else at + window_s
+        if end <= at:
+            continue
+        reference = reference_s
+        if reference is None:
+            reference = median_delay(produced, delay, at - reference_window_s, at)
+        inside = (produced >= at) & (produced < end)
+        waited = np.where(np.isfinite(delay[inside]), delay[inside], end - produced[inside])
+        lost = float(np.sum(np.maximum(0.0, waited - reference)))
+        out.append(
+            ActionDelay(
+                at_s=at,
+                window_s=end - at,
+                records=int(np.sum(inside)),
+                reference_s=reference,
+                lost_record_s=lost,
+                stop_s=_longest_gap(steps, at, end),
+            )
+        )
+    return out

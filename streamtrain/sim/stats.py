@@ -3,8 +3,9 @@
 Owned here: :class:`Interval` (mean ± half-width) and :func:`interval` (Student's t:
 ``mean ± t(0.975, n - 1) · s / √n``, as KALE §4.1 reports "95 % Confidence-Interval"
 error bars over 20 repetitions), :func:`summarize` (every metric of every policy), and
-:func:`differs` (whether two intervals do not overlap). One seed has no interval
-(half-width NaN). Pure.
+:func:`differs` (whether two intervals do not overlap), :func:`ratio_interval` (the
+ratio of two means with its 95 % interval, by the delta method). One seed has no
+interval (half-width NaN). Pure.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from streamtrain.errors import ConfigError
 from streamtrain.sim.metrics import METRIC_NAMES, PolicyMetrics
 
-__all__ = ["Interval", "differs", "interval", "summarize"]
+__all__ = ["Interval", "differs", "interval", "ratio_interval", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +72,24 @@ def differs(ours: Interval, value: float, value_half_width: float = 0.0) -> bool
     """True when ``value ± value_half_width`` lies wholly outside ``ours``."""
     half = 0.0 if math.isnan(ours.half_width) else ours.half_width
     return abs(ours.mean - value) > half + value_half_width
+
+
+def ratio_interval(numerators: Sequence[float], denominators: Sequence[float]) -> Interval:
+    """``mean(numerators) / mean(denominators)`` and its 95 % half-width by the delta
+    method for two independent samples: ``t · R · sqrt((se_x / x)² + (se_y / y)²)``
+    with Student's t at the smaller sample's degrees of freedom. NaN half-width with a
+    single value on either side; a ConfigError when the denominators' mean is not
+    positive."""
+    x, y = interval(numerators), interval(denominators)
+    if not y.mean > 0:
+        raise ConfigError("a ratio needs a positive denominator mean")
+    ratio = x.mean / y.mean
+    n = min(x.n, y.n)
+    if n < 2:
+        return Interval(ratio, math.nan, n)
+    se_x = float(np.std(np.asarray(numerators, dtype=np.float64), ddof=1)) / math.sqrt(x.n)
+    se_y = float(np.std(np.asarray(denominators, dtype=np.float64), ddof=1)) / math.sqrt(y.n)
+    relative = (se_x / x.mean) ** 2 if x.mean else 0.0
+    relative += (se_y / y.mean) ** 2
+    spread = abs(ratio) * math.sqrt(relative) if x.mean else se_x / y.mean
+    return Interval(ratio, _t975(n - 1) * spread, n)
