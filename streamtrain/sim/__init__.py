@@ -11,7 +11,7 @@ policy over seeds), ``parallel`` (seeds over processes), ``stats`` (intervals),
 ``report`` (text tables) and ``plot`` (matplotlib, optional). The policies themselves
 live in :mod:`streamtrain.scale.policies`, shared with the live control app."""
 
-from streamtrain.sim.auc import AucModel, auc_pct
+from streamtrain.sim.auc import MEASURED_CURVE, StalenessCurve, auc_pct
 from streamtrain.sim.engine import Action, Run, Workload, run_policy
 from streamtrain.sim.execution import (
     ActionCosts,
@@ -36,11 +36,11 @@ from streamtrain.sim.truth import JobTruth, TruthSettings, draw_truth
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
 
 __all__ = [
+    "MEASURED_CURVE",
     "METRIC_NAMES",
     "SLO_LAG_S",
     "Action",
     "ActionCosts",
-    "AucModel",
     "Execution",
     "Interval",
     "JobTruth",
@@ -53,6 +53,7 @@ __all__ = [
     "SimReport",
     "SimSettings",
     "SkewSettings",
+    "StalenessCurve",
     "TruthSettings",
     "Variant",
     "Window",

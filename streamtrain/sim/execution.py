@@ -97,6 +97,21 @@ class ActionCosts:
         cost = self.modes[assignment]
         return self.checkpoint_s + cost.prep_s + cost.pause_s
 
+    def with_restart_s(self, restart_s: float) -> ActionCosts:
+        """The same costs with a pause-and-restart of ``restart_s`` on average in every
+        mode (KALE §1: about 10 minutes): the preparation is what the checkpoint and the
+        hand-over stall leave of it."""
+        modes = {}
+        for mode, cost in self.modes.items():
+            prep_s = restart_s - self.checkpoint_s - cost.pause_s
+            if prep_s < 0:
+                raise ConfigError(
+                    f"a {restart_s:g}-s restart cannot hold the {self.checkpoint_s:g}-s "
+                    f"checkpoint and the {cost.pause_s:g}-s hand-over ({mode.value})"
+                )
+            modes[mode] = cost.with_means(prep_s=prep_s)
+        return ActionCosts(self.checkpoint_s, modes, self.two_phase_checkpoint_s)
+
     def with_mode(self, assignment: AssignmentMode, cost: ModeCost) -> ActionCosts:
         return ActionCosts(
             self.checkpoint_s, {**self.modes, assignment: cost}, self.two_phase_checkpoint_s

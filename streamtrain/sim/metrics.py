@@ -8,7 +8,9 @@
 * ``worker_hours``: ∫ workers held dt, in hours (KALE's GPU hours: one GPU per worker).
 * ``scaling_actions``: actions started.
 * ``peak_lag_min``: the largest job lag seen.
-* ``auc_pct``: Table 3's AUC column from the lag trace (:mod:`streamtrain.sim.auc`).
+* ``auc_pct``: Table 3's AUC column: the lag trace looked up on the AUC-against-lag
+  curve measured with real training (:mod:`streamtrain.sim.auc`), and
+  ``auc_curve_se_pp``, its standard error from that curve (percentage points).
 * ``forwarded_pct`` / ``forwarded_gb``: what the shuffle forwarded, as a share of the
   records consumed and in GB (:class:`~streamtrain.sim.execution.ShuffleCosts`'s record
   size); ``shuffle_cpu_s``: the worker CPU it cost.
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from streamtrain.errors import ConfigError
-from streamtrain.sim.auc import AucModel, auc_pct
+from streamtrain.sim.auc import StalenessCurve, auc_pct
 from streamtrain.sim.engine import Run
 from streamtrain.sim.execution import ShuffleCosts
 from streamtrain.units import HOUR_S, MINUTE_S
@@ -46,6 +48,7 @@ class PolicyMetrics:
     forwarded_pct: float
     forwarded_gb: float
     shuffle_cpu_s: float
+    auc_curve_se_pp: float = 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -58,7 +61,7 @@ def compute_metrics(
     run: Run,
     *,
     slo_lag_s: float = SLO_LAG_S,
-    auc: AucModel | None = None,
+    auc: StalenessCurve | None = None,
     shuffle_costs: ShuffleCosts | None = None,
 ) -> PolicyMetrics:
     """Table 3's metrics for ``run`` (see the module docstring)."""
@@ -68,6 +71,7 @@ def compute_metrics(
     tick_min = run.tick_s / MINUTE_S
     lag = run.lag_s
     forwarded = float(run.forwarded_records.sum())
+    auc_value, auc_se = auc_pct(lag, auc)
     return PolicyMetrics(
         violation_rate=float(np.mean(lag > slo_lag_s)) if lag.size else 0.0,
         accumulated_lag_min=float(np.sum(lag / MINUTE_S) * tick_min),
@@ -75,8 +79,9 @@ def compute_metrics(
         worker_hours=float(np.sum(run.worker_s) / HOUR_S),
         scaling_actions=len(run.actions),
         peak_lag_min=float(lag.max() / MINUTE_S) if lag.size else 0.0,
-        auc_pct=auc_pct(lag, shuffle=run.shuffle, model=auc),
+        auc_pct=auc_value,
         forwarded_pct=100.0 * forwarded / run.consumed_records if run.consumed_records else 0.0,
         forwarded_gb=forwarded * costs.record_bytes / 1e9,
         shuffle_cpu_s=forwarded * costs.forward_cpu_s,
+        auc_curve_se_pp=auc_se,
     )

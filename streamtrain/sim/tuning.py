@@ -15,8 +15,11 @@ tuning week is at most ``max_violation`` (1 %), the one with the fewest worker-h
 (ties within 1 %: the least accumulated lag); when no point meets it, the one with the
 lowest violation rate (then the fewest worker-hours). So a baseline is neither tuned
 into Adequate (no lag at 672 worker-hours) nor left at a setting that violates the SLO
-when another setting would not. KALE and streamtrain are not tuned here: both run at
-their documented defaults.
+when another setting would not. KALE and streamtrain run at their documented defaults
+unless asked: :data:`OWN_GRIDS` tunes them the same way, within the largest baseline
+grid's budget (16 points): KALE's fallback thresholds (enter lag, cool-down) and its
+planning interval, which the paper does not give; streamtrain's headroom, planning
+quantile and the lag it tolerates before acting.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from streamtrain.units import DAY_S
 
 __all__ = [
     "GRIDS",
+    "GRID_BUDGET",
+    "OWN_GRIDS",
     "TUNED_POLICIES",
     "TuningResult",
     "TuningRule",
@@ -60,6 +65,21 @@ GRIDS: dict[str, tuple[Point, ...]] = {
     "madu": tuple({"horizon_s": minutes * 60.0} for minutes in (10, 20, 30, 60, 90)),
 }
 TUNED_POLICIES: tuple[str, ...] = tuple(GRIDS)
+OWN_GRIDS: dict[str, tuple[Point, ...]] = {
+    "kale": tuple(
+        {"fallback_lag_s": lag, "fallback_cooldown_s": cooldown, "plan_interval_s": interval}
+        for lag in (60.0, 180.0, 300.0, 600.0)
+        for cooldown in (120.0, 600.0)
+        for interval in (300.0, 600.0)
+    ),
+    "streamtrain": tuple(
+        {"headroom": headroom, "quantile": quantile, "tolerated_lag_s": tolerated}
+        for headroom in (0.0, 0.02, 0.05, 0.1)
+        for quantile in (0.5, 0.8)
+        for tolerated in (20.0, 120.0)
+    ),
+}
+GRID_BUDGET = max(len(points) for points in GRIDS.values())
 _TUNING_SEED_OFFSET = 1_000  # tuning seeds are not the reported seeds
 
 
@@ -108,18 +128,21 @@ def tune(
     rule: TuningRule | None = None,
     cache: dict[int, Forecast] | None = None,
     progress: Callable[[str], None] | None = None,
+    grids: Mapping[str, Sequence[Point]] | None = None,
 ) -> TuningResult:
     """Grid-search ``policies`` (default: the tuned baselines among
     ``settings.policies``) on ``window`` under ``settings``' tools and costs
-    (``cache``: the window's forecasts, when already computed)."""
+    (``cache``: the window's forecasts, when already computed; ``grids``: default
+    :data:`GRIDS`, e.g. :data:`OWN_GRIDS` for KALE and streamtrain)."""
     rule = rule or TuningRule()
-    wanted = [p for p in (policies or settings.policies) if p in GRIDS]
+    grids = GRIDS if grids is None else grids
+    wanted = [p for p in (policies or settings.policies) if p in grids]
     if not wanted:
         return TuningResult({}, {})
     variants = [
         Variant(_label(policy, point), policy, point)
         for policy in wanted
-        for point in GRIDS[policy]
+        for point in grids[policy]
     ]
     seeds = range(
         settings.seed + _TUNING_SEED_OFFSET, settings.seed + _TUNING_SEED_OFFSET + rule.seeds
@@ -133,7 +156,7 @@ def tune(
     scores: dict[str, list[tuple[Point, float, float, float]]] = {}
     for policy in wanted:
         rows = []
-        for point in GRIDS[policy]:
+        for point in grids[policy]:
             runs = [r.metrics[_label(policy, point)] for r in results]
             rows.append(
                 (

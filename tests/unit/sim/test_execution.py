@@ -111,3 +111,15 @@ def test_the_live_measurement_converts_to_whole_job_pauses_at_a_real_jobs_prep()
         ].prep_s
         == 30.0
     )
+
+
+def test_the_papers_restart_cost_for_every_mode():
+    costs = ActionCosts().with_restart_s(600.0)
+    for mode in AssignmentMode:
+        assert costs.restart_s(mode) == pytest.approx(600.0)
+        execution = Execution(two_phase=False, costs=costs, assignment=mode)
+        prep_s, pause_s = action_phases(4, 6, execution)
+        assert prep_s == 0.0
+        assert pause_s == pytest.approx(600.0)
+    with pytest.raises(ConfigError):
+        ActionCosts().with_restart_s(30.0)  # shorter than the checkpoint

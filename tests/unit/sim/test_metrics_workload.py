@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from streamtrain.errors import ConfigError
+from streamtrain.sim.auc import MEASURED_CURVE
 from streamtrain.sim.engine import Action, Run
 from streamtrain.sim.metrics import compute_metrics
 from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition_shares
@@ -43,10 +44,11 @@ def test_metrics_by_hand():
     assert m.worker_hours == pytest.approx(14 / 60)
     assert m.scaling_actions == 1
     assert m.peak_lag_min == 30.0
-    # AUC: Table 3's Adequate (95.3 %) less the mean loss: 10 min at the slow slope for
-    # 30 min of lag plus 20 min at the steep one, and 10 min at the slow slope.
-    loss = (10 * 0.0146 + 20 * 0.0584) + 10 * 0.0146
-    assert m.auc_pct == pytest.approx(95.3 - loss / 4)
+    # AUC on the measured curve: lag 0, 30 min (halfway 20-40), 10 min, 0
+    a = MEASURED_CURVE.auc
+    expected = (a[0] + (a[3] + a[4]) / 2 + a[2] + a[0]) / 4
+    assert m.auc_pct == pytest.approx(100 * expected)
+    assert m.auc_curve_se_pp > 0
     assert m.forwarded_pct == 0 and m.forwarded_gb == 0 and m.shuffle_cpu_s == 0
     assert set(m.as_dict()) == {
         "violation_rate",
@@ -59,6 +61,7 @@ def test_metrics_by_hand():
         "forwarded_pct",
         "forwarded_gb",
         "shuffle_cpu_s",
+        "auc_curve_se_pp",
     }
 
 
@@ -68,7 +71,9 @@ def test_shuffle_costs_and_gain():
     assert m.forwarded_pct == pytest.approx(25.0)  # 250 of the 1,000 consumed
     assert m.forwarded_gb == pytest.approx(250 * 200 / 1e9)
     assert m.shuffle_cpu_s == pytest.approx(250 / 1_097_542)
-    assert m.auc_pct == pytest.approx(95.8)  # no lag, plus Table 3's shuffle gain
+    # no lag: the fresh model's AUC; shuffling adds nothing beyond the lag it removes
+    assert m.auc_pct == pytest.approx(100 * MEASURED_CURVE.auc[0])
+    assert m.auc_curve_se_pp == 0
 
 
 def test_custom_slo():

@@ -7,7 +7,16 @@ import pytest
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import synth_trace
 from streamtrain.sim.settings import SimSettings
-from streamtrain.sim.tuning import GRIDS, TuningRule, choose, tune, tuning_window, with_tuned
+from streamtrain.sim.tuning import (
+    GRID_BUDGET,
+    GRIDS,
+    OWN_GRIDS,
+    TuningRule,
+    choose,
+    tune,
+    tuning_window,
+    with_tuned,
+)
 
 
 def test_the_cheapest_point_that_meets_the_slo():
@@ -39,6 +48,12 @@ def test_grids_name_real_settings():
         assert len(points) >= 5
         for point in points:
             make_policy(policy, context, **point)  # a ConfigError for unknown keys
+    assert GRID_BUDGET == 16  # Autopilot's percentile x margin
+    for policy, points in OWN_GRIDS.items():
+        assert len(points) == GRID_BUDGET  # KALE and streamtrain: the same budget
+        assert len({tuple(sorted(p.items())) for p in points}) == len(points)
+        for point in points:
+            make_policy(policy, context, **point)
 
 
 def test_tuning_on_the_days_before_the_window():
@@ -59,3 +74,17 @@ def test_tuning_on_the_days_before_the_window():
     merged = with_tuned(given, result).policy_settings["hpa"]
     assert merged["target"] == 0.55  # what the user set wins
     assert merged["scale_down_window_s"] == result.chosen["hpa"]["scale_down_window_s"]
+
+
+def test_kale_and_streamtrain_tuned_the_same_way_on_request():
+    trace = synth_trace(3, seed=4)
+    settings = SimSettings(
+        policies=("hpa", "kale"), partitions=16, tick_s=60, forecaster="seasonal_naive"
+    )
+    window = tuning_window(trace, settings)
+    assert window is not None
+    small = {"kale": OWN_GRIDS["kale"][:2]}
+    result = tune(window, settings, rule=TuningRule(seeds=1), policies=["kale"], grids=small)
+    assert set(result.chosen) == {"kale"}
+    assert result.chosen["kale"] in small["kale"]
+    assert [row[0] for row in result.scores["kale"]] == list(small["kale"])
