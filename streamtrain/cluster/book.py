@@ -18,7 +18,8 @@ Owned here (pure: the Faust app feeds it and publishes what it returns):
   :meth:`~RequestBook.problem` builds the :class:`~streamtrain.cluster.problem.ClusterProblem`
   (a job's current count is the allocator's last grant when that is newer than the
   request); :meth:`~RequestBook.record` keeps the grants of a decision and returns the
-  changes, the ScaleCommands to send.
+  changes, the ScaleCommands to send; :meth:`~RequestBook.fresh_step_times` hands the
+  AntMan throttle each guarantee job's reported step time once.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class RequestBook:
         self.requests: dict[str, Request] = {}
         self.grants: dict[str, GrantState] = {}
         self.warm_started: dict[str, float] = {}
+        self._step_times_seen: dict[str, str] = {}  # job -> request id already observed
 
     # -- requests ----------------------------------------------------------------------
 
@@ -143,6 +145,23 @@ class RequestBook:
             request = self._warm_start(request)
         self.requests[request.job] = request
         return None
+
+    def fresh_step_times(self) -> dict[str, float]:
+        """The guarantee jobs' step times (ms) from requests not observed before, each
+        handed out once: a throttle fed the same stale value every round would keep
+        cutting on it (a planner sends a request when its target changes, not every
+        round)."""
+        fresh = {}
+        for job, request in self.requests.items():
+            if (
+                request.step_time_ms is None
+                or self.declared[job] is not JobClass.GUARANTEE
+                or self._step_times_seen.get(job) == request.request_id
+            ):
+                continue
+            self._step_times_seen[job] = request.request_id
+            fresh[job] = request.step_time_ms
+        return fresh
 
     def _warm_start(self, request: Request) -> Request:
         level = request.traffic_records_per_s

@@ -1,9 +1,14 @@
 """AntMan's throttle on opportunistic workers (§3.3): raise step by step while the
 guarantee jobs keep their pace, cut pessimistically when one does not.
 
-The throttle holds one number, the level: how many workers all opportunistic jobs may
-hold together (the MILP's ``opportunistic_budget_workers``). Each allocator round
-:meth:`Throttle.observe` gets every guarantee job's recent training step time:
+The throttle holds one number, the level: in the allocator, how many workers all
+opportunistic jobs may hold together (the MILP's ``opportunistic_budget_workers``); in
+AntMan's finer control on one machine, the compute share of each opportunistic job in
+percent (:class:`~streamtrain.experiments.colocation.ShareCoordinator`): the unit is the
+caller's. Each round :meth:`Throttle.observe` gets every guarantee job's recent
+training step time (the workers report it in their throughput samples, the planner
+passes it on in its requests, :meth:`~streamtrain.cluster.book.RequestBook.fresh_step_times`
+hands each one over once):
 
 * a job's **baseline** is the fastest step time it has shown (or one given up front:
   its step time running alone); a step time above ``baseline + interference_ms`` (AntMan:
@@ -14,7 +19,10 @@ hold together (the MILP's ``opportunistic_budget_workers``). Each allocator roun
   ceiling, the pool's capacity); at the ceiling, **hold**.
 
 Until any step time has been reported the level is the ceiling: without a signal there
-is nothing to protect against (exclusive workers, as the simulator models them).
+is nothing to protect against (exclusive workers, as the simulator models them). The
+10 ms is AntMan's evaluation metric (§5: a step slower than its baseline by more than
+10 ms counts as interference); the paper's controller adjusts on the same performance
+feedback, so it is the control input here too.
 Pure; the caller supplies the step times and keeps the object between rounds.
 """
 

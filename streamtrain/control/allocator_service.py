@@ -228,12 +228,7 @@ class AllocatorService:
         return self.dirty or now_s - self.last_decided_at_s >= self.settings.interval_s
 
     def _budget(self) -> int | None:
-        step_times = {
-            job: r.step_time_ms
-            for job, r in self.book.requests.items()
-            if r.step_time_ms is not None and self.book.declared[job] is JobClass.GUARANTEE
-        }
-        step = self.throttle.observe(step_times)
+        step = self.throttle.observe(self.book.fresh_step_times())
         log.debug("throttle: %s", step.reason)
         return step.level_workers if self.throttle.signalled else None
 

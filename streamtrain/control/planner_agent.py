@@ -204,7 +204,9 @@ def add_planner(
         settings.commands_topic, key_serializer="raw", value_serializer="raw", partitions=1
     )
     group = agent.planner.settings.group
-    send, destination = command_sender(app, settings, commands, agent.planner.settings)
+    send, destination = command_sender(
+        app, settings, commands, agent.planner.settings, agent.planner.samples.step_time_ms
+    )
 
     async def take_samples(stream: Any) -> None:
         async for value in stream:

@@ -3,7 +3,8 @@ allocator (``streamtrain lag run --allocator``).
 
 Owned here: :func:`as_request` turns the planner's ``ScaleCommand`` into a
 ``ScaleRequest`` for the allocator (the wanted count is the command's target, with the
-plan, the job's bounds, its expected pause, its class; the allocator, not the planner's
+plan, the job's bounds, its expected pause, its class and the step time its workers
+reported, the AntMan throttle's signal; the allocator, not the planner's
 ``--max-workers`` alone, decides what the pool can give), and :func:`command_sender`
 gives the planner agent one function to send either. Without an allocator the planner
 sends its commands as it always has.
@@ -29,11 +30,16 @@ JOB_CLASSES = {
 
 
 def as_request(
-    command: pb.ScaleCommand, planner: PlannerSettings, job_class: str
+    command: pb.ScaleCommand,
+    planner: PlannerSettings,
+    job_class: str,
+    step_time_ms: float | None = None,
 ) -> pb.ScaleRequest:
+    """The request for ``command``; ``step_time_ms``: the job's recent training step as
+    its workers reported it (AntMan's interference signal), when known."""
     if job_class not in JOB_CLASSES:
         raise ConfigError(f"the job class must be one of {', '.join(JOB_CLASSES)}")
-    return pb.ScaleRequest(
+    request = pb.ScaleRequest(
         request_id=command.command_id,
         job=command.job,
         job_class=JOB_CLASSES[job_class],
@@ -48,12 +54,20 @@ def as_request(
         created_at_ms=command.created_at_ms,
         explanation=command.explanation,
     )
+    if step_time_ms is not None:
+        request.step_time_ms = step_time_ms
+    return request
 
 
 def command_sender(
-    app: Any, settings: LagAppSettings, commands: Any, planner: PlannerSettings
+    app: Any,
+    settings: LagAppSettings,
+    commands: Any,
+    planner: PlannerSettings,
+    step_time_ms: Callable[[], float | None] | None = None,
 ) -> tuple[Callable[[pb.ScaleCommand], Awaitable[object]], str]:
-    """A function that sends one planner command where it should go, and that topic."""
+    """A function that sends one planner command where it should go, and that topic
+    (``step_time_ms``: the job's recent step time for its requests to the allocator)."""
     topic_name = settings.requests_topic
     if topic_name is None:
 
@@ -65,7 +79,8 @@ def command_sender(
     requests = app.topic(topic_name, key_serializer="raw", value_serializer="raw", partitions=1)
 
     def to_allocator(command: pb.ScaleCommand) -> Awaitable[object]:
-        request = as_request(command, planner, settings.job_class)
+        step_ms = None if step_time_ms is None else step_time_ms()
+        request = as_request(command, planner, settings.job_class, step_ms)
         send: Awaitable[object] = requests.send(key=command.job.encode(), value=encode(request))
         return send
 

@@ -34,6 +34,7 @@ class MetricsSnapshot:
     commits: int = 0
     commit_failures: int = 0
     busy_s: float = 0.0  # time spent in training steps
+    steps: int = 0  # training steps taken (busy_s / steps: the mean step time)
     stale_acks: int = 0
     queue_records: int = 0
     in_flight_records: int = 0
@@ -62,6 +63,7 @@ class WorkerMetrics:
         self.commits = 0
         self.commit_failures = 0
         self.busy_s = 0.0
+        self.steps = 0
 
     def bind(
         self,
@@ -82,9 +84,11 @@ class WorkerMetrics:
         commits: int = 0,
         commit_failures: int = 0,
         busy_s: float = 0.0,
+        steps: int = 0,
     ) -> None:
         with self._lock:
             self.busy_s += busy_s
+            self.steps += steps
             self.records_consumed += consumed
             self.records_trained += trained
             self.dead_letters += dead_letters
@@ -105,6 +109,7 @@ class WorkerMetrics:
                 commits=self.commits,
                 commit_failures=self.commit_failures,
                 busy_s=self.busy_s,
+                steps=self.steps,
                 stale_acks=gauges.get("stale_acks", 0),
                 queue_records=gauges.get("queue_records", 0),
                 in_flight_records=gauges.get("in_flight_records", 0),
@@ -135,7 +140,8 @@ def throughput_sample(
     """The ``ThroughputSample`` for the window ``previous → current``.
 
     ``workers`` is the pool size the worker saw (0: unknown). ``busy_fraction`` is set
-    when the trainer reports the time its steps take (``busy_s``). Positions are the next
+    when the trainer reports the time its steps take (``busy_s``), ``step_time_ms`` when
+    it also counts them (``steps``: the mean step of the window). Positions are the next
     offset to read per partition (partitions with nothing read yet are left out).
     """
     consumed, trained = rates(previous, current)
@@ -153,6 +159,9 @@ def throughput_sample(
     if window_s > 0 and current.busy_s > 0:
         busy = (current.busy_s - previous.busy_s) / window_s
         sample.busy_fraction = min(max(busy, 0.0), 1.0)
+    steps = current.steps - previous.steps
+    if steps > 0 and current.busy_s > previous.busy_s:
+        sample.step_time_ms = 1000.0 * (current.busy_s - previous.busy_s) / steps
     for (topic, partition), progress in sorted(current.partitions.items()):
         if progress.consumed is not None:
             sample.positions.add(topic=topic, partition=partition, offset=progress.consumed)

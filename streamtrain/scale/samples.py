@@ -33,6 +33,7 @@ Owned here, pure (no I/O; the Faust app and tests feed it):
   400, and the planner held one worker into the morning ramp after measuring it.)
 * :func:`materially_different`: whether a new estimate should rebuild the policy.
 * :class:`SampleBook`: what the planner keeps: the samples of the last ``retention_s``
+  (and from them, the job's recent step time, :meth:`SampleBook.step_time_ms`)
   (a sample older than that is late: dropped and counted), the closed job windows
   before them (the last ``windows_per_count`` per pool size, however old), and the
   newest pool size a worker reported. Unusable samples are dropped and counted
@@ -68,6 +69,8 @@ __all__ = [
     "model_coefficients",
     "sample_problem",
 ]
+
+_MAX_STEP_TIME_MS = 3_600_000.0  # an hour: beyond it a step time is not believed
 
 Source = Literal["prior", "measured"]
 
@@ -198,6 +201,10 @@ def sample_problem(
         math.isfinite(sample.busy_fraction) and sample.busy_fraction >= 0
     ):
         return f"bad busy_fraction {sample.busy_fraction} from {who}"
+    if sample.HasField("step_time_ms") and not (
+        math.isfinite(sample.step_time_ms) and 0 <= sample.step_time_ms <= _MAX_STEP_TIME_MS
+    ):
+        return f"bad step_time_ms {sample.step_time_ms} from {who}"
     if sample.observed_at_ms <= 0:
         return f"no observed_at_ms from {who}"
     return None if now_ms is None else _from_the_future(sample, now_ms, limits)
@@ -355,6 +362,21 @@ class SampleBook:
         if sample.workers > 0 and (self.pool_size is None or at_s >= self.pool_size[0]):
             self.pool_size = (at_s, int(sample.workers))
         return None
+
+    def step_time_ms(self) -> float | None:
+        """The job's recent training step (ms): each worker's newest reported step time,
+        averaged over the workers; None when no kept sample reports one (AntMan's
+        interference signal, passed on to the allocator)."""
+        newest: dict[str, tuple[int, float]] = {}
+        for sample in self._samples.values():
+            if not sample.HasField("step_time_ms"):
+                continue
+            seen = newest.get(sample.worker_id)
+            if seen is None or sample.observed_at_ms > seen[0]:
+                newest[sample.worker_id] = (sample.observed_at_ms, sample.step_time_ms)
+        if not newest:
+            return None
+        return float(np.mean([value for _, value in newest.values()]))
 
     def _open_windows(self) -> list[JobWindow]:
         s = self.settings

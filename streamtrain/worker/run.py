@@ -307,7 +307,7 @@ def _drain(
             continue
         step_started = time.monotonic()
         app.step(batch)
-        metrics.add(busy_s=time.monotonic() - step_started)
+        metrics.add(busy_s=time.monotonic() - step_started, steps=1)
         batch.ack()
         steps += 1
     if not consumer.drained:
@@ -354,7 +354,7 @@ def _train(
         first = baseline is not None and not baseline.first_step_seen
         rss_before = rss_bytes() if first else 0
         app.step(batch)
-        metrics.add(busy_s=time.monotonic() - step_started)
+        metrics.add(busy_s=time.monotonic() - step_started, steps=1)
         if first and baseline is not None:
             baseline.first_step(rss_bytes() - rss_before)
         batch.ack()

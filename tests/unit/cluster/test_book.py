@@ -116,3 +116,14 @@ def test_the_newest_request_delivered_again_is_no_change():
     book.record(milp_allocate(problem), now_s=150.0)
     assert book.accept(first, 160.0) is None  # redelivered: not refused as stale
     assert book.requests["ads"] is first
+
+
+def test_each_reported_step_time_reaches_the_throttle_once():
+    book = RequestBook(DECLARED, default_max_workers=10)
+    assert book.fresh_step_times() == {}
+    assert book.accept(_request(step_time_ms=50.0), 100.0) is None
+    assert book.accept(_request("batch", step_time_ms=9.0), 100.0) is None  # not guarantee
+    assert book.fresh_step_times() == {"ads": 50.0}
+    assert book.fresh_step_times() == {}  # the same request: not observed again
+    assert book.accept(_request(at_s=101.0, step_time_ms=70.0), 101.0) is None
+    assert book.fresh_step_times() == {"ads": 70.0}

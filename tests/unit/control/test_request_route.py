@@ -31,3 +31,11 @@ def test_a_command_becomes_a_request_with_the_jobs_bounds_and_class():
     assert request.created_at_ms == 1_000 and request.request_id == "ads-1"
     with pytest.raises(ConfigError):
         as_request(command, planner, "serving")
+
+
+def test_the_workers_step_time_goes_with_the_request():
+    command = pb.ScaleCommand(command_id="ads-2", job="ads", current_workers=2, target_workers=3)
+    planner = PlannerSettings(job="ads", group="g", min_workers=1, max_workers=8)
+    assert not as_request(command, planner, "guarantee").HasField("step_time_ms")
+    request = as_request(command, planner, "guarantee", step_time_ms=42.5)
+    assert request.step_time_ms == 42.5

@@ -92,3 +92,16 @@ def test_prometheus_shuffle_series_are_zero_without_a_shuffle_and_its_totals_wit
     assert 'streamtrain_worker_shuffle_batches_timed_out_total{worker="w2"} 1.0' in text
     assert 'streamtrain_worker_shuffle_batches_rejected_total{worker="w2"} 0.0' in text
     assert 'streamtrain_worker_shuffle_peers{worker="w2"} 3.0' in text
+
+
+def test_throughput_sample_says_the_mean_step_time_when_steps_are_counted():
+    a = MetricsSnapshot(at_s=0.0, busy_s=1.0, steps=10)
+    b = MetricsSnapshot(at_s=10.0, records_trained=500, busy_s=3.5, steps=60)
+    sample = throughput_sample(a, b, job="j", worker_id="w", workers=1, observed_at_ms=1)
+    assert sample.step_time_ms == 50.0  # 2.5 s over 50 steps
+    quiet = throughput_sample(b, b, job="j", worker_id="w", workers=1, observed_at_ms=2)
+    assert not quiet.HasField("step_time_ms")  # no step in the window
+    metrics = WorkerMetrics()
+    metrics.add(busy_s=0.5, steps=1)
+    metrics.add(busy_s=0.25, steps=1)
+    assert metrics.snapshot().steps == 2

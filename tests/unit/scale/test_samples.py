@@ -245,3 +245,24 @@ def test_sample_problem_checks_the_clock_when_given_now():
     assert sample_problem(future, "demo") is None  # no clock given: not checked
     assert "in the future" in str(sample_problem(future, "demo", now_ms=T0_MS))
     assert sample_problem(future, "demo", now_ms=T0_MS + 60_000) is None
+
+
+def test_the_jobs_step_time_is_each_workers_newest_averaged():
+    book = SampleBook("demo")
+    now_s = T0_MS / 1000 + 10
+    assert book.step_time_ms() is None
+    for worker, at_ms, step_ms in (
+        ("a", T0_MS, 40.0),
+        ("a", T0_MS + 5000, 60.0),
+        ("b", T0_MS, 30.0),
+    ):
+        s = sample(worker, 2, 100.0, at_ms=at_ms)
+        s.step_time_ms = step_ms
+        assert book.add(s, now_s) is None
+    book.add(sample("c", 2, 100.0), now_s)  # reports no step time
+    assert book.step_time_ms() == 45.0  # a's newest (60) and b's (30)
+    bad = sample("d", 2, 100.0)
+    bad.step_time_ms = -1.0
+    assert "step_time_ms" in problem(bad)
+    bad.step_time_ms = math.inf
+    assert "step_time_ms" in problem(bad)
