@@ -6,7 +6,11 @@ DIR]`` (see that module's docstring): :func:`run_table2` runs
 broker, from one pre-trained model, and writes ``shuffle_table2.md`` (per run: the
 policies' rows with KALE's beside them, the forwarding counters, the relative changes),
 ``shuffle_table2_lag.csv``, ``shuffle_table2_auc.csv`` and ``shuffle_table2.png`` to
-``DIR``; its last line is ``key=value`` pairs of the last run.
+``DIR``; with ``--runs N``, every change over the runs with its 95 % interval (the AUC
+differences against ``none`` among them), re-sent bytes apart from first sends; its
+last line is ``key=value`` pairs of the means over the runs, the AUC differences with
+their intervals (``auc_advanced_vs_none_pp``, ``_low``, ``_high``), the re-sent MB and
+``runs``.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ def run_table2(out_dir: Path, *, quick: bool, runs: int = 1) -> None:
     tables = [_table2_rows(config, results, run + 1) for run, results in enumerate(all_runs)]
     results = all_runs[-1]
     header = _table2_header(config)
-    table = header + "\n\n".join(tables) + "\n"
+    summary, fields = _over_runs(all_runs)
+    table = header + "\n\n".join(tables) + "\n\n" + summary + "\n"
     (out_dir / "shuffle_table2.md").write_text(table)
     csv = ["run,policy,time_s,partition,lag_records,lag_s"]
     auc_csv = ["run,policy,worker,at_s,auc"]
@@ -81,22 +86,95 @@ def run_table2(out_dir: Path, *, quick: bool, runs: int = 1) -> None:
         f"wrote {out_dir / 'shuffle_table2.md'}, shuffle_table2_lag.csv, "
         "shuffle_table2_auc.csv, shuffle_table2.png"
     )
-    by = {r.policy.value: r for r in results}
-    print(
-        " ".join(
-            [
-                f"total_mb_none={by['none'].wire.total / 1e6:.1f}",
-                f"total_mb_basic={by['basic'].wire.total / 1e6:.1f}",
-                f"total_mb_advanced={by['advanced'].wire.total / 1e6:.1f}",
-                f"basic_vs_none_pct={_pct(by['basic'].wire.total, by['none'].wire.total):+.1f}",
-                "advanced_vs_basic_pct="
-                f"{_pct(by['advanced'].wire.total, by['basic'].wire.total):+.1f}",
-                f"auc_none={by['none'].auc.during:.4f}",
-                f"auc_basic={by['basic'].auc.during:.4f}",
-                f"auc_advanced={by['advanced'].auc.during:.4f}",
-            ]
+    print(" ".join(f"{k}={v}" for k, v in fields.items()))
+
+
+def _over_runs(all_runs: list[list[Any]]) -> tuple[str, dict[str, str]]:
+    """Every run's changes, their means with 95 % intervals (Student t over the runs),
+    and the last line's fields (means over the runs)."""
+    from streamtrain.sim.stats import interval
+
+    def per_run(fn: Any) -> list[float]:
+        return [float(fn({r.policy.value: r for r in results})) for results in all_runs]
+
+    def total(policy: str) -> Any:
+        return lambda by: by[policy].wire.total / 1e6
+
+    rows = {
+        "total MB, none": per_run(total("none")),
+        "total MB, basic": per_run(total("basic")),
+        "total MB, advanced": per_run(total("advanced")),
+        "re-sent MB, basic": per_run(lambda by: by["basic"].wire.resent / 1e6),
+        "re-sent MB, advanced": per_run(lambda by: by["advanced"].wire.resent / 1e6),
+        "traffic, basic vs none (%)": per_run(
+            lambda by: _pct(by["basic"].wire.total, by["none"].wire.total)
+        ),
+        "traffic, advanced vs basic (%)": per_run(
+            lambda by: _pct(by["advanced"].wire.total, by["basic"].wire.total)
+        ),
+        "traffic without re-sends, advanced vs basic (%)": per_run(
+            lambda by: _pct(
+                by["advanced"].wire.total - by["advanced"].wire.resent,
+                by["basic"].wire.total - by["basic"].wire.resent,
+            )
+        ),
+        "AUC while producing, basic - none (points of %)": per_run(
+            lambda by: 100 * (by["basic"].auc.during - by["none"].auc.during)
+        ),
+        "AUC while producing, advanced - none (points of %)": per_run(
+            lambda by: 100 * (by["advanced"].auc.during - by["none"].auc.during)
+        ),
+        "worst worker's AUC, advanced - none (points of %)": per_run(
+            lambda by: 100 * (by["advanced"].auc.min_during - by["none"].auc.min_during)
+        ),
+    }
+    runs = len(all_runs)
+    lines = [
+        f"Over the {runs} run(s): each run's value, then the mean ± the 95 % interval "
+        "(Student t over the runs):",
+        "",
+        "| quantity | per run | mean ± 95 % |",
+        "|---|---|---:|",
+    ]
+    cells: dict[str, Any] = {}
+    for name, values in rows.items():
+        cells[name] = interval(values)
+        half = cells[name].half_width
+        spread = "" if cells[name].n < 2 else f" ± {half:.2f}"
+        lines.append(
+            f"| {name} | {', '.join(f'{v:+.2f}' for v in values)} | "
+            f"{cells[name].mean:+.2f}{spread} |"
         )
-    )
+
+    def mean(name: str, digits: int = 1, sign: str = "") -> str:
+        return f"{cells[name].mean:{sign}.{digits}f}"
+
+    adv = cells["AUC while producing, advanced - none (points of %)"]
+    basic = cells["AUC while producing, basic - none (points of %)"]
+    fields = {
+        "total_mb_none": mean("total MB, none"),
+        "total_mb_basic": mean("total MB, basic"),
+        "total_mb_advanced": mean("total MB, advanced"),
+        "basic_vs_none_pct": mean("traffic, basic vs none (%)", sign="+"),
+        "advanced_vs_basic_pct": mean("traffic, advanced vs basic (%)", sign="+"),
+        "auc_none": f"{np.mean([by.auc.during for by in _policy(all_runs, 'none')]):.4f}",
+        "auc_basic": f"{np.mean([by.auc.during for by in _policy(all_runs, 'basic')]):.4f}",
+        "auc_advanced": (f"{np.mean([by.auc.during for by in _policy(all_runs, 'advanced')]):.4f}"),
+        "auc_advanced_vs_none_pp": f"{adv.mean:+.2f}",
+        "auc_advanced_vs_none_pp_low": f"{adv.low:+.2f}",
+        "auc_advanced_vs_none_pp_high": f"{adv.high:+.2f}",
+        "auc_basic_vs_none_pp": f"{basic.mean:+.2f}",
+        "auc_basic_vs_none_pp_low": f"{basic.low:+.2f}",
+        "auc_basic_vs_none_pp_high": f"{basic.high:+.2f}",
+        "resent_mb_advanced": mean("re-sent MB, advanced", 2),
+        "resent_mb_basic": mean("re-sent MB, basic", 2),
+        "runs": str(runs),
+    }
+    return "\n".join(lines), fields
+
+
+def _policy(all_runs: list[list[Any]], policy: str) -> list[Any]:
+    return [r for results in all_runs for r in results if r.policy.value == policy]
 
 
 def _pct(new: float, old: float) -> float:
@@ -125,7 +203,8 @@ def _table2_rows(config: Any, results: list[Any], run: int) -> str:
     lines = [
         f"Run {run}:",
         "",
-        "| policy | total MB on the wire (Kafka rx + tx + forwarded + answers + events) "
+        "| policy | total MB on the wire (Kafka rx + tx + forwarded first + re-sent + "
+        "answers + events) "
         "| worker CPU % | max lag hot / cold (s; cold: worst, mean of the partitions' max) "
         "| accumulated lag hot / cold (lag-s x s, sum over partitions) | max lag hot / cold "
         "(records) | drained, s after the "
@@ -146,8 +225,8 @@ def _table2_rows(config: Any, results: list[Any], run: int) -> str:
         paper = PAPER_TABLE2[result.policy.value]
         lines.append(
             f"| {result.policy.value} | {w.total / 1e6:.2f} ({w.kafka_rx / 1e6:.2f} + "
-            f"{w.kafka_tx / 1e6:.2f} + {w.forwarded / 1e6:.2f} + {w.answers / 1e6:.3f} + "
-            f"{w.state_events / 1e6:.3f}) | {result.cpu_pct:.1f} | "
+            f"{w.kafka_tx / 1e6:.2f} + {w.forwarded / 1e6:.2f} + {w.resent / 1e6:.2f} + "
+            f"{w.answers / 1e6:.3f} + {w.state_events / 1e6:.3f}) | {result.cpu_pct:.1f} | "
             f"{result.lag_s[:, is_hot].max():.1f} / {result.lag_s[:, ~is_hot].max():.1f}, "
             f"{result.lag_s[:, ~is_hot].max(axis=0).mean():.1f} | "
             f"{acc[is_hot].sum():,.0f} / {acc[~is_hot].sum():,.0f} | "
@@ -160,8 +239,9 @@ def _table2_rows(config: Any, results: list[Any], run: int) -> str:
     lines += [
         "",
         "| policy | trained records | forwarded records (batches; rejected, timed out) "
-        "| records received from peers | CPU s in MMoE steps / all (less evaluations) |",
-        "|---|---:|---:|---:|---:|",
+        "| of them re-sent (records, batches) | records received from peers "
+        "| CPU s in MMoE steps / all (less evaluations) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for result in results:
         t = {
@@ -171,7 +251,8 @@ def _table2_rows(config: Any, results: list[Any], run: int) -> str:
         lines.append(
             f"| {result.policy.value} | {t['trained_records']:,.0f} | {t['records_sent']:,.0f} "
             f"({t['batches_sent']:,.0f}; {t['batches_rejected']:,.0f}, "
-            f"{t['batches_timed_out']:,.0f}) | {t['records_received']:,.0f} | "
+            f"{t['batches_timed_out']:,.0f}) | {t['records_resent']:,.0f}, "
+            f"{t['batches_resent']:,.0f} | {t['records_received']:,.0f} | "
             f"{t['step_cpu_s']:.1f} / {result.cpu_s:.1f} |"
         )
     p = dict(PAPER_TABLE2)

@@ -18,7 +18,8 @@ every partition drained or ``drain_timeout_s`` passed.
 
 Returned per policy (:class:`PolicyResult`): the lag series, the bytes on the wire
 (the workers' Kafka consumers as librdkafka counts them, the shuffle's forwarded batch
-frames as it counts them, and its answers and state events, estimated from their
+frames as it counts them, first sends apart from frames sent again after a receiver
+refused them or timed out, and its answers and state events, estimated from their
 counts times their encoded size: the shuffle does not count control bytes), the
 workers' CPU utilization (CPU seconds from the producer's start to the end of the
 measurement, less the seconds spent on AUC evaluations, over that wall time), the
@@ -104,13 +105,15 @@ class WireBytes:
 
     kafka_rx: int  # fetch responses and the other broker answers the workers' consumers got
     kafka_tx: int  # the consumers' requests: fetches, offset commits, heartbeats
-    forwarded: int  # the shuffle's batch frames
+    forwarded: int  # the shuffle's batch frames sent the first time
     answers: int  # RECEIVED and ACKED answers (estimated)
     state_events: int  # receiver-state broadcasts (estimated)
+    resent: int = 0  # batch frames sent again after a receiver refused or timed out
 
     @property
     def total(self) -> int:
-        return self.kafka_rx + self.kafka_tx + self.forwarded + self.answers + self.state_events
+        kafka, shuffle = self.kafka_rx + self.kafka_tx, self.forwarded + self.resent
+        return kafka + shuffle + self.answers + self.state_events
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,24 +234,20 @@ def _status(out_dir: Path, worker: int) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
+_FORWARDING_TOTALS = (
+    *("bytes_sent", "bytes_resent", "records_sent", "records_resent", "batches_resent"),
+    *("records_received", "batches_received", "events_sent", "batches_sent"),
+    *("batches_rejected", "batches_timed_out"),
+)
+_WORKER_TOTALS = ("trained_records", "cpu_s", "eval_cpu_s", "step_cpu_s")
+
+
 def _worker_totals(status: dict[str, Any]) -> dict[str, float]:
     forwarding = status.get("forwarding") or {}
-    return {
-        "trained_records": float(status.get("trained_records", 0)),
-        "bytes_sent": float(forwarding.get("bytes_sent", 0)),
-        "records_sent": float(forwarding.get("records_sent", 0)),
-        "records_received": float(forwarding.get("records_received", 0)),
-        "batches_received": float(forwarding.get("batches_received", 0)),
-        "events_sent": float(forwarding.get("events_sent", 0)),
-        "batches_sent": float(forwarding.get("batches_sent", 0)),
-        "batches_rejected": float(forwarding.get("batches_rejected", 0)),
-        "batches_timed_out": float(forwarding.get("batches_timed_out", 0)),
-        "cpu_s": float(status.get("cpu_s", 0.0)),
-        "eval_cpu_s": float(status.get("eval_cpu_s", 0.0)),
-        "step_cpu_s": float(status.get("step_cpu_s", 0.0)),
-        "kafka_rx_bytes": float(status.get("kafka_rx_bytes", 0)),
-        "kafka_tx_bytes": float(status.get("kafka_tx_bytes", 0)),
-    }
+    totals = {k: float(forwarding.get(k, 0)) for k in _FORWARDING_TOTALS}
+    totals.update({k: float(status.get(k, 0)) for k in _WORKER_TOTALS})
+    totals.update({k: float(status.get(k, 0)) for k in ("kafka_rx_bytes", "kafka_tx_bytes")})
+    return totals
 
 
 def _answer_bytes(job: str) -> int:
@@ -465,7 +464,8 @@ def _measure(
     wire = WireBytes(
         kafka_rx=int(sum(t["kafka_rx_bytes"] for t in per_worker.values())),
         kafka_tx=int(sum(t["kafka_tx_bytes"] for t in per_worker.values())),
-        forwarded=int(sum(t["bytes_sent"] for t in per_worker.values())),
+        forwarded=int(sum(t["bytes_sent"] - t["bytes_resent"] for t in per_worker.values())),
+        resent=int(sum(t["bytes_resent"] for t in per_worker.values())),
         answers=int(2 * received * _answer_bytes(job)),
         state_events=int(events * (config.workers - 1) * _event_bytes(job)),
     )

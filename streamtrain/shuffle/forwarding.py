@@ -313,9 +313,11 @@ class ForwardingUnit:
                 settings.batch_records,
                 self._receivers.credit(receiver, in_flight.get(receiver, 0)),
             )
+            resent_before = self._unit.resent_records_popped
             columns = self._unit.pop_overflow(budget, settings.max_frame_bytes)
             if columns is None:
                 return
+            resent = self._unit.resent_records_popped - resent_before
             batch_id = self._in_flight.next_id()
             frame = codec.encode_batch(
                 columns,
@@ -329,13 +331,17 @@ class ForwardingUnit:
                 dealer = sockets.dealers[receiver]  # copied: pyzmq's zero-copy is slower
                 dealer.send_multipart([codec.KIND_BATCH, frame], flags=zmq.NOBLOCK)
             except zmq.ZMQError:  # EAGAIN: not connected yet, or its pipe is full
-                self._unit.return_overflow(columns)
+                self._unit.unpop_overflow(columns, resent)
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
                 continue
             self._in_flight.sent(batch_id, receiver, columns, now)
             self._count.batches_sent += 1
             self._count.records_sent += len(columns)
             self._count.bytes_sent += len(frame)
+            if resent:
+                self._count.batches_resent += 1
+                self._count.records_resent += resent
+                self._count.bytes_resent += len(frame) * resent // len(columns)
 
     def _expire(self, sockets: PeerSockets, poller: zmq.Poller, now: float) -> None:
         for flight in self._in_flight.expired(now, self._receivers.heard_at):

@@ -30,6 +30,11 @@ class ForwardingCounters:
     batches_sent: int = 0
     records_sent: int = 0
     bytes_sent: int = 0
+    # of those, records sent again after they came back (rejected, timed out, receiver
+    # gone), the frames' bytes in proportion, and the frames that carried any
+    records_resent: int = 0
+    bytes_resent: int = 0
+    batches_resent: int = 0
     batches_acked: int = 0
     records_acked: int = 0
     batches_rejected: int = 0

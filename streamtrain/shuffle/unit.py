@@ -133,6 +133,10 @@ class ShuffleUnit:
         self._queue_records = 0
         self._overflow: deque[RecordColumns] = deque()
         self._overflow_records = 0
+        # records at the overflow's head that came back from a receiver (they go to the
+        # front), and how many of them pop_overflow has handed out again (monotonic)
+        self._returned_head = 0
+        self._resent_popped = 0
         self._in_flight_records = 0
         self._peer_count = 0
         self._receiving = settings.policy is not ShufflePolicy.NONE
@@ -361,10 +365,24 @@ class ShuffleUnit:
                 else:
                     part = self._overflow.popleft()
                 self._overflow_records -= len(part)
+                self._resent_popped += self._head_taken_locked(len(part))
                 self._in_flight_records += len(part)
                 self._changed.notify_all()
                 return part
             return None
+
+    @property
+    def resent_records_popped(self) -> int:
+        """Records :meth:`pop_overflow` handed out that had come back from a receiver
+        (monotonic): the forwarder counts its re-sends apart from first sends."""
+        with self._lock:
+            return self._resent_popped
+
+    def _head_taken_locked(self, records: int) -> int:
+        """``records`` left the overflow's head: how many of them had come back."""
+        returned = min(records, self._returned_head)
+        self._returned_head -= returned
+        return returned
 
     def _keep_oversized_locked(self, head: RecordColumns) -> None:
         one = head.take(slice(0, 1))
@@ -373,6 +391,7 @@ class ShuffleUnit:
         else:
             self._overflow.popleft()
         self._overflow_records -= 1
+        self._head_taken_locked(1)
         self._oversized_kept += 1
         self._append_locked(_Chunk(one, None, None))
 
@@ -399,6 +418,7 @@ class ShuffleUnit:
             dropped = self._queue_records - queue_records + from_overflow
             self._queue, self._queue_records = queue, queue_records
             self._overflow_records -= from_overflow
+            self._returned_head = min(self._returned_head, self._overflow_records)
             self._refill_locked()
             self._changed.notify_all()
             return dropped
@@ -412,6 +432,17 @@ class ShuffleUnit:
         with self._lock:
             self._in_flight_records -= len(columns)
             self._push_overflow_locked(columns, front=True)
+            self._refill_locked()
+            self._changed.notify_all()
+
+    def unpop_overflow(self, columns: RecordColumns, resent: int) -> None:
+        """A batch :meth:`pop_overflow` gave that could not be sent at all: back to the
+        front as it was (``resent`` of its records had come back before)."""
+        with self._lock:
+            self._in_flight_records -= len(columns)
+            self._push_overflow_locked(columns, front=True)
+            self._returned_head -= len(columns) - resent
+            self._resent_popped -= resent
             self._refill_locked()
             self._changed.notify_all()
 
@@ -449,6 +480,7 @@ class ShuffleUnit:
     def _push_overflow_locked(self, columns: RecordColumns, *, front: bool) -> None:
         if front:
             self._overflow.appendleft(columns)
+            self._returned_head += len(columns)
         else:
             self._overflow.append(columns)
         self._overflow_records += len(columns)
@@ -470,6 +502,7 @@ class ShuffleUnit:
             else:
                 part = self._overflow.popleft()
             self._overflow_records -= len(part)
+            self._head_taken_locked(len(part))
             room -= len(part)
             self._queue.append(_Chunk(part, None, None))
             self._queue_records += len(part)

@@ -161,6 +161,31 @@ def test_returned_batches_go_first():
     assert again.offsets.tolist() == first.offsets.tolist()
 
 
+def test_records_that_came_back_are_counted_when_popped_again():
+    unit, _, _ = _unit(queue_capacity_records=40)
+    unit.put(records(0, 100))  # 60 overflow
+    first = unit.pop_overflow(20)
+    assert first is not None and unit.resent_records_popped == 0
+    unit.return_overflow(first)  # rejected: back to the front
+    again = unit.pop_overflow(30)  # the 20 that came back, then 10 first sends
+    assert again is not None and len(again) == 20
+    assert unit.resent_records_popped == 20
+    fresh = unit.pop_overflow(10)
+    assert fresh is not None and unit.resent_records_popped == 20
+    # a batch that could not be sent at all goes back as it was: not a re-send
+    unit.unpop_overflow(fresh, 0)
+    assert unit.pop_overflow(10) is not None
+    assert unit.resent_records_popped == 20
+    unit.return_overflow(again)
+    half = unit.pop_overflow(5)
+    assert half is not None and unit.resent_records_popped == 25
+    unit.unpop_overflow(half, 5)  # not sent: its five stay re-sends, uncounted
+    assert unit.resent_records_popped == 20
+    assert len(unit.pop_overflow(20) or ()) == 5  # the head chunk: the five put back
+    assert len(unit.pop_overflow(20) or ()) == 15
+    assert unit.resent_records_popped == 40
+
+
 def test_returned_batch_is_trained_locally_when_there_is_room():
     unit, _, _ = _unit()
     unit.put(records(0, 60))
