@@ -13,12 +13,17 @@ scenarios, from their current counts:
    the released workers go to the front of the queue (once per round);
 4. no idle workers and no queue: nothing changes.
 
-When the guarantee and serving jobs need more than the opportunistic jobs leave, the job
-with the longest training time is halved until they fit (the rule of scenario 3); a job
-preempted so waits for the next round. Counts
-are rounded down to what a job allows (powers of two for ModelArts' jobs). A job
-without remaining work (a best-effort job wanting a count) has an unknown, so longest,
-training time and never gets more than it wants. Pure; no solver.
+Every rule keeps a running job on at least one worker, as the paper's do (a range of 1
+to 16 nodes; halving stops at 1). The paper has no guarantee or serving jobs to take
+workers back for; when they need more than the opportunistic jobs leave, the job with
+the longest training time among those on two or more workers is halved (scenario 3's
+rule, never below one) until they fit, and only if every job is down to its minimum are
+whole jobs stopped, by FaPES' rule (:func:`~streamtrain.cluster.reclaim.reclaim_workers`:
+the fewest jobs disrupted, the same reclaim the MILP's pool uses between rounds); a job
+stopped so waits for the next round. Counts are rounded down to what a job allows
+(powers of two for ModelArts' jobs). A job without remaining work (a best-effort job
+wanting a count) has an unknown, so longest, training time and never gets more than it
+wants. Pure; no solver.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from streamtrain.cluster.problem import (
     infeasibility,
     unchanged,
 )
+from streamtrain.cluster.reclaim import reclaim_workers
 
 __all__ = ["greedy_allocate", "training_time_s"]
 
@@ -80,18 +86,43 @@ def greedy_allocate(problem: ClusterProblem) -> Allocation:
     for job in opportunistic:
         granted[job.name] = floor_allowed(min(job.current_workers, _cap(job)), job.counts)
     free -= sum(granted[j.name] for j in opportunistic)
-    while free < 0:  # the guarantee and serving jobs need workers back
-        running = [j for j in opportunistic if granted[j.name] > 0]
-        longest = max(running, key=lambda j: training_time_s(j, granted[j.name]))
-        before = granted[longest.name]
-        granted[longest.name] = floor_allowed(before // 2, longest.counts)
-        free += before - granted[longest.name]
-        notes[longest.name] = "halved (longest training time) for guarantee and serving jobs"
+    free = _give_back(opportunistic, granted, free, notes)
     free = _scenarios(opportunistic, granted, free, notes)
     grants = tuple(
         _grant(job, granted[job.name], notes.get(job.name, ""), problem) for job in problem.jobs
     )
     return Allocation(grants, True, "greedy", "rules", (time.perf_counter() - started) * 1000)
+
+
+def _halvable(job: ClusterJob, granted: int) -> int:
+    """The job's count halved, never below its smallest running count (0 if none)."""
+    smallest = next((c for c in job.counts if c > 0), 0)
+    return max(floor_allowed(granted // 2, job.counts), smallest)
+
+
+def _give_back(
+    jobs: list[ClusterJob], granted: dict[str, int], free: int, notes: dict[str, str]
+) -> int:
+    """Workers back for guarantee and serving jobs (module docstring): halve the longest
+    job that can be halved, never below one worker; then stop whole jobs by FaPES."""
+    while free < 0:
+        halvable = [j for j in jobs if _halvable(j, granted[j.name]) < granted[j.name]]
+        if not halvable:
+            break
+        longest = max(halvable, key=lambda j: training_time_s(j, granted[j.name]))
+        before = granted[longest.name]
+        granted[longest.name] = _halvable(longest, before)
+        free += before - granted[longest.name]
+        notes[longest.name] = "halved (longest training time) for guarantee and serving jobs"
+    if free < 0:
+        running = {j.name: granted[j.name] for j in jobs if granted[j.name] > 0}
+        for name, count in reclaim_workers(running, -free).items():
+            job = next(j for j in jobs if j.name == name)
+            before = granted[name]
+            granted[name] = floor_allowed(before - count, job.counts)
+            free += before - granted[name]
+            notes[name] = "stopped (fewest jobs disrupted) for guarantee and serving jobs"
+    return free
 
 
 def _scenarios(
@@ -122,11 +153,11 @@ def _scenarios(
             if free <= 0:
                 break
     elif queue and not started_any:  # scenario 3
-        running = [j for j in jobs if granted[j.name] >= 2]
+        running = [j for j in jobs if _halvable(j, granted[j.name]) < granted[j.name]]
         if running:
             longest = max(running, key=lambda j: training_time_s(j, granted[j.name]))
             before = granted[longest.name]
-            granted[longest.name] = floor_allowed(before // 2, longest.counts)
+            granted[longest.name] = _halvable(longest, before)
             released = free + before - granted[longest.name]
             front = queue[0]
             give = floor_allowed(min(released, _cap(front)), front.counts)

@@ -40,12 +40,22 @@ Every count costs a tiny ``epsilon`` per worker-step, so no worker is given wher
 nothing. Constraints shared by all: ``Σ_i n[i,t] ≤ capacity[t]`` and, with the AntMan
 throttle, ``Σ_opportunistic n[i,t] ≤ budget``.
 
-HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the
-best plan's worth) or at ``time_limit_s`` with the best plan found. If it finds none,
-or only one further than ``accept_gap`` from optimal (cut short at the root, on a busy
-machine, its first plan can be far off), or fails, the greedy allocator answers and
-the status says so; an infeasible pool (floors above capacity) is reported with its
-reason (:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
+``hard_minimum`` (off by default) makes ModelArts' constraint (15), ``n ≥ n_min`` for
+every job at every step, hard, as the paper has it, for the jobs the pool can hold at
+their minimum: the running ones, then the queue first come first served, while their
+minimums fit in what the guarantee and serving jobs leave of the first step (over all
+of them it would be infeasible whenever more jobs wait than workers are free); the
+others may still wait at the wait penalty.
+
+HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the best
+plan's worth) or after ``node_limit`` branch-and-bound nodes with the best plan found:
+a count, so the same problem gets the same answer however busy the machine is.
+``time_limit_s`` is only a safety net (30 s); the solve's wall time is measured and
+reported apart (:attr:`~streamtrain.cluster.problem.Allocation.solve_ms`, and the
+nodes in ``solver_nodes``). If HiGHS finds no plan, or only one further than
+``accept_gap`` from optimal, or fails, the greedy allocator answers and the status says
+so; an infeasible pool (floors above capacity) is reported with its reason
+(:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
 """
 
 from __future__ import annotations
@@ -77,7 +87,8 @@ _OPTIMAL, _LIMIT = 0, 1  # scipy.optimize.milp statuses
 
 @dataclass(frozen=True, slots=True)
 class MilpSettings:
-    time_limit_s: float = 0.5
+    node_limit: int | None = 200  # branch-and-bound nodes: the deterministic limit
+    time_limit_s: float = 30.0  # a safety net only; the wall time is reported apart
     mip_rel_gap: float = 0.01
     guarantee_penalty: float = 1_000.0  # per worker-step short of a guarantee job's plan
     serving_penalty: float = 100.0  # per worker-step short of serving's min_scale
@@ -86,10 +97,13 @@ class MilpSettings:
     integral_steps: int = 1  # leading steps with whole counts; the rest is an LP plan
     accept_gap: float = 0.05  # a plan cut short by the time limit further off is not used
     change_cost: float = 1e-4  # per scaling action, on top of the work its pause loses
+    hard_minimum: bool = False  # ModelArts' (15) as a hard constraint (module docstring)
 
     def __post_init__(self) -> None:
         if self.time_limit_s <= 0 or not 0 <= self.mip_rel_gap < 1:
             raise ConfigError("the MILP needs a positive time limit and a gap in [0, 1)")
+        if self.node_limit is not None and self.node_limit < 1:
+            raise ConfigError(f"the node limit must be at least 1, got {self.node_limit}")
         if not self.guarantee_penalty > self.serving_penalty > self.deadline_weight > 0:
             raise ConfigError("penalties must fall: guarantee > serving > deadline > 0")
         if not 0 <= self.wait_penalty < self.serving_penalty:
@@ -128,7 +142,7 @@ class _Model:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, settings: MilpSettings) -> tuple[int, str, np.ndarray | None, float]:
+    def solve(self, settings: MilpSettings) -> tuple[int, str, np.ndarray | None, float, int]:
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_array
 
@@ -145,10 +159,18 @@ class _Model:
                 "time_limit": settings.time_limit_s,
                 "mip_rel_gap": settings.mip_rel_gap,
                 "presolve": False,
+                **({} if settings.node_limit is None else {"node_limit": settings.node_limit}),
             },
         )
         gap = getattr(result, "mip_gap", None)
-        return int(result.status), str(result.message), result.x, 0.0 if gap is None else gap
+        nodes = int(getattr(result, "mip_node_count", 0) or 0)
+        return (
+            int(result.status),
+            str(result.message),
+            result.x,
+            0.0 if gap is None else gap,
+            nodes,
+        )
 
 
 @dataclass(slots=True)
@@ -276,6 +298,12 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     model = _Model()
     whole = min(horizon, settings.integral_steps)
     columns = [_counts_and_speed(model, job, horizon, whole) for job in problem.jobs]
+    if settings.hard_minimum:
+        for cols in columns:
+            if cols.job.name in _hard_minimum_jobs(problem):
+                smallest = next(c for c in cols.job.counts if c > 0)
+                for n in cols.counts:
+                    model.lower[n] = smallest
     for cols in columns:
         job = cols.job
         if job.job_class is JobClass.GUARANTEE:
@@ -291,10 +319,10 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     if budget is not None and opportunistic:
         for t in range(horizon):
             model.row([(c.counts[t], 1.0) for c in opportunistic], -np.inf, budget)
-    status, message, x, gap = model.solve(settings)
+    status, message, x, gap, nodes = model.solve(settings)
     solve_ms = (time.perf_counter() - started) * 1000
     if status == _LIMIT and x is not None and gap > settings.accept_gap:
-        message = f"the time limit came with the best plan {gap:.0%} from optimal"
+        message = f"the solve limit came with the best plan {gap:.0%} from optimal"
         x = None
     if x is None or status not in (_OPTIMAL, _LIMIT):
         fallback = greedy_allocate(problem)
@@ -305,12 +333,36 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
             f"milp found no solution ({message.strip()}); greedy fallback",
             solve_ms,
             fallback.reasons,
+            nodes,
         )
     plans = {c.job.name: tuple(math.floor(float(x[n]) + 0.5) for n in c.counts) for c in columns}
     given = sum(plans[j.name][0] for j in problem.of_class(JobClass.OPPORTUNISTIC))
     grants = tuple(_grant(job, plans[job.name], problem, given) for job in problem.jobs)
-    words = "optimal" if status == _OPTIMAL else "time limit (best solution found)"
-    return Allocation(grants, True, "milp", words, solve_ms, _pool_notes(problem, grants))
+    words = "optimal" if status == _OPTIMAL else "solve limit (best solution found)"
+    return Allocation(grants, True, "milp", words, solve_ms, _pool_notes(problem, grants), nodes)
+
+
+def _hard_minimum_jobs(problem: ClusterProblem) -> frozenset[str]:
+    """The opportunistic jobs ModelArts' (15) holds at their minimum (module docstring):
+    running ones, then the queue in arrival order, while the minimums fit."""
+    room = problem.capacity_workers[0] - sum(
+        j.demand(1)[0] for j in problem.jobs if j.job_class is not JobClass.OPPORTUNISTIC
+    )
+    candidates = [
+        j
+        for j in problem.of_class(JobClass.OPPORTUNISTIC)
+        if not (j.remaining_work is not None and j.remaining_work <= 0)
+        and (j.remaining_work is not None or j.demand(1)[0] > 0)
+    ]
+    candidates.sort(key=lambda j: (j.current_workers == 0, j.arrived_s, j.name))
+    chosen = []
+    for job in candidates:
+        smallest = next(c for c in job.counts if c > 0)
+        if smallest > room:
+            break
+        room -= smallest
+        chosen.append(job.name)
+    return frozenset(chosen)
 
 
 def _grant(

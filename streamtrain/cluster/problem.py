@@ -239,6 +239,7 @@ class Allocation:
     status: str  # the solver's words: "optimal", "time limit", "infeasible: ..."
     solve_ms: float = 0.0
     reasons: tuple[str, ...] = field(default=())  # pool-level notes (loans, throttle)
+    solver_nodes: int = 0  # branch-and-bound nodes the MILP explored (0: no solver)
 
     def granted(self) -> dict[str, int]:
         return {g.job: g.granted_workers for g in self.grants}

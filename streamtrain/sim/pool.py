@@ -8,9 +8,13 @@ under one of four allocators and returns a :class:`PoolRun`:
   jobs' Eq. 10 plans and serving's ``min_scale`` forecast first, offline progress
   next); between rounds, workers the online jobs or serving need back are reclaimed
   from offline jobs by FaPES' cost/gain rule (fewest jobs disrupted).
+* ``milp-noforecast``: the same MILP seeing what greedy sees: the online jobs' and
+  serving's counts of this minute, held over the whole horizon (no plans, no
+  forecast), so the information advantage and the optimization can be told apart.
 * ``greedy``: one shared pool; every round the ModelArts greedy rules
-  (:mod:`streamtrain.cluster.greedy`) share what the online jobs and serving leave;
-  workers needed back are taken by halving the longest job.
+  (:mod:`streamtrain.cluster.greedy`: never below one worker) share what the online
+  jobs and serving leave; between rounds, workers needed back are reclaimed by the
+  same FaPES rule as the MILP's (the paper's greedy describes no reclaim).
 * ``partition``: a static partition: each online job its fixed cap, serving its peak
   (FaPES' dedicated partition, ``N_r^max``), the rest for offline jobs under the
   greedy rules; idle workers of a partition stay idle.
@@ -31,8 +35,9 @@ DLRover-RM's warm start from finished jobs of the same model type and a similar 
 (:func:`~streamtrain.cluster.warmstart.warm_start`), 1 record/s without one, the
 measured rate once the job has trained.
 
-No randomness here (the inputs are generated, seeded, beforehand); the MILP's answers
-can differ between runs only when its wall-clock time limit cuts a solve short.
+No randomness here (the inputs are generated, seeded, beforehand), and the MILP stops
+at a node count, not a wall-clock limit: a run gives the same answer on a busy machine
+as on a quiet one (its wall time per round is measured apart).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from streamtrain.cluster.greedy import greedy_allocate, training_time_s
+from streamtrain.cluster.greedy import greedy_allocate
 from streamtrain.cluster.milp import MilpSettings, milp_allocate
 from streamtrain.cluster.problem import (
     Allocation,
@@ -60,7 +65,7 @@ from streamtrain.cluster.reclaim import reclaim_lifo, reclaim_workers
 from streamtrain.cluster.warmstart import JobRecord, warm_start
 from streamtrain.errors import ConfigError
 from streamtrain.sim.pool_inputs import PoolInputs
-from streamtrain.sim.scenario import ALLOCATORS, OfflineJob
+from streamtrain.sim.scenario import ALLOCATORS, SHARED, OfflineJob
 from streamtrain.units import HOUR_S, MINUTE_S
 
 __all__ = ["DEFAULT_RATE", "OfflineOutcome", "PoolRun", "run_pool"]
@@ -91,6 +96,7 @@ class PoolRun:
     solve_ms: tuple[float, ...]
     fallback_rounds: int = 0  # MILP rounds the greedy rules answered (no plan in time)
     notes: tuple[str, ...] = ()
+    solve_nodes: tuple[int, ...] = ()  # branch-and-bound nodes per MILP round
 
 
 @dataclass(slots=True)
@@ -126,13 +132,18 @@ class _Pool:
     history: list[JobRecord] = field(default_factory=list)
     loans: list[_Loan] = field(default_factory=list)  # workers granted, oldest first
     solve_ms: list[float] = field(default_factory=list)
+    solve_nodes: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reserved: int | None = None  # what the MILP's last round kept for online and serving
     fallbacks: int = 0
 
     @property
     def shared(self) -> bool:
-        return self.allocator in ("milp", "greedy")
+        return self.allocator in SHARED
+
+    @property
+    def milp_based(self) -> bool:
+        return self.allocator in ("milp", "milp-noforecast")
 
     # -- capacity ------------------------------------------------------------------
 
@@ -212,27 +223,38 @@ class _Pool:
             return
         offline = tuple(self.cluster_job(j, now_s) for j in present)
         scenario = self.inputs.scenario
-        if self.allocator == "milp":
-            allocation = milp_allocate(self._full_problem(minute, online_now, offline), self.milp)
+        if self.milp_based:
+            problem = self._full_problem(
+                minute, online_now, offline, forecast=self.allocator == "milp"
+            )
+            allocation = milp_allocate(problem, self.milp)
+            self.solve_nodes.append(allocation.solver_nodes)
         else:
             problem = ClusterProblem(
                 jobs=offline, capacity_workers=(capacity_off,), step_s=scenario.interval_s
             )
             allocation = greedy_allocate(problem)
         self.solve_ms.append(allocation.solve_ms)
-        if self.allocator == "milp" and allocation.solver != "milp":
+        if self.milp_based and allocation.solver != "milp":
             self.fallbacks += 1
         if not allocation.feasible:
             self.notes.append(f"minute {minute}: {allocation.status}")
             return
         self._apply(allocation, present, now_s)
-        if self.allocator == "milp":
+        if self.milp_based:
             names = {j.spec.name for j in present}
             self.reserved = sum(g.granted_workers for g in allocation.grants if g.job not in names)
 
     def _full_problem(
-        self, minute: int, online_now: list[int], offline: tuple[ClusterJob, ...]
+        self,
+        minute: int,
+        online_now: list[int],
+        offline: tuple[ClusterJob, ...],
+        *,
+        forecast: bool = True,
     ) -> ClusterProblem:
+        """Every job of the pool; without ``forecast`` the online jobs and serving want
+        this minute's counts over the whole horizon."""
         scenario, inputs = self.inputs.scenario, self.inputs
         steps, step_min = scenario.horizon_steps, scenario.interval_s // MINUTE_S
         guarantee = tuple(
@@ -241,7 +263,7 @@ class _Pool:
                 job_class=JobClass.GUARANTEE,
                 current_workers=held,
                 max_workers=max(o.spec.pool_cap, held),
-                demand_workers=o.wanted(minute, steps, step_min, held),
+                demand_workers=o.wanted(minute, steps, step_min, held) if forecast else (held,),
             )
             for o, held in zip(inputs.online, online_now, strict=True)
         )
@@ -253,7 +275,9 @@ class _Pool:
             current_workers=need,
             min_workers=0,
             max_workers=serving_spec.max_workers or serving_spec.peak_workers,
-            demand_workers=inputs.serving_forecast(minute, steps, step_min),
+            demand_workers=(
+                inputs.serving_forecast(minute, steps, step_min) if forecast else (need,)
+            ),
         )
         return ClusterProblem(
             jobs=(*guarantee, serving, *offline),
@@ -270,22 +294,10 @@ class _Pool:
     def reclaim(self, excess: int, now_s: float) -> None:
         """Take ``excess`` workers back from offline jobs by the allocator's rule."""
         running = {j.spec.name: j for j in self.jobs if j.held > 0}
-        if self.allocator == "milp":
-            taken = reclaim_workers({n: j.held for n, j in running.items()}, excess)
-        elif self.allocator == "one-way":
+        if self.allocator == "one-way":
             taken = reclaim_lifo([(loan.job, loan.workers) for loan in self.loans], excess)
-        else:
-            taken = {}
-            left = {n: j.held for n, j in running.items()}
-            while excess > 0:
-                longest = max(
-                    (n for n in left if left[n] > 0),
-                    key=lambda n: training_time_s(self.cluster_job(running[n], now_s), left[n]),
-                )
-                half = floor_allowed(left[longest] // 2, running[longest].counts)
-                excess -= left[longest] - half
-                taken[longest] = taken.get(longest, 0) + left[longest] - half
-                left[longest] = half
+        else:  # the same FaPES rule for the MILP and greedy (and the partition's own)
+            taken = reclaim_workers({n: j.held for n, j in running.items()}, excess)
         for name, count in taken.items():
             job = running[name]
             self.set_count(job, floor_allowed(job.held - count, job.counts), now_s)
@@ -406,4 +418,5 @@ def run_pool(
         tuple(pool.solve_ms),
         pool.fallbacks,
         tuple(pool.notes),
+        tuple(pool.solve_nodes),
     )

@@ -120,6 +120,7 @@ def _online(spec: OnlineSpec, scenario: Scenario) -> OnlineInputs:
             simulate_days=scenario.days,
             seed=scenario.seed,
             partitions=scenario.partitions,
+            forecaster=scenario.forecaster,
         )
         report = simulate(trace, settings)
         run = report.runs[spec.policy]

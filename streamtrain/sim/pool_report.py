@@ -18,31 +18,58 @@ Per class:
   started) at the window's end counts to the end: the means are lower bounds then.
 * **pool**: utilization, the mean share of the capacity in use over the arrival window
   (the first ``arrival_window_h`` hours: while offline jobs keep arriving); solver
-  time per round (p50, p90, max) and the rounds the MILP gave to the greedy rules (no
-  plan close enough to optimal within its time limit).
+  time per round (p50, p90, max: wall clock, the only number that depends on the
+  machine's load), the branch-and-bound nodes per MILP round (p90, max) and the rounds
+  the MILP gave to the greedy rules (no plan close enough to optimal within its node
+  limit).
+
+Over seeds (:func:`summarize_pool`): every metric's mean and 95 % interval per
+allocator, and :func:`paired_difference`, one allocator's metric less another's, seed
+by seed (the same inputs), with its interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from streamtrain.cluster.milp import MilpSettings
+from streamtrain.errors import ConfigError
 from streamtrain.sim.pool import PoolRun, run_pool
 from streamtrain.sim.pool_inputs import PoolInputs, build_inputs
-from streamtrain.sim.scenario import Scenario
+from streamtrain.sim.scenario import SHARED, Scenario
+from streamtrain.sim.stats import Interval, interval
 from streamtrain.units import MINUTE_S
 
 __all__ = [
+    "POOL_METRICS",
     "OnlineOutcome",
     "PoolMetrics",
     "ScenarioReport",
     "format_pool_table",
+    "paired_difference",
     "pool_metrics",
     "simulate_scenario",
+    "summarize_pool",
 ]
+
+# The metrics summarized over seeds, in table order: (field, title, format).
+POOL_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("offline_queue_min", "queueing (min)", "{:,.1f}"),
+    ("offline_waiting_min", "waiting (min)", "{:,.1f}"),
+    ("offline_completion_min", "completion (min)", "{:,.0f}"),
+    ("offline_finished", "finished", "{:,.1f}"),
+    ("deadlines_missed", "deadlines missed", "{:,.1f}"),
+    ("preemptions", "cuts", "{:,.0f}"),
+    ("utilization", "utilization", "{:.1%}"),
+    ("serving_shortfall_min", "serving short (min)", "{:,.1f}"),
+    ("guarantee_overcommit_min", "online overcommit (min)", "{:,.1f}"),
+    ("solve_p90_ms", "solve p90 (ms, wall)", "{:,.0f}"),
+    ("solve_nodes_p90", "nodes p90", "{:,.0f}"),
+    ("fallback_rounds", "greedy-answered rounds", "{:,.1f}"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +100,8 @@ class PoolMetrics:
     solve_max_ms: float
     rounds: int
     fallback_rounds: int
+    solve_nodes_p90: float = 0.0  # branch-and-bound nodes per MILP round
+    solve_nodes_max: int = 0
 
     @property
     def online_violation_rate(self) -> float:
@@ -95,7 +124,8 @@ def pool_metrics(run: PoolRun, inputs: PoolInputs) -> PoolMetrics:
         return float(np.mean(values)) / MINUTE_S if values else 0.0
 
     solve = np.asarray(run.solve_ms) if run.solve_ms else np.zeros(1)
-    shared = run.allocator in ("milp", "greedy")
+    nodes = np.asarray(run.solve_nodes) if run.solve_nodes else np.zeros(1)
+    shared = run.allocator in SHARED
     online = tuple(
         OnlineOutcome(
             job=o.spec.name,
@@ -124,6 +154,8 @@ def pool_metrics(run: PoolRun, inputs: PoolInputs) -> PoolMetrics:
         solve_max_ms=float(np.max(solve)),
         rounds=len(run.solve_ms),
         fallback_rounds=run.fallback_rounds,
+        solve_nodes_p90=float(np.percentile(nodes, 90)),
+        solve_nodes_max=int(np.max(nodes)),
     )
 
 
@@ -163,7 +195,7 @@ def simulate_scenario(
 def format_pool_table(report: ScenarioReport) -> str:
     """One line per allocator, then each online job in the pool against alone."""
     header = (
-        f"{'allocator':<10} {'queue min':>9} {'wait min':>9} {'done min':>9} {'finished':>8} "
+        f"{'allocator':<15} {'queue min':>9} {'wait min':>9} {'done min':>9} {'finished':>8} "
         f"{'late':>4} "
         f"{'cuts':>5} {'util':>6} {'serving short':>13} {'online viol':>11} "
         f"{'solve p90 ms':>12}"
@@ -171,7 +203,7 @@ def format_pool_table(report: ScenarioReport) -> str:
     lines = [header, "-" * len(header)]
     for m in report.metrics.values():
         lines.append(
-            f"{m.allocator:<10} {m.offline_queue_min:>9.1f} {m.offline_waiting_min:>9.1f} "
+            f"{m.allocator:<15} {m.offline_queue_min:>9.1f} {m.offline_waiting_min:>9.1f} "
             f"{m.offline_completion_min:>9.1f} "
             f"{m.offline_finished:>4}/{m.offline_jobs:<3} {m.deadlines_missed:>4} "
             f"{m.preemptions:>5} {m.utilization:>6.1%} {m.serving_shortfall_min:>9.0f} min "
@@ -190,9 +222,7 @@ def format_pool_table(report: ScenarioReport) -> str:
     )
     first = next(iter(report.metrics.values()))
     for o in first.online:
-        pooled = next(
-            (m for m in report.metrics.values() if m.allocator in ("milp", "greedy")), first
-        )
+        pooled = next((m for m in report.metrics.values() if m.allocator in SHARED), first)
         mine = next(x for x in pooled.online if x.job == o.job)
         lines.append(
             f"{o.job:<12} {mine.violation_rate:>9.2%} {mine.accumulated_lag_min:>12,.0f} "
@@ -201,3 +231,26 @@ def format_pool_table(report: ScenarioReport) -> str:
     hours = report.scenario.offline.arrival_window_h
     lines.append(f"\nutilization: over the first {hours:g} h (while offline jobs arrive)")
     return "\n".join(lines)
+
+
+def summarize_pool(runs: Sequence[Mapping[str, PoolMetrics]]) -> dict[str, dict[str, Interval]]:
+    """Per allocator, per metric of :data:`POOL_METRICS`: mean and 95 % interval over the
+    runs (one mapping allocator -> metrics per seed)."""
+    if not runs:
+        raise ConfigError("summarize at least one run")
+    return {
+        allocator: {
+            name: interval([float(getattr(run[allocator], name)) for run in runs])
+            for name, _, _ in POOL_METRICS
+        }
+        for allocator in runs[0]
+    }
+
+
+def paired_difference(
+    runs: Sequence[Mapping[str, PoolMetrics]], metric: str, first: str, second: str
+) -> Interval:
+    """``first``'s ``metric`` less ``second``'s, seed by seed, with its 95 % interval."""
+    return interval(
+        [float(getattr(r[first], metric)) - float(getattr(r[second], metric)) for r in runs]
+    )

@@ -30,8 +30,10 @@ A scenario (JSON shown; TOML has the same keys)::
 
 Top level: ``capacity_workers`` (required), ``days`` simulated (2: arrivals in the first,
 the second lets the queue drain), ``seed``, ``interval_s`` (the allocator's round, 300:
-ModelArts' f), ``horizon_steps`` (5), ``partitions`` per online job (64), ``allocators``
-(which to compare; all four by default).
+ModelArts' f), ``horizon_steps`` (5), ``partitions`` per online job (64), ``forecaster``
+(the online jobs' policies' forecaster, a registry name: ``auto`` by default),
+``allocators``
+(which to compare: milp, milp-noforecast, greedy, partition, one-way; all by default).
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ from typing import Any
 import numpy as np
 
 from streamtrain.errors import ConfigError
+from streamtrain.scale.policies.feed import forecaster_factory
 from streamtrain.units import HOUR_S
 
 __all__ = [
     "ALLOCATORS",
     "MODEL_RATES",
+    "SHARED",
     "OfflineJob",
     "OfflineSpec",
     "OnlineSpec",
@@ -62,7 +66,8 @@ __all__ = [
     "parse_scenario",
 ]
 
-ALLOCATORS = ("milp", "greedy", "partition", "one-way")
+ALLOCATORS = ("milp", "milp-noforecast", "greedy", "partition", "one-way")
+SHARED = frozenset({"milp", "milp-noforecast", "greedy"})  # one pool for every job
 # One-worker speed of each model type, records/s (a VGG step is slower than a ResNet's).
 MODEL_RATES = {"resnet": 1.0, "vgg": 0.6, "gpt2": 0.4, "vit": 0.8}
 
@@ -124,12 +129,14 @@ class Scenario:
     partitions: int = 64
     allocators: tuple[str, ...] = ALLOCATORS
     name: str = "scenario"
+    forecaster: str = "auto"  # the online jobs' policies' forecaster (a registry name)
 
     def __post_init__(self) -> None:
         if self.capacity_workers < 1 or self.days < 1:
             raise ConfigError("scenario: capacity_workers and days must be at least 1")
         if self.interval_s < 60 or self.interval_s % 60 or self.horizon_steps < 1:
             raise ConfigError("scenario: interval_s must be a whole number of minutes >= 1")
+        forecaster_factory(self.forecaster)  # a ConfigError for an unknown name
         unknown = [a for a in self.allocators if a not in ALLOCATORS]
         if unknown or not self.allocators:
             raise ConfigError(f"scenario: allocators must be some of {', '.join(ALLOCATORS)}")
@@ -147,7 +154,10 @@ class Scenario:
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # (required, optional)
     "scenario": (
         {"capacity_workers", "online", "serving", "offline"},
-        {"days", "seed", "interval_s", "horizon_steps", "partitions", "allocators", "name"},
+        {
+            *("days", "seed", "interval_s", "horizon_steps", "partitions", "allocators"),
+            *("name", "forecaster"),
+        },
     ),
     "online": (
         {"name", "peak_workers"},

@@ -69,7 +69,32 @@ def test_guarantee_and_serving_come_first_and_take_back_from_the_longest_job():
         _job("short", 2, 10.0),
     )
     allocation = greedy_allocate(ClusterProblem(jobs=jobs, capacity_workers=(10,)))
-    assert allocation.granted() == {"online": 6, "serving": 2, "long": 0, "short": 2}
+    # the longest job is halved 4 -> 2 -> 1, then the next longest 2 -> 1: never below
+    # one worker while halving can still free some (the paper's rule)
+    assert allocation.granted() == {"online": 6, "serving": 2, "long": 1, "short": 1}
+
+
+def test_jobs_are_stopped_only_when_every_one_is_down_to_one_worker():
+    jobs = (
+        ClusterJob(
+            name="online",
+            job_class=JobClass.GUARANTEE,
+            current_workers=2,
+            max_workers=10,
+            demand_workers=(8,),
+        ),
+        _job("long", 4, 1e6),
+        _job("mid", 2, 1e4),
+        _job("short", 2, 10.0),
+    )
+    allocation = greedy_allocate(ClusterProblem(jobs=jobs, capacity_workers=(10,)))
+    granted = allocation.granted()
+    assert granted["online"] == 8
+    # 8 offline workers into 2: every job to one worker, then one whole job stopped
+    assert sorted((granted["long"], granted["mid"], granted["short"])) == [0, 1, 1]
+    assert sum(g.granted_workers for g in allocation.grants) <= 10
+    stopped = next(g for g in allocation.grants if g.granted_workers == 0)
+    assert "stopped" in stopped.reason
 
 
 def test_training_time_is_remaining_work_at_current_speed():

@@ -8,6 +8,7 @@ import pytest
 
 from streamtrain.cluster.milp import _EPSILON, MilpSettings, milp_allocate
 from streamtrain.cluster.problem import ClusterJob, ClusterProblem, JobClass, SpeedCurve
+from streamtrain.errors import ConfigError
 
 # Every step in whole numbers, so that brute force over whole counts is the same problem.
 EXACT = MilpSettings(mip_rel_gap=0.0, time_limit_s=10.0, integral_steps=2)
@@ -216,3 +217,47 @@ def test_no_plan_within_the_time_limit_falls_back_to_the_greedy_rules():
     assert allocation.solver == "greedy"
     assert "greedy fallback" in allocation.status
     assert allocation.feasible and 0 < allocation.used_workers <= 40
+
+
+def _offline(name, work, arrived_s, current=0):
+    return ClusterJob(
+        name=name,
+        job_class=JobClass.OPPORTUNISTIC,
+        current_workers=current,
+        max_workers=4,
+        speed=SpeedCurve.prior(1.0, 4),
+        remaining_work=work,
+        arrived_s=arrived_s,
+    )
+
+
+def test_the_papers_hard_minimum_starts_every_job_the_pool_can_hold():
+    # a job whose progress is worth little (huge work) waits under the soft penalty at 0
+    # cost; ModelArts' Eq. 15 gives it its minimum anyway
+    jobs = (_offline("short", 100.0, 0.0, current=2), _offline("huge", 1e9, 1.0))
+    problem = ClusterProblem(jobs=jobs, capacity_workers=(4, 4), step_s=STEP_S)
+    soft = milp_allocate(problem, MilpSettings(wait_penalty=0.0))
+    hard = milp_allocate(problem, MilpSettings(wait_penalty=0.0, hard_minimum=True))
+    assert soft.granted()["huge"] == 0
+    assert hard.granted()["huge"] >= 1 and hard.solver == "milp"
+    assert sum(hard.granted().values()) <= 4
+
+
+def test_the_hard_minimum_covers_running_jobs_then_the_queue_while_it_fits():
+    jobs = (
+        _offline("late", 1e9, 3.0),
+        _offline("running", 1e9, 5.0, current=1),
+        _offline("early", 1e9, 1.0),
+    )
+    problem = ClusterProblem(jobs=jobs, capacity_workers=(2,), step_s=STEP_S)
+    hard = milp_allocate(problem, MilpSettings(wait_penalty=0.0, hard_minimum=True))
+    granted = hard.granted()
+    assert granted["running"] >= 1 and granted["early"] >= 1 and granted["late"] == 0
+
+
+def test_the_solve_stops_at_a_node_count_and_reports_its_nodes():
+    settings = MilpSettings(node_limit=1, mip_rel_gap=0.0)
+    allocation = milp_allocate(_tiny(), settings)
+    assert allocation.solver_nodes <= 1 or allocation.solver == "greedy"
+    with pytest.raises(ConfigError):
+        MilpSettings(node_limit=0)

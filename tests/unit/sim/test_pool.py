@@ -14,6 +14,7 @@ from streamtrain.sim.scenario import parse_scenario
 
 SMALL = {
     "name": "small",
+    "forecaster": "seasonal_naive",  # the online job's forecasts are not what is tested
     "capacity_workers": 40,
     "days": 1,
     "partitions": 8,
@@ -65,16 +66,43 @@ def test_the_online_job_replays_the_same_in_the_pool_and_alone_at_equal_caps(rep
 
 def test_the_milp_runs_every_round_and_is_deterministic(report):
     assert report.metrics["milp"].rounds > 0
-    # A time limit no solve reaches: a wall-clock cut on a busy machine is the only
-    # thing that could make two runs differ.
-    patient = MilpSettings(time_limit_s=60.0)
-    m = pool_metrics(run_pool(report.inputs, "milp", milp=patient), report.inputs)
-    again = pool_metrics(run_pool(report.inputs, "milp", milp=patient), report.inputs)
+    # The default limit is a node count, not wall-clock time: two runs give the same
+    # answers however busy the machine is (only the measured solve times differ).
+    assert MilpSettings().node_limit is not None
+    m = pool_metrics(run_pool(report.inputs, "milp"), report.inputs)
+    again = pool_metrics(run_pool(report.inputs, "milp"), report.inputs)
 
     def untimed(metrics):
         return replace(metrics, solve_p50_ms=0.0, solve_p90_ms=0.0, solve_max_ms=0.0)
 
     assert untimed(again) == untimed(m)
+    assert m == replace(report.metrics["milp"], **{k: getattr(m, k) for k in TIMED})
+
+
+TIMED = ("solve_p50_ms", "solve_p90_ms", "solve_max_ms")
+
+
+def test_the_milp_without_forecasts_sees_only_this_minute(report):
+    """Greedy's information for the MILP: the online job and serving want this minute's
+    counts over the whole horizon; the forecasting MILP gets their plans."""
+    from streamtrain.cluster.milp import MilpSettings as Settings
+    from streamtrain.sim.pool import _Pool
+
+    inputs = report.inputs
+    pool = _Pool(inputs, "milp-noforecast", Settings())
+    minute = 600
+    held = [int(inputs.online[0].held_pool[minute])]
+    need = inputs.serving_need(minute)
+    blind = pool._full_problem(minute, held, (), forecast=False)
+    seeing = pool._full_problem(minute, held, (), forecast=True)
+    horizon = report.scenario.horizon_steps
+    assert [j.demand(horizon) for j in blind.jobs] == [(held[0],) * horizon, (need,) * horizon]
+    step_min = report.scenario.interval_s // 60
+    assert seeing.jobs[0].demand(horizon) == inputs.online[0].wanted(
+        minute, horizon, step_min, held[0]
+    )
+    assert seeing.jobs[1].demand(horizon) == inputs.serving_forecast(minute, horizon, step_min)
+    assert len(report.runs["milp-noforecast"].solve_ms) == len(report.runs["milp"].solve_ms)
 
 
 def test_the_table_has_a_line_per_allocator(report):

@@ -36,7 +36,8 @@ def test_a_good_scenario_has_its_defaults():
     scenario = parse_scenario(GOOD)
     assert scenario.online[0].alone_cap == 10  # ceil(8 * 7 / 6)
     assert scenario.online[0].pool_cap == 10
-    assert scenario.allocators == ("milp", "greedy", "partition", "one-way")
+    assert scenario.allocators == ("milp", "milp-noforecast", "greedy", "partition", "one-way")
+    assert scenario.forecaster == "auto"
     assert scenario.offline.max_workers == 16 and scenario.offline.power_of_two
 
 
