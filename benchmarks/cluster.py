@@ -29,7 +29,7 @@ hard for the MILP rows.
 Printed: every metric per allocator (mean ± 95 % interval over the seeds); the paired
 differences that separate the information advantage from the optimization (MILP vs
 MILP without forecasts vs greedy) and the MILP against the partitions; ModelArts' and
-FaPES' headline metrics beside ours; issue #22's goals on the means. The last line is
+FaPES' headline metrics beside ours; the allocator goals on the means. The last line is
 machine-readable: ``milp_vs_greedy_queue_pct=<x> milp_vs_greedy_completion_pct=<x>
 milp_vs_partition_util_x=<x> milp_vs_one_way_util_x=<x> serving_shortfall_min=<x>
 online_no_worse=<0|1> solve_p90_ms=<x> solve_max_ms=<x> milp_rounds=<n>

@@ -32,8 +32,8 @@ Run: .venv/bin/python -m benchmarks.sim [--shapes kale,web,retail,callcentre]
    worker-hours are constructed (it holds the cap all day); Table 3's claims about KALE
    checked on our cells (:func:`~streamtrain.sim.report.paper_claims`: reproduced,
    reversed, mixed, partly, not distinguishable); the ablation; the ratios.
-3. **Goals** of issue #21 as ``PASS``/``FAIL`` lines, per shape, with both tools for
-   every policy: streamtrain's accumulated lag below tuned HPA's and KALE's, and its
+3. **Goals** as ``PASS``/``FAIL`` lines, per shape, with both tools for every
+   policy: streamtrain's accumulated lag below tuned HPA's and KALE's, and its
    worker-hours at most 1.05x the lower of theirs; then every claim's verdict per
    shape, regime and KALE row in one table.
 4. ``--modes`` (optional): on the KALE shape, HPA, KALE and streamtrain in each
