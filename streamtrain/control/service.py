@@ -26,7 +26,7 @@ from typing import Any
 from prometheus_client.registry import Collector
 
 from streamtrain.config import KafkaSettings
-from streamtrain.control.shards import ShardJobSettings
+from streamtrain.control.shard_coordinator import ShardJobSettings
 from streamtrain.errors import ConfigError
 from streamtrain.lag.monitor import HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader

@@ -5,7 +5,8 @@ Owned here: :class:`Batch` (the records, their decoded columns, ``ack()``) and
 local queue, or the shuffle layer's), sends oversized and undecodable records to the
 dead-letter topic, and hands out the rest as a :class:`Batch`. With ``auto_ack`` the
 previous batch is acknowledged when the next one is requested: the training loop only
-asks for more once its step on the previous batch finished.
+asks for more once its step on the previous batch finished. ``reject`` is how a batch
+whose step did not commit is handed back (:meth:`Batch.nack`).
 
 Acknowledging goes through the ``acknowledge`` callable the reader was given, so the
 same reader serves local records (acknowledged to the offset tracker) and records a peer
@@ -53,20 +54,24 @@ class RecordSource(Protocol):
 
 
 class Batch:
-    """Decoded records for one training step. Call :meth:`ack` after the optimizer step."""
+    """Decoded records for one training step. Call :meth:`ack` once the step that used
+    them committed (after the optimizer step), or :meth:`nack` if it did not."""
 
-    __slots__ = ("_acked", "_acknowledge", "_lock", "columns", "records")
+    __slots__ = ("_acked", "_acknowledge", "_lock", "_reject", "_settled", "columns", "records")
 
     def __init__(
         self,
         records: RecordColumns,
         columns: Mapping[str, NDArray[Any]],
         acknowledge: Acknowledge,
+        reject: Acknowledge | None = None,
     ) -> None:
         self.records = records
         self.columns = dict(columns)
         self._acknowledge = acknowledge
+        self._reject = reject
         self._acked = False
+        self._settled = False
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -79,13 +84,27 @@ class Batch:
     def acked(self) -> bool:
         return self._acked
 
-    def ack(self) -> None:
-        """Mark every record of this batch as trained; later calls do nothing."""
+    def _settle(self) -> bool:
         with self._lock:
-            if self._acked:
-                return
+            if self._settled:
+                return False
+            self._settled = True
+            return True
+
+    def ack(self) -> None:
+        """Mark every record of this batch as trained; later calls (and a later
+        :meth:`nack`) do nothing."""
+        if self._settle():
             self._acked = True
-        self._acknowledge(self.records)
+            self._acknowledge(self.records)
+
+    def nack(self) -> None:
+        """The training step with this batch did not commit (a failed all-reduce, a
+        rolled-back step): nothing of it is acknowledged, and a source that can (the
+        shard reader) hands its records back to be trained again. Later calls (and a
+        later :meth:`ack`) do nothing."""
+        if self._settle() and self._reject is not None:
+            self._reject(self.records)
 
     def __repr__(self) -> str:
         return (
@@ -123,6 +142,7 @@ class BatchReader:
         batch_records: int = 512,
         linger_s: float = 0.05,
         source_lingers: bool = False,
+        reject: Acknowledge | None = None,
     ) -> None:
         if batch_records < 1:
             raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
@@ -136,6 +156,7 @@ class BatchReader:
         self.linger_s = linger_s
         self.source_lingers = source_lingers
         self._acknowledge = acknowledge
+        self._hand_back = reject
         self._last: Batch | None = None
 
     def _ack_trained(self, records: RecordColumns) -> None:
@@ -198,7 +219,7 @@ class BatchReader:
             chunk = chunk.take(_complement(decoded.failed, len(chunk)))
             if not len(chunk):
                 return None
-        return Batch(chunk, decoded.columns, self._ack_trained)
+        return Batch(chunk, decoded.columns, self._ack_trained, self._hand_back)
 
     def _reject(self, records: RecordColumns, errors: Sequence[str]) -> None:
         if self.dead_letters is None:

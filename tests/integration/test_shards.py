@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streamtrain import wire
 from streamtrain.broker import free_port
@@ -382,3 +383,88 @@ def test_control_app_restart_loses_no_shard_and_hands_none_out_twice(job):
         by_worker = {w: {row[0] for row in rows} for w, rows in job.trained().items()}
         both = by_worker.get("w0", set()) & by_worker.get("w1", set())
         assert not both, f"{len(both)} records trained by both workers, e.g. {sorted(both)[:5]}"
+
+
+def changelog_value_sizes(job):
+    """The sizes of every value the control app wrote to its shard table's changelog."""
+    consumer = Consumer(
+        job.kafka.confluent_config(
+            **{"group.id": f"{job.name}-reader", "enable.auto.commit": False}
+        )
+    )
+    topic = f"{job.name}-control-shards-changelog"
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        sizes, read, deadline = [], 0, time.monotonic() + 60
+        while time.monotonic() < deadline and read < high - low:
+            messages = consumer.consume(10_000, 0.5)
+            read += len(messages)
+            sizes += [len(m.value()) for m in messages if m.error() is None and m.value()]
+    finally:
+        consumer.close()
+    return sizes
+
+
+def test_a_backlog_is_drained_with_small_table_values(job):
+    """60,000 records waiting in 10-record shards: cut all at once, one partition's table
+    value would hold 3,000 shards (~100 KB); cut as the queue drains, it holds a few."""
+    job.create(2)
+    job.produce(60_000)
+    with running(job):
+        job.start_control("--shard-records", "10")
+        for name in ("w0", "w1"):
+            job.start_worker(name, delay_s=0.0)
+        assert job.wait_all_trained_and_committed(timeout_s=300), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        committed_within_trained(job)
+        sizes = changelog_value_sizes(job)
+        assert sizes, "the shard table wrote nothing"
+        assert max(sizes) <= 4_096, f"largest shard table value {max(sizes)} bytes"
+
+
+def test_partitions_added_to_the_topic_later_are_found_and_trained(job):
+    job.create(2)
+    with running(job):
+        job.start_control("--shard-discover-interval-s", "1")
+        job.start_worker("w0", delay_s=0.0)
+        job.produce(400)
+        assert job.wait_all_trained_and_committed()
+        admin = AdminClient(job.kafka.confluent_config())
+        [future] = admin.create_partitions([NewPartitions(job.topic, 4)]).values()
+        future.result(30)
+        job.partitions = 4
+        job.produce(800)  # half of it on the new partitions 2 and 3
+        assert job.wait_all_trained_and_committed(), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        assert job.committed()[3] == 200
+
+
+def test_a_worker_stalled_past_its_lease_loses_nothing(job):
+    """SIGSTOP a worker holding shards for three leases: its shards go to the other
+    worker; on SIGCONT it is told to let go, and its stale records count for nothing."""
+    job.create(4)
+    with running(job):
+        job.start_control("--shard-lease-s", "2")
+        for name in ("w0", "w1"):
+            job.start_worker(name, delay_s=0.05)
+        job.produce(3_000)
+        wait_for(lambda: len(job.trained().get("w1", [])) > 100, what="w1 to train")
+        job.workers["w1"].send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(6.0)
+            job.produce(1_000)
+        finally:
+            job.workers["w1"].send_signal(signal.SIGCONT)
+        job.produce(1_000)
+        assert job.wait_all_trained_and_committed(), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        committed_within_trained(job)
+    log = next(job.dir.glob("control-*.log")).read_text()
+    assert "sent no heartbeat" in log

@@ -87,6 +87,37 @@ def test_ack_is_idempotent():
     assert acked == [0]
 
 
+def test_nack_hands_the_records_back_once_and_acknowledges_nothing():
+    queue = LocalQueue(1000)
+    queue.put(RecordColumns.from_values("t", [0, 0], [0, 1], [0, 0], [b"a", b"b"]))
+    acked, rejected = [], []
+    reader = BatchReader(
+        queue,
+        RawDecoder(),
+        lambda r: acked.extend(r.offsets.tolist()),
+        reject=lambda r: rejected.extend(r.offsets.tolist()),
+        linger_s=0,
+    )
+    batch = reader.next_batch(2, 0.1)
+    batch.nack()
+    batch.nack()
+    batch.ack()  # settled: too late
+    assert (acked, rejected, batch.acked) == ([], [0, 1], False)
+    queue.put(RecordColumns.from_values("t", [0], [2], [0], [b"c"]))
+    later = reader.next_batch(2, 0.1, ack_previous=True)
+    later.ack()
+    later.nack()
+    assert (acked, rejected) == ([2], [0, 1])
+
+
+def test_nack_without_a_source_that_takes_records_back_acknowledges_nothing():
+    reader, _, acked, _ = setup([b"a"], RawDecoder(), linger_s=0)
+    batch = reader.next_batch(1, 0.1)
+    batch.nack()
+    batch.ack()
+    assert acked == []
+
+
 def test_a_chunk_of_only_bad_records_yields_no_batch():
     reader, dead, _, _ = setup([b"{", b"["], JsonDecoder([Field("v", np.int64)]))
     assert reader.next_batch(10, timeout_s=0.05) is None
