@@ -1,5 +1,5 @@
-"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``,
-issue #17): ``--shards-job`` and the shard sizes, waits and lease, each with its
+"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``):
+``--shards-job`` and the shard sizes, waits and lease, each with its
 ``STREAMTRAIN_SHARD*`` variable, and :func:`shard_job_settings`, their values as the
 control app's :class:`~streamtrain.control.shards.ShardJobSettings` (or ``None``).
 """
