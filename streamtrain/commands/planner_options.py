@@ -346,7 +346,7 @@ def _planner_settings(
             prior_single_worker_records_per_s=None
             if prior_rate is None
             else clock.model_rate(prior_rate),
-            # the limits of issue #18, item 5, on the planner's clock
+            # the sample limits (clock skew, pool size, rate), on the planner's clock
             max_clock_skew_s=clock.model_duration(v["sample_max_clock_skew_s"]),
             max_pool_workers=v["sample_max_pool_workers"],
             max_records_per_s=clock.model_rate(v["sample_max_records_per_s"]),

@@ -1,4 +1,4 @@
-"""``streamtrain scale``: what-if planning with the throughput models (issue #7).
+"""``streamtrain scale``: what-if planning with the throughput models.
 
 ``plan`` solves Eq. 10 for given loads, ``stabilize`` runs Algorithm 1 on a plan,
 ``fit`` fits a throughput model to a CSV of observations, and ``apply`` applies a job's

@@ -1,7 +1,8 @@
-"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``,
+"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``):
 ``--shards-job`` and the shard sizes, waits and lease, each with its
 ``STREAMTRAIN_SHARD*`` variable, and :func:`shard_job_settings`, their values as the
-control app's :class:`~streamtrain.control.shard_coordinator.ShardJobSettings` (or ``None``).
+control app's :class:`~streamtrain.control.shard_coordinator.ShardJobSettings` (or
+``None``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``streamtrain worker``: one training worker on a topic's partitions (issue #3).
+"""``streamtrain worker``: one training worker on a topic's partitions.
 
 All of the work lives in :mod:`streamtrain.worker` (and the ingest and shuffle packages
 it assembles); this module parses options (each from its ``STREAMTRAIN_*`` variable),
@@ -192,7 +192,7 @@ def shuffle_settings(
     help="Records per training step: the model's step batch and ingest's batch in one. "
     "benchmarks/ingest.py measures 512 to 5,000 close to a raw consume loop; larger "
     "batches cost less per record, smaller ones give more, fresher steps. The default, "
-    "1,024, is in the middle (docs/benchmarks.md, issue #20).",
+    '1,024, is in the middle (docs/benchmarks.md, "Ingest").',
 )
 @option(
     "--queue-records",

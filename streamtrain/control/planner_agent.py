@@ -5,7 +5,7 @@ this feeds it and publishes what it returns):
 
 * an agent takes ``ThroughputSample`` messages from the samples topic (decoded with
   :mod:`streamtrain.wire`; an undecodable or null one is logged and counted). With
-  several instances of the app (issue #18, item 9) the samples topic's partitions are
+  several instances of the app the samples topic's partitions are
   spread over them but only the leader plans: an instance that is not the leader
   forwards each sample, unread, to the internal ``<app_id>-samples`` topic (one
   partition, key: the job), which Faust assigns together with its leader topic (both
@@ -153,7 +153,7 @@ class PlannerAgent:
         output = planner.tick(now_s)
         self.status = planner.status() | {"bad_samples": self.bad_samples}
         # Only the newest command matters: an older one re-sent after it would undo it
-        # (the applier refuses older commands too: issue #18, item 10).
+        # (the applier refuses older commands too).
         unsent = [output.command] if output.command else list(self.command_outbox)[-1:]
         commands = unsent
         self.command_outbox.clear()

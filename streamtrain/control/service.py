@@ -61,7 +61,7 @@ class LagAppSettings:
     planner: PlannerSettings | None = None
     samples_topic: str = "streamtrain.throughput"
     commands_topic: str = "streamtrain.scale.commands"
-    # Issue #22: with a cluster allocator, the planner's decisions go to this topic as
+    # With a cluster allocator, the planner's decisions go to this topic as
     # ScaleRequests (streamtrain.control.request_route) instead of ScaleCommands.
     requests_topic: str | None = None
     job_class: str = "guarantee"

@@ -21,7 +21,7 @@ Owned here, as pure functions (no gRPC, no Kafka):
   not applied: from 11 workers up, one more worker is within the tolerance; one fewer
   from 20 workers up (the low-end value above moves that bound from 10 to 20). No value
   can avoid that and still land on the plan; set the tolerance to 0 where the cluster
-  allows it (see the README). :func:`hpa_desired_replicas` computes what the
+  allows it (see docs/integrations.md). :func:`hpa_desired_replicas` computes what the
   HPA does, for the tests and the docs.
 """
 

@@ -11,9 +11,9 @@ not of a production cluster. :meth:`LocalS3.stop` asks it to end (SIGTERM) and k
 it after ``stop_timeout_s``; it also gets SIGTERM from the kernel if its parent dies.
 :meth:`LocalS3.stats` says what it stored and served (PUTs, GETs, list pages).
 
-The server was moto's until issue #18 showed that moto's listing slows down with the
-size of the whole bucket (see :mod:`streamtrain.s3local.server`); it needs nothing
-beyond the standard library.
+The server is the package's own, not moto: moto's listing slows down with the size of
+the whole bucket, which a long run of Tansu's S3 engine makes large (see
+:mod:`streamtrain.s3local.server`); it needs nothing beyond the standard library.
 """
 
 from __future__ import annotations

@@ -158,8 +158,7 @@ class CommandConsumer:
 
     def _handle_safely(self, value: bytes, offset: int) -> Handled:
         """:meth:`handle`, with any crash turned into an alert: the offset is committed
-        whatever happened, so one bad command never crash-loops the applier (issue #18,
-        item 3)."""
+        whatever happened, so one bad command never crash-loops the applier."""
         try:
             return self.handle(value, offset)
         except Exception as exc:  # reported as an alert, then committed

@@ -371,7 +371,7 @@ class Planner:
                 "accepted": self.samples.accepted,
                 "rejected": self.samples.rejected,
                 "late": self.samples.late,
-                "skewed": self.samples.skewed,  # from the future (issue #18, item 5)
+                "skewed": self.samples.skewed,  # from the future: beyond the allowed clock skew
             },
             "note": self.last_note,
             "time_scale": self.clock.factor,

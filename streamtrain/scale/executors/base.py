@@ -27,9 +27,10 @@ Owned here:
     handler, whereas a result travels the same road as every other failure. An
     executor that raises something other than an ``ExecutorError`` (a bug, a request
     the HTTP client refuses to build) is logged with its traceback and reported as
-    ``"failed"`` too, never raised (issue #18, item 3: one bad command crash-looped
-    ``scale apply``).
-  - **Never out of order** (issue #18, item 10). The newest ``created_at_ms`` applied
+    ``"failed"`` too, never raised, so one bad command cannot crash-loop
+    ``scale apply``.
+  - **Never out of order**: an outbox may re-send an older command after a newer one.
+    The newest ``created_at_ms`` applied
     per job is kept (in memory and in the journal); a command created before it is not
     applied: outcome ``"superseded"`` (not a failure: a newer decision already holds).
     Commands with the same ``created_at_ms`` are applied in arrival order.

@@ -207,7 +207,7 @@ def test_bad_settings():
 
 
 def test_a_future_dated_sample_cannot_pin_the_pool_size():
-    """Issue #18 item 5: the book kept the pool size of the newest timestamp, so a worker
+    """The book kept the pool size of the newest timestamp, so a worker
     whose clock ran an hour ahead pinned the planner's worker count for an hour."""
     book = SampleBook("demo", SampleSettings(max_clock_skew_s=60))
     now_s = T0_MS / 1000
@@ -223,7 +223,7 @@ def test_a_future_dated_sample_cannot_pin_the_pool_size():
 
 
 def test_absurd_values_are_refused():
-    """Issue #18 item 5: ``sample_problem`` checked neither the pool size nor the range
+    """``sample_problem`` checked neither the pool size nor the range
     of the rates: one sample could report a pool of four billion workers."""
     assert "pool of 4000000000" in problem(sample("w0", 4_000_000_000, 5.0))
     assert "records_per_s_trained" in problem(sample("w0", 1, 1e15))
