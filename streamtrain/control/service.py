@@ -33,7 +33,7 @@ from streamtrain.lag.monitor import HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader
 from streamtrain.lag.prometheus import LagCollector
 from streamtrain.lag.report import group_lag_json
-from streamtrain.ports import is_loopback
+from streamtrain.ports import check_trusted_bind
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner_settings import PlannerSettings
 
@@ -99,12 +99,9 @@ class LagAppSettings:
 def check_web_host(host: str, *, trusted_network: bool) -> None:
     """A control app's pages answer anyone who reaches them (no authentication): bind
     beyond loopback only when the user says the network is trusted."""
-    if not is_loopback(host) and not trusted_network:
-        raise ConfigError(
-            f"--web-host {host} listens beyond loopback, and the pages have no "
-            "authentication: keep 127.0.0.1 (put a proxy with authentication in front), or "
-            "pass --trusted-network if every host that can reach it may read it"
-        )
+    check_trusted_bind(
+        host, trusted_network=trusted_network, what="the control app's pages", flag="--web-host"
+    )
 
 
 class LagService:
