@@ -77,7 +77,7 @@ class ScalerService(ExternalScalerServicer):
             except PlanUnavailableError as exc:
                 log.warning("KEDA gets UNAVAILABLE for job %s from now on: %s", quoted(job), exc)
         for job in sorted(self.stale_jobs - stale):
-            log.info("the planner of job %s is heard again: its plan is served", quoted(job))
+            log.warning("the planner of job %s is heard again: its plan is served", quoted(job))
         if stale != self.stale_jobs:
             self.notify(set(stale ^ self.stale_jobs))
         self.stale_jobs = stale
