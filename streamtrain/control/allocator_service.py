@@ -248,7 +248,7 @@ class AllocatorService:
             self.refused += 1
             self.refusals.append(refusal)
             log.warning(
-                "refused scale request %s for job %s: %s",
+                "refused scale request %s for job %r: %s",
                 refusal.request_id[:MAX_NAME_CHARS],
                 refusal.job[:MAX_NAME_CHARS],
                 refusal.reason,
