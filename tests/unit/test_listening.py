@@ -12,7 +12,6 @@ from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.control.faust_app import new_faust_app
 from streamtrain.control.service import LagAppSettings
 from streamtrain.errors import ConfigError
-from streamtrain.ports import check_trusted_bind
 
 WIDE = "0.0.0.0"  # noqa: S104 - the address whose refusal is under test
 
@@ -44,6 +43,8 @@ def test_the_control_apps_settings_refuse_it_unless_trusted():
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.5"])
 def test_loopback_needs_no_flag(host):
+    from streamtrain.ports import check_trusted_bind
+
     check_trusted_bind(host, trusted_network=False, what="x", flag="--host")
 
 

@@ -3,6 +3,7 @@ broker: a counting executor and a fake producer)."""
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -75,6 +76,21 @@ def test_a_command_from_the_future_is_refused_and_never_journaled(tmp_path):
         result = restarted.apply(command(f"ok{index}", target, NOW_MS + index))
         assert result.outcome is Outcome.APPLIED
     assert pool.workers == 5 and pool.calls == ["ok0", "ok1"]
+
+
+def test_after_a_restart_a_command_from_the_future_holds_nothing_back(tmp_path):
+    """The same on the wall clock, through `scale apply`'s restart (a new applier on the
+    same journal), as an operator would meet it."""
+    journal = tmp_path / "applied.jsonl"
+    pool = Pool()
+    now_ms = int(time.time() * 1000)
+    CommandApplier(pool, ApplierSettings(journal_path=journal), sleep=lambda _: None).apply(
+        command("skewed", 3, now_ms + YEAR_MS)
+    )
+    restarted = CommandApplier(pool, ApplierSettings(journal_path=journal), sleep=lambda _: None)
+    outcomes = [restarted.apply(command(f"ok{i}", 8 + i, now_ms + i)).outcome for i in range(2)]
+    assert outcomes == [Outcome.APPLIED, Outcome.APPLIED]
+    assert pool.workers == 9
 
 
 def test_within_the_clock_skew_allowed_a_command_is_applied(tmp_path):

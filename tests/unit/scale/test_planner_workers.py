@@ -116,3 +116,15 @@ def test_the_heartbeat_says_what_the_planner_plans():
     pending = p.heartbeat(T0 + 3)
     assert pending.planned_workers == command.target_workers
     assert pending.last_command_id == command.command_id
+
+
+def test_plain_workers_get_a_decision_with_the_default_settings():
+    """The same with nothing configured beyond the job (no pool-size flags anywhere)."""
+    settings = PlannerSettings(job="demo", group="trainer", policy="hpa", policy_settings=HPA_ON_LAG)
+    p = Planner(settings)
+    for worker in ("w0", "w1"):
+        p.add_sample(sample(worker, T0), T0)
+    p.observe_lag(LagReading(T0, 10.0, 60.0, 600))
+    out = p.tick(T0 + 1)
+    assert "waiting for the worker count" not in out.note
+    assert out.command is not None and out.command.current_workers == 2
