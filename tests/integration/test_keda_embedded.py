@@ -21,10 +21,10 @@ from confluent_kafka import Producer
 from streamtrain.broker import free_port
 from streamtrain.kafka import create_topic
 from streamtrain.keda.contract import metric_name
+from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.proto import externalscaler_pb2 as es
 from streamtrain.proto.externalscaler_pb2_grpc import ExternalScalerStub
 from streamtrain.wire import decode
-from streamtrain.proto import control_plane_pb2 as cp
 from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import read_topic
 from tests.integration.keda_process import ScalerProcess

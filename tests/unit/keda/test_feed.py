@@ -39,7 +39,8 @@ def test_an_unknown_reason_is_one_undecodable_command_and_serving_goes_on():
     feed = PlanFeed(KafkaSettings(bootstrap="127.0.0.1:1"), PlanBook(), FeedSettings())
     now_ms = int(time.time() * 1000)
     newer = cp.ScaleCommand(command_id="c1", job="ctr", target_workers=3, created_at_ms=now_ms)
-    newer.reason = 7  # a reason a newer planner has and this build does not  # type: ignore[assignment]
+    # a reason a newer planner has and this build does not
+    newer.reason = 7  # type: ignore[assignment]
     good = cp.ScaleCommand(
         command_id="c2",
         job="ctr",

@@ -70,9 +70,10 @@ def test_paging_that_ends_on_a_common_prefix_goes_on_past_it():
     store = S3Store()
     for key in ("a/b/1", "a/b/2", "a/c"):
         store.put(key, b"x", "binary/octet-stream")
-    pages, after = [], ""
+    pages: list[list[str]] = []
+    after: object = ""  # where the previous page ended, as the store said it
     for _ in range(6):
-        objects, prefixes, more = store.list("a/", after, "/", 1)
+        objects, prefixes, more = store.list("a/", after, "/", 1)  # type: ignore[arg-type]
         pages.append([k for k, _ in objects] + prefixes)
         if more is None:
             break

@@ -120,7 +120,9 @@ def test_the_heartbeat_says_what_the_planner_plans():
 
 def test_plain_workers_get_a_decision_with_the_default_settings():
     """The same with nothing configured beyond the job (no pool-size flags anywhere)."""
-    settings = PlannerSettings(job="demo", group="trainer", policy="hpa", policy_settings=HPA_ON_LAG)
+    settings = PlannerSettings(
+        job="demo", group="trainer", policy="hpa", policy_settings=HPA_ON_LAG
+    )
     p = Planner(settings)
     for worker in ("w0", "w1"):
         p.add_sample(sample(worker, T0), T0)
