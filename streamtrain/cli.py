@@ -66,7 +66,14 @@ def main(log_level: str) -> None:
     env="BROKER_HOST",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on (loopback by default).",
+    help="Address to listen on (loopback by default). Tansu authenticates nobody: beyond "
+    "loopback only with --trusted-network.",
+)
+@option(
+    "--trusted-network",
+    env="TRUSTED_NETWORK",
+    is_flag=True,
+    help="Every host that can reach --host may use the broker: allow an address beyond loopback.",
 )
 @option(
     "--port",
@@ -101,7 +108,14 @@ def main(log_level: str) -> None:
     "(streamtrain's own; it needs nothing beyond Python).",
 )
 @handle_errors
-def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durable: bool) -> None:
+def broker(
+    host: str,
+    trusted_network: bool,
+    port: int,
+    startup_timeout_s: float,
+    log_level: str,
+    durable: bool,
+) -> None:
     """Run the embedded Kafka-compatible broker until Ctrl-C or SIGTERM.
 
     Prints STREAMTRAIN_BOOTSTRAP=HOST:PORT on stdout once the broker answers Metadata.
@@ -115,6 +129,7 @@ def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durab
         startup_timeout_s=startup_timeout_s,
         log_level=log_level,
         durable=durable,
+        trusted_network=trusted_network,
     )
     with EmbeddedBroker(settings) as embedded:
         click.echo(f"STREAMTRAIN_BOOTSTRAP={embedded.bootstrap}")

