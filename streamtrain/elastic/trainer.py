@@ -9,9 +9,10 @@ engine step on this worker's batch (or on nothing) and settles the batch:
   is durable and is then acknowledged (``batch.ack()``);
 * a step that did not commit: ``batch.nack()``, the batch is handed back to be trained
   again;
-* a batch the step refused (a data error, a non-finite loss): the dead-letter sink gets
-  its records (their offsets are acknowledged once the dead letter is delivered) and this
-  worker took part with nothing;
+* a batch the step refused (a data error, a non-finite loss): this worker took part
+  with nothing; the batch is split in halves, handed back to be tried apart, until the
+  record the step cannot take is alone: that one goes to the dead-letter sink (its
+  offset is acknowledged once the dead letter is delivered), the rest is trained;
 * :meth:`~ElasticTrainer.close`: everything not yet durable is handed back.
 
 A source that wants the step numbers (shard done-reports carry them) implements any of
@@ -149,6 +150,10 @@ class ElasticTrainer:
 
     def _settle_batch(self, batch: Batch, outcome: StepOutcome) -> None:
         if outcome.refused is not None:
+            if len(batch) > 1:
+                for half in batch.split():
+                    half.nack()
+                return
             self.totals.records_refused += len(batch)
             if self.dead_letter is not None:
                 self.dead_letter(batch, outcome.refused)

@@ -105,6 +105,24 @@ class Batch:
         if self._hand_back is not None:
             self._hand_back(self)
 
+    def split(self) -> tuple[Batch, Batch]:
+        """This batch as two halves, each acknowledged or handed back on its own (to find
+        the records a training step cannot take); this batch itself ends here."""
+        with self._lock:
+            if self._acked:
+                raise ValueError("a batch that was acknowledged or handed back cannot split")
+            self._acked = True
+        half = len(self) // 2
+        return tuple(  # type: ignore[return-value]
+            Batch(
+                self.records.take(part),
+                {name: column[part] for name, column in self.columns.items()},
+                self._acknowledge,
+                self._hand_back,
+            )
+            for part in (slice(0, half), slice(half, len(self)))
+        )
+
     def __repr__(self) -> str:
         return (
             f"Batch({len(self)} records of {self.records.topic!r}, "
