@@ -3,6 +3,7 @@ and durable, nack when not committed, dead letter when refused)."""
 
 import threading
 
+import numpy as np
 import pytest
 
 from streamtrain.elastic.engine import StepOutcome
@@ -75,14 +76,26 @@ def test_acks_wait_for_the_durable_step_and_close_hands_back_the_rest():
     assert log[2:] == [("nack", 20), ("nack", 30)]
 
 
-def test_a_refused_batch_goes_to_the_dead_letters_and_is_neither_acked_nor_handed_back():
+def test_a_refused_record_alone_goes_to_the_dead_letters():
     log: list[tuple[object, ...]] = []
     dead: list[tuple[object, ...]] = []
     engine = ScriptedEngine([StepOutcome(True, 1, 1, 0, 2, refused="its loss is nan")])
     trainer = ElasticTrainer(engine, dead_letter=lambda b, why: dead.append((b, why)))
-    b = batch(0, log)
-    trainer.round(b)
-    assert dead == [(b, "its loss is nan")] and log == []
+    one = Batch(records(0, 1), {}, lambda r: log.append(("ack",)), lambda b: log.append(("nack",)))
+    trainer.round(one)
+    assert dead == [(one, "its loss is nan")] and log == []
+
+
+def test_a_refused_batch_is_handed_back_in_halves_to_find_the_bad_record():
+    handed_back: list[Batch] = []
+    dead: list[object] = []
+    engine = ScriptedEngine([StepOutcome(True, 1, 1, 0, 2, refused="its loss is nan")])
+    trainer = ElasticTrainer(engine, dead_letter=lambda b, why: dead.append(b))
+    five = Batch(records(0, 5), {"v": np.arange(5)}, lambda r: None, handed_back.append)
+    trainer.round(five)
+    assert dead == []
+    assert [h.records.offsets.tolist() for h in handed_back] == [[0, 1], [2, 3, 4]]
+    assert [h["v"].tolist() for h in handed_back] == [[0, 1], [2, 3, 4]]
 
 
 def test_the_committed_hook_runs_before_the_ack():
