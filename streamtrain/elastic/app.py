@@ -35,9 +35,11 @@ class DistributedApp(Protocol):
     batch's mean loss and returns the loss as a float; it neither zeroes gradients nor
     steps the optimizer (a worker's ``step(batch)`` does all of it: another protocol).
     An optional ``state_dict()``/``load_state_dict(state)`` pair carries state beyond
-    ``model`` and ``optimizer``; an optional ``committed(batch, step)`` is called once a
-    step that trained ``batch`` committed, before its records are acknowledged (to
-    record what was trained); an optional ``close()`` at the end.
+    ``model`` and ``optimizer``. Optional hooks: ``committed(batch, step)`` once a step
+    that trained ``batch`` committed (to record what was trained),
+    ``acknowledged(batch, step)`` right before its records are acknowledged,
+    ``round_done(outcome)`` after every round (a
+    :class:`~streamtrain.elastic.engine.StepOutcome`), and ``close()`` at the end.
     """
 
     @property

@@ -88,6 +88,8 @@ class ElasticTrainer:
         self.totals = RoundTotals()
         self.last: StepOutcome | None = None
         self._committed_hook: Callable[[Batch, int], object] | None = None
+        self._acknowledged_hook: Callable[[Batch, int], object] | None = None
+        self._round_hook: Callable[[StepOutcome], object] | None = None
 
     @property
     def steps_every_round(self) -> bool:
@@ -97,6 +99,16 @@ class ElasticTrainer:
     def on_committed(self, hook: Callable[[Batch, int], object] | None) -> None:
         """Call ``hook(batch, step)`` for each batch whose step committed (the app's)."""
         self._committed_hook = hook
+
+    def observe(self, app: object) -> None:
+        """Call the app's optional hooks: ``committed(batch, step)`` once a step that
+        trained ``batch`` committed, ``acknowledged(batch, step)`` right before its
+        records are acknowledged (the step is durable then), ``round_done(outcome)``
+        after every round."""
+        hooks = [getattr(app, name, None) for name in ("committed", "acknowledged", "round_done")]
+        committed, acknowledged, round_done = (h if callable(h) else None for h in hooks)
+        self._committed_hook, self._acknowledged_hook = committed, acknowledged
+        self._round_hook = round_done
 
     def round(self, batch: Batch | None) -> StepOutcome:
         """One engine step with ``batch`` (``None``: nothing), then settle the batch."""
@@ -116,6 +128,8 @@ class ElasticTrainer:
         if batch is not None:
             self._settle_batch(batch, outcome)
         self._apply(self.ledger.durable(outcome.durable_step))
+        if self._round_hook is not None:
+            self._round_hook(outcome)
         return outcome
 
     def close(self) -> None:
@@ -176,6 +190,8 @@ class ElasticTrainer:
         for step, batch in settled.ack:
             if callable(trained):
                 trained(batch, step)
+            if self._acknowledged_hook is not None:
+                self._acknowledged_hook(batch, step)
             batch.ack()
             self.totals.records_acked += len(batch)
         for _, batch in settled.nack:

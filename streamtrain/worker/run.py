@@ -220,8 +220,7 @@ def run_worker(
     trainer = ElasticTrainer(
         engine, source=consumer, dead_letter=_dead_letter_sink(consumer), metrics=metrics
     )
-    hook = getattr(app, "committed", None)
-    trainer.on_committed(hook if callable(hook) else None)
+    trainer.observe(app)
     step_wait_s = elastic.step_wait_s if trainer.steps_every_round else 0.5
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
