@@ -18,8 +18,10 @@ a job of
   mid-run (3 -> 2);
 * ``torchelastic``: ``--engine torchelastic`` under one ``torchrun --nnodes 1:4``
   agent per worker (c10d rendezvous, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, a
-  checkpoint every ``--checkpoint-every`` steps): the same actions (a drained leave is a
-  SIGTERM to the agents; the kill -9 hits the worker process, which its agent restarts);
+  checkpoint every ``--checkpoint-every`` steps, ``last_call_timeout=1``): the same
+  actions (a leave is a SIGTERM to the agents; a worker hands its shards back at once on
+  SIGTERM, which under torchrun is also how every restart begins; the kill -9 hits the
+  worker process, which its agent restarts);
 * ``fixed``: ``--engine torchft`` with 3 workers throughout.
 
 ``--hold-s`` seconds pass between actions. Once every record is produced the job drains
@@ -164,7 +166,10 @@ class Run:
             "--group", self.name, "--worker-id", worker, "--assignment", "shards",
             "--entry", "benchmarks.elastic_app:make", "--app-dir", str(REPO),
             "--batch-records", str(self.args.batch_records), "--throughput-topic", "",
-            "--step-wait-s", "0.1", "--drain-timeout-s", "8",
+            "--step-wait-s", "0.1",
+            # under torchrun a SIGTERM is a restart of the group as often as a leave:
+            # hand the shards back at once rather than train on while the group stops
+            "--drain-timeout-s", "0" if self.kind == "torchelastic" else "8",
         ]  # fmt: skip
         env = {"ELASTIC_BENCH_DIR": str(self.files), "STREAMTRAIN_WORKER_ID": worker,
                "PYTHONPATH": str(REPO)}  # fmt: skip

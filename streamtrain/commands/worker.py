@@ -421,6 +421,7 @@ def worker(
     from streamtrain.config import AssignmentMode
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
     from streamtrain.worker import WorkerRun, load_app, run_worker
+    from streamtrain.worker.run import check_modes
 
     worker_id = worker_id or default_worker_id()
     queue_records = max(queue_records, batch_records)
@@ -457,6 +458,7 @@ def worker(
         admission_timeout_s=admission_timeout_s,
         drain_timeout_s=drain_timeout_s,
     )
+    check_modes(settings.assignment, shuffle, elastic)
     app = load_app(entry, app_dir)
     stop = threading.Event()
     with kafka_connection(opts) as kafka, _graceful_stop(stop):

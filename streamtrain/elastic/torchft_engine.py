@@ -91,10 +91,14 @@ class TorchftEngine:
         self._store: TCPStore | None = None
         self._heal: HealServer | None = None
         self._healed_from_peer = False
+        self._last_step = 0
 
     @property
     def committed_step(self) -> int:
-        return 0 if self.manager is None else int(self.manager.current_step())
+        """The job's committed steps (after :meth:`leave`: the last this worker saw)."""
+        if self.manager is not None:
+            self._last_step = int(self.manager.current_step())
+        return self._last_step
 
     @property
     def durable_step(self) -> int:
@@ -144,9 +148,13 @@ class TorchftEngine:
                 heartbeat_interval=timedelta(milliseconds=s.heartbeat_interval_ms),
                 checkpoint_transport=self._heal,
             )
-        outcome = self.step(None)
-        while not outcome.committed and not self._stopping():
-            outcome = self.step(None)  # the heal or the round failed: the next one heals
+        try:
+            outcome = self.step(None)
+            while not outcome.committed and not self._stopping():
+                outcome = self.step(None)  # the heal or the round failed: the next one heals
+        except BaseException:
+            self.leave()  # a refused heal: out of the quorum at once, the others go on
+            raise
         log.info(
             "joined at step %d with %d participant(s)%s",
             outcome.step,
@@ -182,6 +190,7 @@ class TorchftEngine:
 
     def leave(self) -> None:
         """Leave the quorum at once: stop heartbeating, close every server."""
+        self._last_step = self.committed_step
         manager, self.manager = self.manager, None
         if manager is not None:
             manager.shutdown(wait=False)

@@ -68,7 +68,7 @@ from streamtrain.worker.engines import worker_engine
 from streamtrain.worker.lifecycle import Lifecycle
 from streamtrain.worker.shuffle_queue import ShuffleQueue, shuffled_consumer
 
-__all__ = ["WorkerRun", "WorkerSummary", "run_worker", "shuffle_totals"]
+__all__ = ["WorkerRun", "WorkerSummary", "check_modes", "run_worker", "shuffle_totals"]
 
 log = logging.getLogger(__name__)
 
@@ -189,17 +189,7 @@ def run_worker(
     queue: ShuffleQueue | None = None
     consumer: IngestConsumer | ShardConsumer
     shards = settings.assignment is AssignmentMode.SHARDS
-    if shards and shuffle is not None:
-        raise ConfigError(
-            "--shuffle works with --assignment group or cooperative; with shards, free "
-            "workers pulling shards already balance hot partitions"
-        )
-    if shuffle is not None and elastic.engine is not EngineKind.NONE:
-        raise ConfigError(
-            "--shuffle trains a peer's records on this worker's model copy; with "
-            f"--engine {elastic.engine.value} every worker trains one model: use "
-            "--assignment shards"
-        )
+    check_modes(settings.assignment, shuffle, elastic)
     engine = worker_engine(app, elastic, stop)
     if shards:
         consumer = ShardConsumer(kafka, settings, app.decoder, metrics=metrics)
@@ -295,6 +285,25 @@ def _engine_report(engine: Engine, trainer: ElasticTrainer) -> dict[str, Any]:
         "records_nacked": totals.records_nacked,
         "records_refused": totals.records_refused,
     }
+
+
+def check_modes(
+    assignment: AssignmentMode, shuffle: ShuffleSettings | None, elastic: ElasticSettings
+) -> None:
+    """Refuse the shuffle where it cannot work (ConfigError, before any I/O)."""
+    if shuffle is None:
+        return
+    if assignment is AssignmentMode.SHARDS:
+        raise ConfigError(
+            "--shuffle works with --assignment group or cooperative; with shards, free "
+            "workers pulling shards already balance hot partitions"
+        )
+    if elastic.engine is not EngineKind.NONE:
+        raise ConfigError(
+            "--shuffle trains a peer's records on this worker's model copy; with "
+            f"--engine {elastic.engine.value} every worker trains one model: use "
+            "--assignment shards"
+        )
 
 
 class _RssBaseline:

@@ -139,3 +139,31 @@ def test_no_idle_rounds_without_a_collective_engine():
     with ElasticTrainer(engine).idle_rounds():
         threading.Event().wait(0.1)
     assert engine.seen == []
+
+
+def test_an_apps_hooks_see_every_round_commit_and_ack():
+    events: list[tuple[object, ...]] = []
+
+    class App:
+        def committed(self, batch, step):
+            events.append(("committed", step))
+
+        def acknowledged(self, batch, step):
+            events.append(("acknowledged", step))
+
+        def round_done(self, outcome):
+            events.append(("round", outcome.step, outcome.committed))
+
+    outcomes = [StepOutcome(True, 1, 0, 2, 2), StepOutcome(False, 1, 0), StepOutcome(True, 2, 1)]
+    trainer = ElasticTrainer(ScriptedEngine(outcomes))
+    trainer.observe(App())
+    trainer.round(batch(0, []))
+    trainer.round(batch(10, []))
+    trainer.round(None)
+    assert events == [
+        ("committed", 1),
+        ("round", 1, True),
+        ("round", 1, False),
+        ("acknowledged", 1),
+        ("round", 2, True),
+    ]
