@@ -1,13 +1,13 @@
 """Which engine a worker runs its training app on.
 
-Owned here: :func:`worker_engine` and :class:`AppStepEngine`. An app that is a
-:class:`~streamtrain.elastic.app.DistributedApp` (model, optimizer,
-``forward_backward``) runs on the engine ``--engine`` names: torchft, torchelastic, or
-``none`` (its own model copy, :class:`~streamtrain.elastic.engine.LocalEngine`). An app
-that only has ``step(batch)`` (a :class:`~streamtrain.worker.app.TrainingApp`: it steps
+Owned here: :func:`worker_engine` and :class:`AppStepEngine`. With ``--engine none``
+an app with a ``step(batch)`` (a :class:`~streamtrain.worker.app.TrainingApp`: it steps
 its own optimizer) runs as before, each step committed when it returns
-(:class:`AppStepEngine`); a collective engine needs the distributed protocol and says
-so.
+(:class:`AppStepEngine`), and one with only the distributed protocol trains its own
+copy (:class:`~streamtrain.elastic.engine.LocalEngine`). torchft and torchelastic need a
+:class:`~streamtrain.elastic.app.DistributedApp` (model, optimizer,
+``forward_backward``): they run ``forward_backward`` and never the app's ``step``
+(record what was trained in the ``committed`` hook, not in ``step``).
 """
 
 from __future__ import annotations
@@ -68,14 +68,13 @@ def worker_engine(
     stop: threading.Event | None = None,
 ) -> Engine:
     """The engine ``settings`` names for ``app`` (module docstring)."""
-    if isinstance(app, DistributedApp):
-        if settings.engine is EngineKind.NONE:
-            return LocalEngine(app, settings)
-        return make_engine(app, settings, stop)
-    if settings.engine is not EngineKind.NONE:
+    if settings.engine is EngineKind.NONE:
+        # an app with its own step(batch) keeps it (a subclass may record there)
+        return AppStepEngine(app) if isinstance(app, TrainingApp) else LocalEngine(app, settings)
+    if not isinstance(app, DistributedApp):
         raise ConfigError(
             f"--engine {settings.engine.value} trains one model on every worker: the entry "
             "point must return a distributed app (`model`, `optimizer` and "
             "`forward_backward(batch)`; see streamtrain.elastic.app), not only `step(batch)`"
         )
-    return AppStepEngine(app)
+    return make_engine(app, settings, stop)

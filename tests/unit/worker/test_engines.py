@@ -26,10 +26,22 @@ class StepOnly:
         return 0.5
 
 
-def test_the_builtin_mmoe_app_is_also_a_distributed_app():
+def test_the_builtin_mmoe_app_is_also_a_distributed_app_and_keeps_its_step_under_none():
     app = load_app(None)
     assert isinstance(app, DistributedApp)
-    assert isinstance(worker_engine(app, ElasticSettings()), LocalEngine)
+    assert isinstance(worker_engine(app, ElasticSettings()), AppStepEngine)
+
+
+def test_an_app_with_only_the_distributed_protocol_trains_its_own_copy_under_none():
+    import torch
+
+    from streamtrain.elastic.app import TrainingParts
+
+    model = torch.nn.Linear(1, 1)
+    parts = TrainingParts(
+        RawDecoder(), model, torch.optim.SGD(model.parameters()), lambda m, b: 0.0
+    )
+    assert isinstance(worker_engine(parts, ElasticSettings()), LocalEngine)
 
 
 def test_a_step_only_app_runs_as_before_under_engine_none():
