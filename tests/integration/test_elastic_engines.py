@@ -15,11 +15,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from streamtrain.ports import free_port
 from tests.integration.elastic_job import REPO, Ranks, batches, start_lighthouse
+from tests.integration.elastic_rank import features, make_app
 
 ROUNDS = 15
 
@@ -48,33 +50,51 @@ def planned_ids(plan):
     return sorted(i for batch in plan for i in batch)
 
 
-def test_unequal_data_is_weighted_by_records_as_one_process_would(ranks, tmp_path):
+def replay(job, names, hidden=16):
+    """The weights one process gets by an SGD step on every committed step's records
+    (all workers' together, as the logs say), from the same initial weights."""
+    app = make_app(hidden, 0, set())
+    steps: dict[int, list[int]] = defaultdict(list)
+    for name in names:
+        for row in job.rows(name):
+            if "trained" in row:
+                steps[row["step"]].extend(row["trained"])
+    for step in sorted(steps):
+        app.optimizer.zero_grad()
+        x, y = features(np.asarray(steps[step], dtype=np.int64))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(app.model(x).squeeze(1), y)
+        loss.backward()
+        app.optimizer.step()
+    return app.model.state_dict(), steps
+
+
+def test_unequal_data_is_weighted_by_records_as_one_process_would(ranks):
     a, b = batches(0, 3, ROUNDS), batches(1_000, 7, ROUNDS)
     ranks.start("a", a, start_world=2)
     ranks.start("b", b, start_world=2)
-    reference = Ranks(tmp_path)
-    reference.start("ref", [x + y for x, y in zip(a, b, strict=True)], engine="none")
-    for name, job in (("a", ranks), ("b", ranks), ("ref", reference)):
-        assert job.wait(name) == 0, job.stderr(name)
+    for name in "ab":
+        assert ranks.wait(name) == 0, ranks.stderr(name)
     assert_same_state(ranks.state("a"), ranks.state("b"))
-    assert_same_state(ranks.state("a"), reference.state("ref"))
+    reference, steps = replay(ranks, "ab")
+    assert_same_state(ranks.state("a"), reference)
+    assert sorted(i for ids in steps.values() for i in ids) == planned_ids(a) + planned_ids(b)
+    assert sum(len(ids) == 10 for ids in steps.values()) >= ROUNDS - 1  # mostly 3 + 7
     assert sorted(ranks.acked("a")) == planned_ids(a)
     assert sorted(ranks.acked("b")) == planned_ids(b)
-    assert all(r["records_global"] == 10 for r in ranks.rounds("a"))
 
 
-def test_a_rank_with_no_data_steps_empty_and_nothing_hangs(ranks, tmp_path):
+def test_a_rank_with_no_data_steps_empty_and_nothing_hangs(ranks):
     a = batches(0, 5, ROUNDS)
     ranks.start("a", a, start_world=2)
     ranks.start("b", [[] for _ in range(ROUNDS)], start_world=2)
-    reference = Ranks(tmp_path)
-    reference.start("ref", a, engine="none")
-    for name, job in (("a", ranks), ("b", ranks), ("ref", reference)):
-        assert job.wait(name) == 0, job.stderr(name)
+    for name in "ab":
+        assert ranks.wait(name) == 0, ranks.stderr(name)
     empty = ranks.rounds("b")
     assert len(empty) == ROUNDS
-    assert all(r["committed"] and r["records"] == 0 and r["world"] == 2 for r in empty)
-    assert_same_state(ranks.state("b"), reference.state("ref"))
+    assert all(r["committed"] and r["records"] == 0 for r in empty)
+    assert any(r["world"] == 2 and r["records_global"] == 5 for r in empty)
+    reference, _ = replay(ranks, "ab")
+    assert_same_state(ranks.state("b"), reference)
     assert sorted(ranks.acked("a")) == planned_ids(a)
 
 
@@ -227,11 +247,11 @@ def test_a_bad_batch_is_refused_and_the_rank_steps_empty(ranks):
     for name in "ab":
         assert ranks.wait(name) == 0, ranks.stderr(name)
     refused = [r for r in ranks.rows("a") if "dead_letters" in r]
-    assert refused and refused[0]["dead_letters"] == a[5]
+    assert refused and refused[0]["dead_letters"] == [a[5][0]]  # alone: halves retried
     bad_round = next(r for r in ranks.rounds("a") if r["ids"] == a[5])
     assert bad_round["committed"] and bad_round["records"] == 0
     assert bad_round["records_global"] == 4  # b's records alone
-    assert sorted(ranks.acked("a")) == sorted(set(planned_ids(a)) - set(a[5]))
+    assert sorted(ranks.acked("a")) == sorted(set(planned_ids(a)) - {a[5][0]})
     assert all(torch.isfinite(v).all() for v in ranks.state("a").values())
 
 
