@@ -226,7 +226,8 @@ class TorchftEngine:
                 if now - warned >= _LOG_EVERY_S:
                     warned = now
                     log.warning(
-                        "no quorum from the lighthouse at %s (%s); waiting for it",
+                        "no quorum yet from the lighthouse at %s (%s): the lighthouse or a "
+                        "peer is away; asking again",
                         self.settings.lighthouse,
                         str(exc).splitlines()[0][:200],
                     )
