@@ -25,6 +25,7 @@ from streamtrain.commands.demo import demo
 from streamtrain.commands.forecast import forecast, trace
 from streamtrain.commands.keda import keda
 from streamtrain.commands.lag import lag
+from streamtrain.commands.lighthouse import lighthouse
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
 from streamtrain.commands.worker import worker
@@ -203,6 +204,7 @@ main.add_command(simulate)
 main.add_command(demo)
 main.add_command(keda)
 main.add_command(cluster)
+main.add_command(lighthouse)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,9 +22,12 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     ├── TraceError                      a traffic trace file is missing or malformed
     ├── ForecastError                   a forecaster could not fit, predict, save or load
     ├── ExecutorError                   a scaling command could not be applied (retriable)
-    └── ScalerError                     the KEDA external scaler cannot answer a request
-        ├── ScalerRequestError          bad scalerMetadata: no job, an unknown job or metric
-        └── PlanUnavailableError        no plan known for the job yet (retriable)
+    ├── ScalerError                     the KEDA external scaler cannot answer a request
+    │   ├── ScalerRequestError          bad scalerMetadata: no job, an unknown job or metric
+    │   └── PlanUnavailableError        no plan known for the job yet (retriable)
+    └── ElasticError                    one model trained by many workers cannot go on
+        ├── LighthouseUnreachableError  no torchft lighthouse answered at the address in time
+        └── ModelMismatchError          a peer's model state is not this worker's model
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ __all__ = [
     "BrokerBinaryNotFoundError",
     "BrokerUnreachableError",
     "ConfigError",
+    "ElasticError",
     "EmbeddedBrokerError",
     "ExecutorError",
     "ForecastError",
     "KafkaError",
+    "LighthouseUnreachableError",
+    "ModelMismatchError",
     "PlanUnavailableError",
     "PortInUseError",
     "ScalerError",
@@ -145,3 +151,25 @@ class PlanUnavailableError(ScalerError):
     its topics, or nothing was published for the job (gRPC ``UNAVAILABLE``)."""
 
     retriable = True
+
+
+class ElasticError(StreamtrainError):
+    """Data-parallel training across workers (:mod:`streamtrain.elastic`) cannot go on."""
+
+
+class LighthouseUnreachableError(ElasticError):
+    """No torchft lighthouse accepted a connection at the address within the timeout."""
+
+    retriable = True
+
+    def __init__(self, address: str, timeout_s: float) -> None:
+        super().__init__(
+            f"no torchft lighthouse answered at {address} within {timeout_s:g} s (start one "
+            "with `streamtrain lighthouse`, or check --lighthouse)"
+        )
+        self.address = address
+
+
+class ModelMismatchError(ElasticError):
+    """The model state a peer sent (or a checkpoint holds) differs from this worker's
+    model: other keys, shapes or dtypes. Training on it would be training another model."""

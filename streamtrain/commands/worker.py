@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.engine_options import elastic_settings, engine_options
 from streamtrain.shuffle.policy import ShufflePolicy
 
 if TYPE_CHECKING:
@@ -369,6 +370,7 @@ def shuffle_settings(
     "this long (the ones it has not started go back at once).",
 )
 @shuffle_options
+@engine_options
 @kafka_options
 @handle_errors
 def worker(
@@ -411,14 +413,20 @@ def worker(
     step (a second signal at once). Prints a JSON summary line on exit.
     With --shuffle, records of this worker that overflow its queue are trained by idle
     peers of the same --group, and acknowledged back before they are committed.
+    With --engine torchft (or torchelastic) every worker of the job trains one model:
+    a joiner takes the current weights before it says READY, every worker steps every
+    round (with no data if it has none), and a record is committed only once its step
+    committed everywhere.
     """
     from streamtrain.config import AssignmentMode
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
     from streamtrain.worker import WorkerRun, load_app, run_worker
+    from streamtrain.worker.run import check_modes
 
     worker_id = worker_id or default_worker_id()
     queue_records = max(queue_records, batch_records)
     shuffle = shuffle_settings(group, worker_id, batch_records, queue_records, opts)
+    elastic = elastic_settings(worker_id, opts)
     settings = IngestSettings(
         group=group,
         topics=topics,
@@ -450,6 +458,7 @@ def worker(
         admission_timeout_s=admission_timeout_s,
         drain_timeout_s=drain_timeout_s,
     )
+    check_modes(settings.assignment, shuffle, elastic)
     app = load_app(entry, app_dir)
     stop = threading.Event()
     with kafka_connection(opts) as kafka, _graceful_stop(stop):
@@ -461,6 +470,7 @@ def worker(
             stop=stop,
             on_metrics_url=lambda url: click.echo(f"worker metrics at {url}", err=True),
             shuffle=shuffle,
+            elastic=elastic,
         )
     click.echo(json.dumps(summary.to_json()))
     if stop.is_set():

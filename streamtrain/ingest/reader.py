@@ -5,12 +5,13 @@ Owned here: :class:`Batch` (the records, their decoded columns, ``ack()``) and
 local queue, or the shuffle layer's), sends oversized and undecodable records to the
 dead-letter topic, and hands out the rest as a :class:`Batch`. With ``auto_ack`` the
 previous batch is acknowledged when the next one is requested: the training loop only
-asks for more once its step on the previous batch finished. ``reject`` is how a batch
-whose step did not commit is handed back (:meth:`Batch.nack`).
+asks for more once its step on the previous batch finished.
 
 Acknowledging goes through the ``acknowledge`` callable the reader was given, so the
 same reader serves local records (acknowledged to the offset tracker) and records a peer
-forwarded (acknowledged back to their origin by the shuffle layer).
+forwarded (acknowledged back to their origin by the shuffle layer). A batch whose
+training step did not commit (a data-parallel step that failed) is handed back with
+``nack()``: the reader hands the same records out again, first, in a later batch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -35,6 +37,7 @@ __all__ = ["Batch", "BatchReader", "DeadLetterSink", "RecordSource"]
 log = logging.getLogger(__name__)
 
 Acknowledge = Callable[[RecordColumns], object]
+HandBack = Callable[["Batch"], object]
 
 
 class DeadLetterSink(Protocol):
@@ -54,24 +57,23 @@ class RecordSource(Protocol):
 
 
 class Batch:
-    """Decoded records for one training step. Call :meth:`ack` once the step that used
-    them committed (after the optimizer step), or :meth:`nack` if it did not."""
+    """Decoded records for one training step. Call :meth:`ack` after the optimizer step,
+    or :meth:`nack` when the step did not commit."""
 
-    __slots__ = ("_acked", "_acknowledge", "_lock", "_reject", "_settled", "columns", "records")
+    __slots__ = ("_acked", "_acknowledge", "_hand_back", "_lock", "columns", "records")
 
     def __init__(
         self,
         records: RecordColumns,
         columns: Mapping[str, NDArray[Any]],
         acknowledge: Acknowledge,
-        reject: Acknowledge | None = None,
+        hand_back: HandBack | None = None,
     ) -> None:
         self.records = records
         self.columns = dict(columns)
         self._acknowledge = acknowledge
-        self._reject = reject
+        self._hand_back = hand_back
         self._acked = False
-        self._settled = False
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -84,27 +86,42 @@ class Batch:
     def acked(self) -> bool:
         return self._acked
 
-    def _settle(self) -> bool:
-        with self._lock:
-            if self._settled:
-                return False
-            self._settled = True
-            return True
-
     def ack(self) -> None:
-        """Mark every record of this batch as trained; later calls (and a later
-        :meth:`nack`) do nothing."""
-        if self._settle():
+        """Mark every record of this batch as trained; later calls do nothing."""
+        with self._lock:
+            if self._acked:
+                return
             self._acked = True
-            self._acknowledge(self.records)
+        self._acknowledge(self.records)
 
     def nack(self) -> None:
-        """The training step with this batch did not commit (a failed all-reduce, a
-        rolled-back step): nothing of it is acknowledged, and a source that can (the
-        shard reader) hands its records back to be trained again. Later calls (and a
-        later :meth:`ack`) do nothing."""
-        if self._settle() and self._reject is not None:
-            self._reject(self.records)
+        """The step that trained this batch did not commit: hand the records back to be
+        trained again (through the callback the batch was given; without one, nothing
+        happens and the records stay unacknowledged). Ends the batch like :meth:`ack`."""
+        with self._lock:
+            if self._acked:
+                return
+            self._acked = True
+        if self._hand_back is not None:
+            self._hand_back(self)
+
+    def split(self) -> tuple[Batch, Batch]:
+        """This batch as two halves, each acknowledged or handed back on its own (to find
+        the records a training step cannot take); this batch itself ends here."""
+        with self._lock:
+            if self._acked:
+                raise ValueError("a batch that was acknowledged or handed back cannot split")
+            self._acked = True
+        half = len(self) // 2
+        return tuple(  # type: ignore[return-value]
+            Batch(
+                self.records.take(part),
+                {name: column[part] for name, column in self.columns.items()},
+                self._acknowledge,
+                self._hand_back,
+            )
+            for part in (slice(0, half), slice(half, len(self)))
+        )
 
     def __repr__(self) -> str:
         return (
@@ -142,7 +159,6 @@ class BatchReader:
         batch_records: int = 512,
         linger_s: float = 0.05,
         source_lingers: bool = False,
-        reject: Acknowledge | None = None,
     ) -> None:
         if batch_records < 1:
             raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
@@ -156,8 +172,9 @@ class BatchReader:
         self.linger_s = linger_s
         self.source_lingers = source_lingers
         self._acknowledge = acknowledge
-        self._hand_back = reject
         self._last: Batch | None = None
+        self._handed_back: deque[Batch] = deque()
+        self._handed_back_lock = threading.Lock()
 
     def _ack_trained(self, records: RecordColumns) -> None:
         self._acknowledge(records)
@@ -177,6 +194,11 @@ class BatchReader:
         if (self.auto_ack if ack_previous is None else ack_previous) and self._last is not None:
             self._last.ack()
         self._last = None
+        with self._handed_back_lock:
+            again = self._handed_back.popleft() if self._handed_back else None
+        if again is not None:
+            self._last = Batch(again.records, again.columns, self._ack_trained, self._take_back)
+            return self._last
         limit = max_records or self.batch_records
         linger_s = 0.0 if self.source_lingers and limit == self.batch_records else self.linger_s
         deadline = time.monotonic() + timeout_s
@@ -193,6 +215,10 @@ class BatchReader:
                 return batch
             if time.monotonic() >= deadline:
                 return None
+
+    def _take_back(self, batch: Batch) -> None:
+        with self._handed_back_lock:
+            self._handed_back.append(batch)
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
         # no record can be over the limit when all of them together are not
@@ -219,7 +245,7 @@ class BatchReader:
             chunk = chunk.take(_complement(decoded.failed, len(chunk)))
             if not len(chunk):
                 return None
-        return Batch(chunk, decoded.columns, self._ack_trained, self._hand_back)
+        return Batch(chunk, decoded.columns, self._ack_trained, self._take_back)
 
     def _reject(self, records: RecordColumns, errors: Sequence[str]) -> None:
         if self.dead_letters is None:

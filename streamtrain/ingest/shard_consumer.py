@@ -14,8 +14,8 @@ responsible for:
   record with the lease it was read under, dropping what a fetch returns past the
   shards held, and un-assigning partitions it holds no shard of;
 * acknowledging trained records to the lease they were read under (records of a shard
-  taken away meanwhile count for nothing), and handing back the shards of a batch whose
-  training step did not commit (:meth:`~ShardConsumer.reject`, ``Batch.nack()``);
+  taken away meanwhile count for nothing; a batch whose training step did not commit is
+  handed out again by the reader, ``Batch.nack()``, and counts once it is trained);
 * heartbeats every ``heartbeat_interval_s`` (a worker killed outright stops them, and
   the control app requeues its shards);
 * leaving (:meth:`~ShardConsumer.leave`): no more requests, shards not started are
@@ -115,7 +115,6 @@ class ShardConsumer(TrainingSource):
             auto_ack=settings.auto_ack,
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
-            reject=self.reject,
         )
         self._lock = threading.Lock()  # the client: fetch thread and trainer
         self._consumer: Consumer | None = None
@@ -261,19 +260,6 @@ class ShardConsumer(TrainingSource):
             return 0
         with self._lock:
             return self.client.ack(records.lease_ids)
-
-    def reject(self, records: RecordColumns) -> int:
-        """The step with ``records`` did not commit: their shards are handed back (to be
-        trained again, here or by another worker); returns how many shards."""
-        if records.lease_ids is None:
-            return 0
-        with self._lock:
-            failed = self.client.fail(records.lease_ids)
-        if failed:
-            log.info(
-                "a step did not commit: handing back %s", ", ".join(str(g.shard) for g in failed)
-            )
-        return len(failed)
 
     @property
     def last_committed(self) -> dict[PartitionKey, int]:

@@ -7,9 +7,8 @@ app and its trainer, without the Kafka I/O:
 * applying a ``ShardGrant`` (:meth:`~ShardClient.apply`): shards taken back are dropped
   (their records, wherever they wait, count for nothing), granted shards are held under
   new lease ids, or handed straight back while leaving;
-* tagging fetched records with their lease (:meth:`~ShardClient.accept`), counting
-  trained records (:meth:`~ShardClient.ack`), and handing back the shards of records
-  whose training step did not commit (:meth:`~ShardClient.fail`);
+* tagging fetched records with their lease (:meth:`~ShardClient.accept`) and counting
+  trained records (:meth:`~ShardClient.ack`);
 * the next ``ShardUpdate`` (:meth:`~ShardClient.update`): done reports, the shards held
   (a heartbeat), shards handed back, and the wish for more: ``prefetch_shards`` ahead of
   the one being read, twice as many while they hold fewer than ``prefetch_shards``
@@ -98,13 +97,6 @@ class ShardClient:
     def ack(self, lease_ids: NDArray[np.int64]) -> int:
         """Records read under ``lease_ids`` were in a committed training step."""
         return self.holdings.ack(lease_ids)
-
-    def fail(self, lease_ids: NDArray[np.int64]) -> list[Grant]:
-        """Records read under ``lease_ids`` were in a step that did not commit: their
-        shards are handed back with the next update (to be trained again)."""
-        failed = [h.grant for h in self.holdings.fail(lease_ids)]
-        self._returned.extend(failed)
-        return failed
 
     def leave(self) -> int:
         """Stop asking; hand back the shards not started; returns how many."""

@@ -19,8 +19,7 @@ responsible for:
   toward the new grant. A shard is *done* (:meth:`~Holdings.take_finished`) only when it
   was read to its end and every record read under its lease was acknowledged;
 * giving shards up: :meth:`~Holdings.drop` (taken away: its records become stale),
-  :meth:`~Holdings.fail` (a training step with its records did not commit: the shard
-  goes back to be trained again), :meth:`~Holdings.unstarted` (nothing read yet).
+  :meth:`~Holdings.unstarted` (nothing read yet).
 
 Not thread-safe: the caller holds one lock around it.
 """
@@ -160,13 +159,6 @@ class Holdings:
                 held.acked += count
                 acked += count
         return acked
-
-    def fail(self, lease_ids: NDArray[np.int64]) -> list[HeldShard]:
-        """Records read under these leases were in a training step that did not commit:
-        their shards can no longer finish under these leases. They are dropped and
-        returned (the caller hands them back, to be trained again)."""
-        failed = set(np.unique(lease_ids).tolist())
-        return self._remove(lambda h: h.lease_id in failed)
 
     def take_finished(self) -> list[HeldShard]:
         """Remove and return the shards read to their end with every record acknowledged."""

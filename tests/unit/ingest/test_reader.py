@@ -87,37 +87,6 @@ def test_ack_is_idempotent():
     assert acked == [0]
 
 
-def test_nack_hands_the_records_back_once_and_acknowledges_nothing():
-    queue = LocalQueue(1000)
-    queue.put(RecordColumns.from_values("t", [0, 0], [0, 1], [0, 0], [b"a", b"b"]))
-    acked, rejected = [], []
-    reader = BatchReader(
-        queue,
-        RawDecoder(),
-        lambda r: acked.extend(r.offsets.tolist()),
-        reject=lambda r: rejected.extend(r.offsets.tolist()),
-        linger_s=0,
-    )
-    batch = reader.next_batch(2, 0.1)
-    batch.nack()
-    batch.nack()
-    batch.ack()  # settled: too late
-    assert (acked, rejected, batch.acked) == ([], [0, 1], False)
-    queue.put(RecordColumns.from_values("t", [0], [2], [0], [b"c"]))
-    later = reader.next_batch(2, 0.1, ack_previous=True)
-    later.ack()
-    later.nack()
-    assert (acked, rejected) == ([2], [0, 1])
-
-
-def test_nack_without_a_source_that_takes_records_back_acknowledges_nothing():
-    reader, _, acked, _ = setup([b"a"], RawDecoder(), linger_s=0)
-    batch = reader.next_batch(1, 0.1)
-    batch.nack()
-    batch.ack()
-    assert acked == []
-
-
 def test_a_chunk_of_only_bad_records_yields_no_batch():
     reader, dead, _, _ = setup([b"{", b"["], JsonDecoder([Field("v", np.int64)]))
     assert reader.next_batch(10, timeout_s=0.05) is None
@@ -166,3 +135,33 @@ def test_a_source_that_lingers_is_not_waited_for_twice(source_lingers, max_recor
     batch = reader.next_batch(max_records, timeout_s=1.0)
     assert batch is not None and batch.records.offsets.tolist() == [5, 6]
     assert source.lingers == [(max_records or 4, expected)]
+
+
+def test_a_handed_back_batch_is_handed_out_again_first_and_acked_once():
+    reader, _, acked, metrics = setup([b"a", b"b", b"c", b"d"], RawDecoder(), linger_s=0)
+    first = reader.next_batch(2, 0.1, ack_previous=False)
+    first.nack()  # its step did not commit
+    first.nack()
+    first.ack()  # a batch ends once: handed back, it is not acknowledged
+    assert acked == []
+    again = reader.next_batch(2, 0.1, ack_previous=False)
+    assert again.records.offsets.tolist() == [0, 1]
+    assert again["payload"].tolist() == first["payload"].tolist()
+    after = reader.next_batch(2, 0.1, ack_previous=False)
+    assert after.records.offsets.tolist() == [2, 3]
+    again.ack()
+    after.ack()
+    assert sorted(acked) == [0, 1, 2, 3]
+    assert metrics.snapshot().records_trained == 4
+    assert reader.next_batch(2, 0.05, ack_previous=False) is None
+
+
+def test_a_batch_without_a_hand_back_does_nothing_on_nack():
+    from streamtrain.ingest.reader import Batch
+    from streamtrain.testing import records
+
+    acked: list[object] = []
+    batch = Batch(records(0, 2), {}, acked.append)
+    batch.nack()
+    batch.ack()
+    assert acked == [] and batch.acked

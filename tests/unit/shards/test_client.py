@@ -48,17 +48,6 @@ def test_done_reports_carry_the_grant_and_revoked_shards_are_let_go():
     assert c.shards_done == 1
 
 
-def test_a_step_that_did_not_commit_hands_its_shards_back():
-    c = client()
-    c.apply(grant(rng(0, 0, 10, 1)))
-    leases = c.accept(T, 0, np.arange(0, 10, dtype=np.int64))
-    [failed] = c.fail(leases[:5])
-    assert failed.epoch == 1
-    update = c.update(0.0)
-    assert [(r.start_offset, r.end_offset) for r in update.returned] == [(0, 10)]
-    assert list(update.done) == [] and list(update.held) == []
-
-
 def test_leaving_hands_back_unstarted_shards_and_finishes_the_rest():
     c = client()
     c.apply(grant(rng(0, 0, 10, 1), rng(0, 10, 20, 2)))

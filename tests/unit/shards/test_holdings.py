@@ -121,15 +121,3 @@ def test_a_lease_id_is_never_given_twice():
         ids.add(held.lease_id)
         h.drop([held.range])
     assert len(ids) == 49
-
-
-def test_a_failed_step_gives_back_the_shards_of_its_records():
-    h = Holdings()
-    a = h.add(grant(0, 0, 10))
-    b = h.add(grant(1, 0, 10))
-    leases_a = h.accept(T, 0, np.arange(0, 10, dtype=np.int64))
-    h.accept(T, 1, np.arange(0, 5, dtype=np.int64))
-    [failed] = h.fail(leases_a[:3])
-    assert failed.lease_id == a.lease_id
-    assert [g.shard for g in h.grants()] == [b.range]
-    assert h.ack(leases_a) == 0  # records of the failed lease count for nothing

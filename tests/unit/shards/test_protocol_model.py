@@ -3,7 +3,8 @@ local queues together, driven by hypothesis through every operation the protocol
 
 Operations: produce; ticks (workers heartbeat and ask for shards, the coordinator cuts,
 expires and commits); fetch (records tagged with the lease they were read under); train
-a batch off the local queue, whose step commits (acknowledged) or does not (handed back);
+a batch off the local queue, whose step commits (acknowledged) or does not (the batch is
+handed out again, first);
 a worker stalled past its lease while its peers ask for shards (its lease expires, a
 peer takes the shard or a split piece of it, the worker is told to let go); a worker
 killed (its queue and holdings lost; a new incarnation under the same id); the
@@ -63,6 +64,7 @@ class Worker:
         self.client = ShardClient(JOB, worker_id, prefetch_shards=2, batch_records=4)
         self.queue = LocalQueue(10_000)
         self.inbox: list[pb.ShardGrant] = []
+        self.retry: list[RecordColumns] = []  # batches whose step did not commit
         self.stalled = False
 
 
@@ -152,7 +154,9 @@ class ShardProtocol(RuleBasedStateMachine):
                 worker.queue.put(chunk.leased(leases[keep]))
 
     def train_from(self, worker, k, commits=True):
-        batch = worker.queue.get(k, 0.0)
+        """A training step on the next batch: the one handed back first (the reader
+        hands a batch whose step did not commit out again), else from the queue."""
+        batch = worker.retry.pop(0) if worker.retry else worker.queue.get(k, 0.0)
         if batch is None:
             return
         if commits:
@@ -160,7 +164,7 @@ class ShardProtocol(RuleBasedStateMachine):
                 self.trained[p].add(offset)
             worker.client.ack(batch.lease_ids)
         else:
-            worker.client.fail(batch.lease_ids)
+            worker.retry.append(batch)
 
     # -- rules --------------------------------------------------------------------------
 
@@ -268,7 +272,7 @@ class ShardProtocol(RuleBasedStateMachine):
             self.advance(TICK_S)
             for worker in self.workers.values():
                 self.fetch_into(worker, 100)
-                while worker.queue.records:
+                while worker.queue.records or worker.retry:
                     self.train_from(worker, 100)
         assert self.committed == self.hwm, (self.committed, self.hwm)
         assert all(len(self.trained[p]) == self.hwm[p] for p in PARTITIONS)
