@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
 
 from streamtrain import wire
 from streamtrain.broker import free_port
@@ -400,7 +400,7 @@ def changelog_value_sizes(job):
         while time.monotonic() < deadline and read < high - low:
             messages = consumer.consume(10_000, 0.5)
             read += len(messages)
-            sizes += [len(m.value()) for m in messages if m.error() is None and m.value()]
+            sizes += [len(v) for m in messages if m.error() is None and (v := m.value())]
     finally:
         consumer.close()
     return sizes

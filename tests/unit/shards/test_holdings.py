@@ -36,6 +36,7 @@ def test_a_contiguous_next_shard_takes_the_records_after_the_first():
     h = Holdings()
     first = h.add(grant(0, 0, 5))
     second = h.add(grant(0, 5, 10, epoch=2))
+    assert first is not None and second is not None
     leases = h.accept(T, 0, np.arange(0, 8, dtype=np.int64))
     assert leases.tolist() == [first.lease_id] * 5 + [second.lease_id] * 3
     assert h.read_positions() == {(T, 0): 8}
@@ -101,9 +102,11 @@ def test_records_of_a_shard_taken_away_never_count_toward_its_next_grant():
     copies of 200..599 filled in for 600..999, which were never trained."""
     h = Holdings()
     old = h.add(grant(0, 0, 1000, epoch=1))
+    assert old is not None
     stale = h.accept(T, 0, np.arange(0, 600, dtype=np.int64))
     h.drop([old.range])
     new = h.add(grant(0, 200, 1000, epoch=3))
+    assert new is not None
     fresh = h.accept(T, 0, np.arange(200, 1000, dtype=np.int64))
     assert h.ack(stale) == 0  # the trainer finishes the stale batch: counts for nothing
     assert h.ack(fresh[:400]) == 400  # then the new copies of 200..599
@@ -118,6 +121,7 @@ def test_a_lease_id_is_never_given_twice():
     ids = set()
     for epoch in range(1, 50):
         held = h.add(grant(0, 0, 10, epoch))
+        assert held is not None
         ids.add(held.lease_id)
         h.drop([held.range])
     assert len(ids) == 49

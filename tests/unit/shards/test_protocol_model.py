@@ -87,7 +87,7 @@ class ShardProtocol(RuleBasedStateMachine):
         self.last_write: dict[str, str | None] = {}
         self.now = 0.0
         self.hwm = dict.fromkeys(PARTITIONS, 0)
-        self.trained = {p: set() for p in PARTITIONS}
+        self.trained: dict[int, set[int]] = {p: set() for p in PARTITIONS}
         self.committed = dict.fromkeys(PARTITIONS, 0)
         self.workers = {w: Worker(w) for w in WORKERS}
 
@@ -230,8 +230,9 @@ class ShardProtocol(RuleBasedStateMachine):
         rng = pb.ShardUpdate.Range(
             topic=T, partition=p, start_offset=start, end_offset=start + length, epoch=epoch
         )
-        field = {"done": [rng]} if as_done else {"held": [rng]}
-        self.send(None, pb.ShardUpdate(job=JOB, worker_id="evil", want_shards=1, **field))
+        update = pb.ShardUpdate(job=JOB, worker_id="evil", want_shards=1)
+        (update.done if as_done else update.held).append(rng)
+        self.send(None, update)
 
     # -- what must hold -----------------------------------------------------------------
 
@@ -249,14 +250,14 @@ class ShardProtocol(RuleBasedStateMachine):
         held = [
             (g.shard, g.epoch) for w in self.workers.values() for g in w.client.holdings.grants()
         ]
-        for i, (a, ea) in enumerate(held):
-            for b, eb in held[i + 1 :]:
+        for i, (one, one_epoch) in enumerate(held):
+            for other, other_epoch in held[i + 1 :]:
                 overlap = (
-                    a.key == b.key
-                    and a.start_offset < b.end_offset
-                    and b.start_offset < a.end_offset
+                    one.key == other.key
+                    and one.start_offset < other.end_offset
+                    and other.start_offset < one.end_offset
                 )
-                assert not (overlap and ea == eb), (a, b, ea)
+                assert not (overlap and one_epoch == other_epoch), (one, other, one_epoch)
         assert self.coordinator.failed == 0
 
     def teardown(self):
