@@ -9,18 +9,21 @@ committing every acknowledged record).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.common import (
+    graceful_stop,
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+)
 from streamtrain.commands.engine_options import elastic_settings, engine_options
 from streamtrain.shuffle.policy import ShufflePolicy
 
@@ -461,7 +464,7 @@ def worker(
     check_modes(settings.assignment, shuffle, elastic)
     app = load_app(entry, app_dir)
     stop = threading.Event()
-    with kafka_connection(opts) as kafka, _graceful_stop(stop):
+    with kafka_connection(opts) as kafka, graceful_stop(stop):
         summary = run_worker(
             kafka,
             settings,
@@ -475,23 +478,6 @@ def worker(
     click.echo(json.dumps(summary.to_json()))
     if stop.is_set():
         raise KeyboardInterrupt  # stopped by a signal: exit 130, as every command does
-
-
-@contextlib.contextmanager
-def _graceful_stop(stop: threading.Event) -> Iterator[None]:
-    """The first SIGINT/SIGTERM ends the worker after its current step; a second one at once."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m streamtrain.commands.worker`

@@ -39,10 +39,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from streamtrain.shards.model import MAX_EPOCH, Grant, ShardRange, ShardRefusal, ShardSettings
+from streamtrain.shards.model import (
+    MAX_EPOCH,
+    BookStats,
+    Grant,
+    ShardRange,
+    ShardRefusal,
+    ShardSettings,
+)
 from streamtrain.shards.partition import (
     LEASED,
     QUEUED,
@@ -54,7 +60,7 @@ from streamtrain.shards.partition import (
 from streamtrain.shards.queue import ShardQueue
 from streamtrain.shards.rates import WorkerRates
 
-__all__ = ["BookStats", "ShardBook"]
+__all__ = ["ShardBook"]
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +68,6 @@ log = logging.getLogger(__name__)
 _EPOCHS_PER_MS = 1024  # a restored book starts its epochs at its start time (ms) x this
 
 LeaseKey = tuple[PartitionKey, int]  # a leased shard: its partition and start offset
-
-
-@dataclass(frozen=True, slots=True)
-class BookStats:
-    """Counts for logs, metrics and the control app's page."""
-
-    partitions: int
-    queued_shards: int
-    leased_shards: int
-    done_ranges: int
-    uncut_records: int
-    queued_records: int
-    workers: int
 
 
 class ShardBook:

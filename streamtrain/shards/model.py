@@ -11,6 +11,7 @@ Owned here (pure):
 * :class:`ShardSettings`: how shards are cut and leased (sizes, waits, lease time,
   how many are cut ahead and leased at once per partition).
 * :class:`ShardRefusal`: why a worker's report was ignored (logged by the caller).
+* :class:`BookStats`: the book's counts, for logs, metrics and the control app's page.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from enum import StrEnum
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["MAX_EPOCH", "MAX_OFFSET", "Grant", "ShardRange", "ShardRefusal", "ShardSettings"]
+__all__ = [
+    "MAX_EPOCH",
+    "MAX_OFFSET",
+    "BookStats",
+    "Grant",
+    "ShardRange",
+    "ShardRefusal",
+    "ShardSettings",
+]
 
 #: Epochs and offsets are int64 on every wire and in every table (the protobuf epoch is
 #: a uint64, Kafka offsets an int64): a value above these is refused, never stored.
@@ -132,3 +141,16 @@ class ShardSettings:
         for name in ("max_held_shards", "queued_shards_per_partition", "max_leased_per_partition"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class BookStats:
+    """Counts for logs, metrics and the control app's page."""
+
+    partitions: int
+    queued_shards: int
+    leased_shards: int
+    done_ranges: int
+    uncut_records: int
+    queued_records: int
+    workers: int
