@@ -11,7 +11,7 @@ Run: .venv/bin/python -m benchmarks.sim [--shapes kale,web,retail,callcentre]
    KALE-shaped week, tune HPA, Autopilot and Madu on day 6, then replay day 7 for 20
    seeds x 6 policies x 800 partitions with the ``auto`` forecaster, in one process per
    core. The raw baseline, measured in the same run: the same 120 replays with a policy
-   that never decides (the engine alone). The issue's budget is 600 s on 2 cores.
+   that never decides (the engine alone). The budget is 600 s on 2 cores.
 2. **Per shape** (``kale``: ``synth_trace``, 7 days; ``web``, ``retail``,
    ``callcentre``: ``streamtrain.forecast.series``, 28 days): the test week is the
    shape's seed-0 trace (its last day replayed), the tuning week the same shape drawn

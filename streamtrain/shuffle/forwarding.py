@@ -335,13 +335,7 @@ class ForwardingUnit:
                 self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
                 continue
             self._in_flight.sent(batch_id, receiver, columns, now)
-            self._count.batches_sent += 1
-            self._count.records_sent += len(columns)
-            self._count.bytes_sent += len(frame)
-            if resent:
-                self._count.batches_resent += 1
-                self._count.records_resent += resent
-                self._count.bytes_resent += len(frame) * resent // len(columns)
+            self._count.count_sent(len(columns), len(frame), resent)
 
     def _expire(self, sockets: PeerSockets, poller: zmq.Poller, now: float) -> None:
         for flight in self._in_flight.expired(now, self._receivers.heard_at):

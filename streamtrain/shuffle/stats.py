@@ -60,6 +60,17 @@ class ForwardingCounters:
     control_send_failures: int = 0
     answers_lost: int = 0
 
+    def count_sent(self, records: int, frame_bytes: int, resent_records: int) -> None:
+        """A batch frame of ``records`` went out, ``resent_records`` of them sent before
+        (they came back): its bytes count as re-sent in proportion."""
+        self.batches_sent += 1
+        self.records_sent += records
+        self.bytes_sent += frame_bytes
+        if resent_records:
+            self.batches_resent += 1
+            self.records_resent += resent_records
+            self.bytes_resent += frame_bytes * resent_records // records
+
     def dropped(self, drop: Drop) -> None:
         """Count a frame dropped (or a batch refused) for ``drop``."""
         if drop is Drop.MALFORMED:
