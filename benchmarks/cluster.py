@@ -33,8 +33,8 @@ FaPES' headline metrics beside ours; the allocator goals on the means. The last 
 machine-readable: ``milp_vs_greedy_queue_pct=<x> milp_vs_greedy_completion_pct=<x>
 milp_vs_partition_util_x=<x> milp_vs_one_way_util_x=<x> serving_shortfall_min=<x>
 online_no_worse=<0|1> solve_p90_ms=<x> solve_max_ms=<x> milp_rounds=<n>
-milp_fallback_rounds=<n> targets=<met>/<all>`` (as before, now means over the seeds;
-percentages: reduction against the second allocator, positive is better), then
+milp_fallback_rounds=<n> targets=<met>/<all>`` (means over the seeds; percentages: the
+reduction of the means against the second allocator, positive is better), then
 ``<key>_low=<x> <key>_high=<x>`` for the first two (95 % interval of the per-seed
 reduction), ``noforecast_vs_greedy_completion_pct``, ``milp_vs_noforecast_completion_pct``,
 ``nodes_p90``, ``node_limit`` and ``seeds=<N>``.

@@ -104,15 +104,29 @@ class ConstantLoad(threading.Thread):
             due = int((time.monotonic() - started) * self.rate)
             if due > self.produced:
                 for i in range(self.produced, due):
-                    self.producer.produce(
-                        self.topic, int(i).to_bytes(8, "little"), partition=i % self.partitions
-                    )
+                    self._produce(i)
                 self.producer.poll(0)
                 self.times.append(time.time())
                 self.counts.append(due - self.produced)
                 self.produced = due
             self.stop.wait(0.02)
         self.producer.flush(30)
+
+    def _produce(self, i: int, timeout_s: float = 60.0) -> None:
+        """Produce record ``i``; while the producer's queue is full (a broker slower than
+        the load), wait for room, up to ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.producer.produce(
+                    self.topic, int(i).to_bytes(8, "little"), partition=i % self.partitions
+                )
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise
+                self.producer.poll(0.1)
+            else:
+                return
 
 
 def worker_argv(

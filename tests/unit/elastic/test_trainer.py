@@ -167,3 +167,16 @@ def test_an_apps_hooks_see_every_round_commit_and_ack():
         ("acknowledged", 1),
         ("round", 2, True),
     ]
+
+
+def test_each_round_with_a_batch_counts_one_step_and_its_time_for_the_step_time_report():
+    from streamtrain.ingest.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    trainer = ElasticTrainer(ScriptedEngine([]), metrics=metrics)
+    trainer.round(batch(0, []))
+    trainer.round(None)  # an empty round of a collective engine: no step of this worker
+    trainer.round(batch(10, []))
+    snapshot = metrics.snapshot()
+    assert snapshot.steps == 2
+    assert snapshot.busy_s >= 0
