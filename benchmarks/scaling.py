@@ -22,7 +22,9 @@ Measured per action (:func:`streamtrain.scale.handover.action_delays`, from ever
 record's production and first training time): ``lost_rs``, the record x seconds the
 records produced in the window after the action waited beyond the job's delay at rest
 (the median delay of the records produced in the control window, at 4 workers, no
-action); ``stop_s``, the longest time in the
+action), never less than ``stop_rs``, the full stop weighted by the arrival rate
+(``λ·stop_s²/2``: a stop the delay at rest hides still costs), so an action with a full
+stop never reads 0; ``stop_s``, the longest time in the
 window in which no training step finished anywhere (a full stop, measured directly);
 ``pause_s``, the backlog's peak above its steady level over the arrival rate
 (:func:`streamtrain.scale.handover.action_costs`, what the planner and the simulator
@@ -331,6 +333,7 @@ def _cost_json(measured: ActionDelay, cost: ActionCost) -> dict[str, Any]:
     return {
         "lost_rs": round(measured.lost_record_s, 1),
         "stop_s": round(measured.stop_s, 2),
+        "stop_rs": round(measured.stop_record_s, 1),
         "reference_delay_s": round(measured.reference_s, 3),
         "records": measured.records,
         "pause_s": round(cost.pause_s, 2),

@@ -25,11 +25,15 @@ and :func:`action_delays`, per action an :class:`ActionDelay`:
   after the action waited beyond the delay of the same job in a window without an
   action: ``sum(max(0, d_i - reference_s))`` with ``reference_s`` the median delay of
   the records of a control window without an action (given), or of the records
-  produced in the ``reference_window_s`` before the action. It reads 0
-  only when no record of the window waited longer than a typical record before it: a
-  full stop of ``P`` seconds at ``λ`` records/s makes every record produced during it
-  wait until it ends, at least ``λ·(P - reference_s)²/2``, and the backlog it leaves
-  makes the following records wait too;
+  produced in the ``reference_window_s`` before the action; and never less than
+  ``stop_record_s``. A full stop of ``P`` seconds at ``λ`` records/s makes every record
+  produced during it wait until it ends, at least ``λ·(P - reference_s)²/2`` beyond the
+  reference, and the backlog it leaves makes the following records wait too; when the
+  job's delay at rest is longer than the stop, the records it held back were produced
+  before the action, which the sum does not see, hence the floor;
+* ``stop_record_s``: the full stop weighted by the window's arrival rate,
+  ``λ·P²/2`` (what a stop of ``P`` seconds costs records arriving at ``λ``), so an
+  action with a full stop never reads 0;
 * ``stop_s``: the longest time in the window in which no training step finished
   anywhere in the job (the full stop, measured directly, not inferred from a backlog);
 * ``records`` and ``reference_s``, so a reader can redo the sum.
@@ -142,8 +146,9 @@ class ActionDelay:
     window_s: float
     records: int  # produced in the window
     reference_s: float  # the median delay before the action (no action)
-    lost_record_s: float  # sum over the window's records of the delay beyond it
+    lost_record_s: float  # sum over the window's records of the delay beyond it (>= floor)
     stop_s: float  # the longest time without a finished training step anywhere
+    stop_record_s: float  # the floor: arrival rate x stop_s² / 2
 
 
 def record_delays(
@@ -215,15 +220,19 @@ def action_delays(
             reference = median_delay(produced, delay, at - reference_window_s, at)
         inside = (produced >= at) & (produced < end)
         waited = np.where(np.isfinite(delay[inside]), delay[inside], end - produced[inside])
-        lost = float(np.sum(np.maximum(0.0, waited - reference)))
+        excess = float(np.sum(np.maximum(0.0, waited - reference)))
+        records = int(np.sum(inside))
+        stop = _longest_gap(steps, at, end)
+        floor = records / (end - at) * stop**2 / 2
         out.append(
             ActionDelay(
                 at_s=at,
                 window_s=end - at,
-                records=int(np.sum(inside)),
+                records=records,
                 reference_s=reference,
-                lost_record_s=lost,
-                stop_s=_longest_gap(steps, at, end),
+                lost_record_s=max(excess, floor),
+                stop_s=stop,
+                stop_record_s=floor,
             )
         )
     return out

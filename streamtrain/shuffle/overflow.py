@@ -3,9 +3,10 @@
 Owned here: :class:`Overflow`, the records waiting to be forwarded to a peer (oldest
 first, a batch that came back goes in front) and the count of those in flight to one,
 how many records handed out to be forwarded had come back before (re-sends, counted
-apart from first sends), and the size bound of a forwarded frame (:func:`frame_bytes`): a batch is cut so that
-its ``RecordBatch`` frame fits the receiver's ``max_frame_bytes``, and a record too large
-for any frame is handed back to be trained locally instead of being sent and refused.
+apart from first sends), and the size bound of a forwarded frame (:func:`frame_bytes`):
+a batch is cut so that its ``RecordBatch`` frame fits the receiver's ``max_frame_bytes``,
+and a record too large for any frame is handed back to be trained locally instead of
+being sent and refused.
 
 Pure and not thread-safe: the :class:`~streamtrain.shuffle.unit.ShuffleUnit` calls it
 with its own lock held, so its queue, overflow and receiver state change together.

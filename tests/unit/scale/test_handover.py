@@ -90,7 +90,9 @@ def test_without_an_action_nothing_is_lost():
     produced, ids, at = per_record(100, 30, lambda t: 0.2)
     produced_at, delay = record_delays(produced, ids, at)
     [cost] = action_delays(produced_at, delay, at, [10.0], window_s=10)
-    assert cost.lost_record_s == pytest.approx(0, abs=1e-6)
+    # steps finish every 0.01 s: only the floor of such a gap, 100 * 0.01² / 2
+    assert cost.lost_record_s == pytest.approx(cost.stop_record_s)
+    assert cost.lost_record_s < 0.01
     assert cost.reference_s == pytest.approx(0.2)
     assert cost.records == pytest.approx(1000, abs=2)
 
@@ -141,6 +143,25 @@ def test_a_reference_measured_at_rest_is_used_for_every_action():
     produced_at, delay = record_delays(produced, ids, at)
     [own] = action_delays(produced_at, delay, at, [15.0], window_s=5)
     [rest] = action_delays(produced_at, delay, at, [15.0], window_s=5, reference_s=0.1)
-    assert own.lost_record_s == pytest.approx(0, abs=1e-6)
+    assert own.lost_record_s == pytest.approx(own.stop_record_s)  # no stop: its floor
+    assert own.lost_record_s < 0.01
     assert rest.lost_record_s == pytest.approx(500 * 1.0, rel=0.01)
     assert median_delay(produced_at, delay, 0, 10) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("stop_s", [0.5, 1.0, 2.0])
+def test_a_full_stop_shorter_than_the_delay_at_rest_still_costs_its_floor(stop_s):
+    """Records wait 3 s at rest; nothing trains in [12, 12 + stop): the records it holds
+    back were produced before the action at 10 s, so no record of the window waits
+    beyond 3 s, yet the job stopped: the loss is the stop weighted by the arrival rate."""
+
+    def delay_of(t):
+        done = t + 3.0
+        return 12 + stop_s - t if 12 <= done < 12 + stop_s else 3.0
+
+    produced, ids, at = per_record(100, 40, delay_of)
+    produced_at, delay = record_delays(produced, ids, at)
+    [cost] = action_delays(produced_at, delay, at, [10.0], window_s=10, reference_s=3.0)
+    assert cost.stop_s == pytest.approx(stop_s, abs=0.02)
+    assert cost.stop_record_s == pytest.approx(100 * stop_s**2 / 2, rel=0.05)
+    assert cost.lost_record_s >= cost.stop_record_s > 0
