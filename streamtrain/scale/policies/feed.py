@@ -32,6 +32,7 @@ Owned here:
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from collections import deque
@@ -97,6 +98,18 @@ class Forecast:
 
     point: FloatArray
     quantiles: dict[float, FloatArray] = field(default_factory=dict)
+
+
+def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
+    """``np.quantile(values, level)`` (its default, linear interpolation) for a short
+    sequence of floats, without numpy's per-call overhead (the simulator asks for one
+    per lead bucket at every decision)."""
+    ordered = sorted(values)
+    h = (len(ordered) - 1) * level
+    lo = math.floor(h)
+    if lo + 1 >= len(ordered):
+        return float(ordered[-1])
+    return float(ordered[lo] + (h - lo) * (ordered[lo + 1] - ordered[lo]))
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
@@ -220,7 +233,7 @@ class ForecastFeed:
                     if lead == 0:
                         self._pairs.append((actual, forecast))
                     if forecast > 0:
-                        bucket = int(np.searchsorted(_BUCKETS, lead, side="right")) - 1
+                        bucket = bisect.bisect_right(_BUCKETS, lead) - 1
                         self._ratios[bucket].append(actual / forecast)
         self.scored_steps_ = max(self.scored_steps_, end)
 
@@ -285,7 +298,7 @@ class ForecastFeed:
             ratios = self._ratios[b]
             if len(ratios) >= 20:
                 mask = (leads >= _BUCKETS[b]) & (leads < _BUCKETS[b + 1])
-                factors[mask] = max(1.0, float(np.quantile(np.fromiter(ratios, float), level)))
+                factors[mask] = max(1.0, _quantile(ratios, level))
         scaled: FloatArray = point * factors
         return scaled
 

@@ -3,6 +3,8 @@ with empirical quantiles when the model has none."""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import SeasonalNaive
@@ -176,3 +178,16 @@ def test_the_simulator_and_the_live_planner_share_one_factory():
         PlannerSettings(job="j", group="g", policy="kale", plan_quantile=0.8)
     quantile = PlannerSettings(job="j", group="g", plan_quantile=0.8)
     assert quantile.settings_dict["quantile"] == 0.8
+
+
+@given(
+    st.lists(st.floats(0.0, 10.0, allow_nan=False), min_size=1, max_size=60),
+    st.floats(0.01, 0.99),
+)
+def test_the_fast_quantile_is_numpys_linear_one(values, level):
+    from collections import deque
+
+    from streamtrain.scale.policies.feed import _quantile
+
+    expected = float(np.quantile(np.array(values), level))
+    assert _quantile(deque(values), level) == pytest.approx(expected, rel=1e-12, abs=1e-12)

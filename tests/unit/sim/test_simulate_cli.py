@@ -12,6 +12,7 @@ from streamtrain.commands.simulate import simulate
 from streamtrain.config import AssignmentMode
 from streamtrain.forecast.trace import synth_trace, write_trace
 from streamtrain.scale.action_costs import MEASURED_COSTS
+from streamtrain.sim.tuning import GRIDS, TuningRule, tune
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,18 @@ def test_the_per_mode_costs_reach_the_simulation(trace_csv):
     )
 
 
-def test_tuning_prints_the_chosen_settings_and_uses_them(tmp_path):
+def test_tuning_prints_the_chosen_settings_and_uses_them(tmp_path, monkeypatch):
+    # The CLI's wiring is what is tested here (the grid search itself in test_tuning.py):
+    # one tuning seed instead of three, through the real search.
+    import streamtrain.commands.simulate as command
+
+    calls = []
+
+    def one_seed(window, settings, **kwargs):
+        calls.append(settings.policies)
+        return tune(window, settings, rule=TuningRule(seeds=1), **kwargs)
+
+    monkeypatch.setattr(command, "tune_baselines", one_seed)
     path = tmp_path / "three.csv"
     with path.open("w") as handle:
         write_trace(synth_trace(3, seed=2), handle)
@@ -192,6 +204,8 @@ def test_tuning_prints_the_chosen_settings_and_uses_them(tmp_path):
     assert set(payload["policy_settings"]["hpa"]) == {"target", "scale_down_window_s"}
     assert payload["policy_settings"]["kale"] == {}
     assert "kale_vs_hpa_lag_pct" in payload["ratios"]
+    assert calls == [("hpa", "kale")]
+    assert payload["policy_settings"]["hpa"] in [dict(p) for p in GRIDS["hpa"]]
 
 
 def test_a_trace_too_short_to_tune_runs_untuned(trace_csv):
