@@ -29,7 +29,9 @@ window in which no training step finished anywhere (a full stop, measured direct
 ``pause_s``, the backlog's peak above its steady level over the arrival rate
 (:func:`streamtrain.scale.handover.action_costs`, what the planner and the simulator
 call an action's pause); and the executor's preparation time. Every produced id is
-checked trained (``lost`` must be 0).
+checked trained (``lost`` must be 0); records the broker never acknowledged to the
+producer (a starved broker times them out) are not in Kafka and are counted apart
+(``undelivered``).
 
 ``--repeat N`` runs every mode ``N`` times, interleaved (mode after mode, then again),
 each on a fresh topic and pool. Per mode: the loss of the four common actions summed,
@@ -40,7 +42,8 @@ machine-readable: ``group_lost_rs=<mean> group_lost_rs_min=... group_lost_rs_max
 cooperative_lost_rs=... shards_lost_rs=... cooperative_ratio=<x>
 cooperative_ratio_low=... cooperative_ratio_high=... shards_ratio=... shards_24_lost_rs=...
 noaction_rs=<mean of the control windows> zero_with_stop=<actions with a full stop of
->= 0.5 s read as 0: must be 0> repeat=<N> lost=<records never trained>``.
+>= 0.5 s read as 0: must be 0> repeat=<N> lost=<records in Kafka never trained>
+undelivered=<records the broker never acknowledged>``.
 """
 
 from __future__ import annotations
@@ -99,36 +102,46 @@ class ConstantLoad(threading.Thread):
         self.times: list[float] = []
         self.counts: list[int] = []
         self.produced = 0
+        # ids the broker never acknowledged (delivery failed, e.g. timed out on a starved
+        # broker): not in Kafka, so not the job's to train
+        self.undelivered: list[int] = []
 
     def run(self) -> None:
         started = time.monotonic()
         while not self.stop.is_set():
             due = int((time.monotonic() - started) * self.rate)
             if due > self.produced:
-                for i in range(self.produced, due):
-                    self._produce(i)
+                done = self.produced
+                while done < due and self._produce(done):
+                    done += 1
                 self.producer.poll(0)
                 self.times.append(time.time())
-                self.counts.append(due - self.produced)
-                self.produced = due
+                self.counts.append(done - self.produced)
+                self.produced = done
             self.stop.wait(0.02)
         self.producer.flush(30)
 
-    def _produce(self, i: int, timeout_s: float = 60.0) -> None:
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.undelivered.append(int.from_bytes(msg.value(), "little"))
+
+    def _produce(self, i: int) -> bool:
         """Produce record ``i``; while the producer's queue is full (a broker slower than
-        the load), wait for room, up to ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
+        the load), wait for room until the load is stopped (then False: not produced)."""
         while True:
             try:
                 self.producer.produce(
-                    self.topic, int(i).to_bytes(8, "little"), partition=i % self.partitions
+                    self.topic,
+                    int(i).to_bytes(8, "little"),
+                    partition=i % self.partitions,
+                    on_delivery=self._delivered,
                 )
             except BufferError:
-                if time.monotonic() > deadline:
-                    raise
+                if self.stop.is_set():
+                    return False
                 self.producer.poll(0.1)
             else:
-                return
+                return True
 
 
 def worker_argv(
@@ -296,7 +309,7 @@ def run_mode(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             ids, _, _ = trained_series(out)
-            if np.unique(ids).size >= produced:
+            if np.unique(ids).size >= produced - len(set(load.undelivered)):
                 break
             time.sleep(1)
     ids, trained_at, total = trained_series(out)
@@ -316,13 +329,16 @@ def run_mode(
         action.update(_cost_json(one, cost))
         del action["at_s"]
     unique = np.unique(ids)
-    lost = produced - int(np.sum((unique >= 0) & (unique < produced)))
+    undelivered = np.unique(np.asarray(load.undelivered, dtype=np.int64))
+    in_kafka = np.setdiff1d(np.arange(produced, dtype=np.int64), undelivered)
+    lost = int(in_kafka.size - np.isin(in_kafka, unique).sum())
     return {
         "mode": mode,
         "produced": produced,
         "trained_unique": int(unique.size),
         "duplicates": total - int(unique.size),
         "lost": lost,
+        "undelivered": int(undelivered.size),
         "noaction": _cost_json(control, costs[0]),
         "actions": actions,
         "lost_rs_common": round(sum(a["lost_rs"] for a in actions[: len(COMMON_STEPS)]), 1),
@@ -357,7 +373,8 @@ def _print_run(r: dict[str, Any]) -> None:
         )
     print(
         f"  produced {r['produced']:,}, trained {r['trained_unique']:,} unique "
-        f"({r['duplicates']:,} duplicates), lost {r['lost']}",
+        f"({r['duplicates']:,} duplicates), lost {r['lost']}, never acknowledged by the "
+        f"broker {r['undelivered']:,}",
         flush=True,
     )
 
@@ -391,6 +408,7 @@ def summary_fields(results: dict[str, list[dict[str, Any]]], modes: list[str]) -
     )
     line["repeat"] = str(max(len(results[m]) for m in modes))
     line["lost"] = str(sum(r["lost"] for r in runs))
+    line["undelivered"] = str(sum(r.get("undelivered", 0) for r in runs))
     return line
 
 
