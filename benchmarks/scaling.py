@@ -144,6 +144,9 @@ class ConstantLoad(threading.Thread):
                 return True
 
 
+DRAIN_MAX_S = 600.0  # at most this long after the producer stops, for the last records
+
+
 def worker_argv(
     topic: str, job: str, mode: str, session_timeout_ms: int = 6000, heartbeat_ms: int = 500
 ) -> list[str]:
@@ -306,10 +309,18 @@ def run_mode(
         load.stop.set()
         load.join(60)
         produced = load.produced
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        # Drain: wait while the job still trains records (a backlog left by a slow
+        # action on a busy machine takes longer than any fixed wait), giving up after
+        # 60 s without progress or DRAIN_MAX_S in all.
+        started, progressed, seen = time.monotonic(), time.monotonic(), -1
+        while time.monotonic() - started < DRAIN_MAX_S:
             ids, _, _ = trained_series(out)
-            if np.unique(ids).size >= produced - len(set(load.undelivered)):
+            trained = int(np.unique(ids).size)
+            if trained >= produced - len(set(load.undelivered)):
+                break
+            if trained > seen:
+                seen, progressed = trained, time.monotonic()
+            elif time.monotonic() - progressed > 60:
                 break
             time.sleep(1)
     ids, trained_at, total = trained_series(out)
