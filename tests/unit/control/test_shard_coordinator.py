@@ -177,7 +177,7 @@ def test_after_a_restore_old_requests_are_not_served_and_holders_reclaim_first()
     write lost) before the holder's live heartbeat reclaims it."""
     old = coordinator()
     [lost] = old.handle(update(want_shards=1), now_s=0.1).shards  # its write was lost
-    table = []  # nothing of it reached the table
+    table: list[dict[str, object]] = []  # nothing of it reached the table
     new = ShardCoordinator(old.settings)
     assert new.restore(table, now_s=100.0) == 0
     new.tick({(T, 0): 30, (T, 1): 10}, {(T, 0): 0, (T, 1): 0}, now_s=100.0)
