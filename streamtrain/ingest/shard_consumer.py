@@ -32,12 +32,12 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as ClientError
+from numpy.typing import NDArray
 
 from streamtrain import wire
 from streamtrain.config import KafkaSettings
@@ -115,6 +115,7 @@ class ShardConsumer(TrainingSource):
             auto_ack=settings.auto_ack,
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
+            still_wanted=self._still_held,
         )
         self._lock = threading.Lock()  # the client: fetch thread and trainer
         self._consumer: Consumer | None = None
@@ -137,7 +138,7 @@ class ShardConsumer(TrainingSource):
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def start(self) -> ShardConsumer:
+    def start(self) -> Self:
         if self._consumer is not None:
             raise StreamtrainError("shard consumer already started")
         keep_large_buffers_in_heap()  # a payload buffer per chunk: no page faults for each
@@ -238,17 +239,6 @@ class ShardConsumer(TrainingSource):
                     log.debug("closing a shard consumer client: %s", exc)
         self._consumer = self._grants = None
 
-    def __enter__(self) -> ShardConsumer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- the trainer's side -------------------------------------------------------------
 
     def acknowledge(self, records: RecordColumns) -> int:
@@ -260,6 +250,17 @@ class ShardConsumer(TrainingSource):
             return 0
         with self._lock:
             return self.client.ack(records.lease_ids)
+
+    def _still_held(self, records: RecordColumns) -> NDArray[np.bool_]:
+        """Records of a shard taken away while they waited in the queue are not
+        trained: the shard's next holder reads them again."""
+        if records.lease_ids is None:
+            return np.ones(len(records), dtype=np.bool_)
+        with self._lock:
+            held = self.client.holds(records.lease_ids)
+        if not held.all():
+            log.info("dropping %d queued records of shards taken away", len(held) - held.sum())
+        return held
 
     @property
     def last_committed(self) -> dict[PartitionKey, int]:

@@ -82,7 +82,10 @@ class ShardClient:
             if self.leaving:
                 self._returned.append(Grant(rng, self.worker_id, epoch))
             elif self.holdings.add(Grant(rng, self.worker_id, epoch)) is None:
-                log.warning("ignoring granted shard %s: it overlaps one already held", rng)
+                # the control app does not know what this worker holds (a restart lost
+                # a lease): hand it back now rather than let it wait for its lease to end
+                log.warning("handing back granted shard %s: it overlaps one already held", rng)
+                self._returned.append(Grant(rng, self.worker_id, epoch))
             else:
                 added += 1
         return added
@@ -93,6 +96,11 @@ class ShardClient:
         """The lease id of each fetched record (``-1``: not wanted): see
         :meth:`~streamtrain.shards.holdings.Holdings.accept`."""
         return self.holdings.accept(topic, partition, offsets)
+
+    def holds(self, lease_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each record's lease is still held: see
+        :meth:`~streamtrain.shards.holdings.Holdings.holds`."""
+        return self.holdings.holds(lease_ids)
 
     def ack(self, lease_ids: NDArray[np.int64]) -> int:
         """Records read under ``lease_ids`` were in a committed training step."""

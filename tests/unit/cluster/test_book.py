@@ -127,3 +127,12 @@ def test_each_reported_step_time_reaches_the_throttle_once():
     assert book.fresh_step_times() == {}  # the same request: not observed again
     assert book.accept(_request(at_s=101.0, step_time_ms=70.0), 101.0) is None
     assert book.fresh_step_times() == {"ads": 70.0}
+
+
+def test_a_max_workers_beyond_the_pool_is_capped_at_the_pool():
+    book = RequestBook(DECLARED, default_max_workers=10)
+    assert book.accept(replace(_request(), max_workers=10_000_000), 100.0) is None
+    problem = book.problem(100.0, capacity_workers=12, step_s=60.0, horizon=1)
+    assert problem is not None
+    [job] = problem.jobs
+    assert job.max_workers == 12
