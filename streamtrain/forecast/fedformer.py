@@ -154,6 +154,8 @@ class FedformerForecaster:
         self.mix_ = MixWeights(default_horizon_steps(step_s))
         self.mstl_new_ = 0  # steps MSTL was told since its fit (a reload re-fits before them)
         self._mstl_failing = False
+        # (origin, the forecast's baseline_z, residual_z) of the last network pass
+        self._memo: tuple[tuple[int, int], FloatArray, FloatArray] | None = None
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -244,6 +246,7 @@ class FedformerForecaster:
         )
         keep = self._keep()
         self.offset_ = max(0, values.shape[0] - keep)
+        self._memo = None
         self.history_ = values[self.offset_ :].copy()
         self.mstl_ = self._fit_mstl(values) if s.mstl_weight > 0 else None
         self.mstl_new_ = 0
@@ -318,15 +321,37 @@ class FedformerForecaster:
     # -- prediction ---------------------------------------------------------------------
 
     def _forecast_z(self, horizon: int) -> tuple[FloatArray, FloatArray]:
-        """``(baseline_z, residual_z)`` per step for the next ``horizon`` steps."""
+        """``(baseline_z, residual_z)`` per step for the next ``horizon`` steps.
+
+        One network pass per origin: the result is kept for the origin (the history's
+        absolute end) and sliced for any horizon up to the network's own (``pred_len``
+        blocks), so the point forecast, the quantiles and the safety net's tracked
+        forecast at one origin cost one pass. Only the last input window and the
+        horizon are prepared (:func:`seasonal_baseline`'s ``start``): the same values
+        as preparing the whole history, at a fraction of the cost."""
         net, scale, _, history = self._state()
+        n = history.shape[0]
+        key = (self.offset_ + n, self.offset_)
+        memo = self._memo
+        if memo is not None and memo[0] == key and memo[1].shape[0] >= horizon:
+            return memo[1][:horizon], memo[2][:horizon]
         if np.isnan(history).all():
             raise ForecastError(f"{self.name}: the recent history is all gaps")
         s, f = self.settings, self.steps_per_block
         seq_len, label_len, pred_len = s.net.seq_len, s.net.label_len, s.net.pred_len
-        prepared = self._prepare(history, horizon, scale)
-        n = history.shape[0]
-        window = prepared.residual[n - seq_len * f :]
+        ahead = max(horizon, pred_len * f)
+        start = max(0, n - seq_len * f)
+        filled = fill_gaps(history, self.period_ if n > self.period_ else 0)
+        smoothed_z = scale.forward(moving_average(filled, self.smooth_steps))
+        baseline_z = seasonal_baseline(
+            smoothed_z,
+            self.period_,
+            ahead,
+            s.baseline_periods,
+            median=s.baseline_median,
+            start=start,
+        )
+        window = scale.forward(filled[start:]) - baseline_z[: n - start]
         blocks = coarse_means(window, f)
         if blocks.shape[0] != seq_len or np.isnan(blocks).any():
             raise ForecastError(f"{self.name}: the input window is incomplete")
@@ -335,8 +360,9 @@ class FedformerForecaster:
         enc_marks = time_marks(centres, self.step_s)
         dec_marks = time_marks(np.concatenate([centres[-label_len:], future]), self.step_s)
         predicted = run_network(net, blocks, enc_marks, dec_marks, s.threads, s.anchor_blocks)
-        residual = interpolate_forward(blocks[-2:], predicted, f, horizon)
-        return prepared.baseline_z[n : n + horizon], residual
+        residual = interpolate_forward(blocks[-2:], predicted, f, ahead)
+        self._memo = (key, baseline_z[n - start :], residual)
+        return baseline_z[n - start : n - start + horizon], residual[:horizon]
 
     def _with_mstl(self, own: FloatArray, horizon: int, level: float | None = None) -> FloatArray:
         """``own`` (the transformer's forecast, or its ``level`` quantile) combined with
