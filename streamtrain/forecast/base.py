@@ -16,6 +16,8 @@ Owned here:
   week once the history holds two weeks, the day before). Its quantiles are the
   empirical quantiles of the seasonal differences ``y(t) - y(t - season)`` over the
   last four seasons, added to the point forecast.
+* :class:`WarmStart`: the optional ``fit_from(previous, history)`` of a model that
+  can continue from an earlier fit of itself (``auto``'s folds and daily refits).
 * :func:`worse_than_naive`: the safety net's one rule (``auto`` and the live planner):
   a model's recent error counts as worse than the seasonal naive's only when it exceeds
   it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
@@ -47,6 +49,7 @@ __all__ = [
     "Forecaster",
     "SeasonalNaive",
     "Validated",
+    "WarmStart",
     "as_history",
     "as_new_points",
     "check_horizon",
@@ -275,6 +278,16 @@ def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
     """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
     floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
     return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor
+
+
+@runtime_checkable
+class WarmStart(Protocol):
+    """A model that can fit starting from an earlier fit of the same model on an earlier
+    part of the same series (the transformer: fine-tuned from its weights instead of
+    trained from scratch). ``fit_from`` with a ``previous`` that does not match fits
+    from scratch."""
+
+    def fit_from(self, previous: object, history: FloatArray) -> Self: ...
 
 
 @runtime_checkable

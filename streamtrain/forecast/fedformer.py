@@ -74,7 +74,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -209,11 +209,35 @@ class FedformerForecaster:
     # -- fitting ------------------------------------------------------------------------
 
     def fit(self, history: FloatArray) -> Self:
+        return self._fit(history, None)
+
+    def fit_from(self, previous: object, history: FloatArray) -> Self:
+        """Fit on ``history`` starting from ``previous``'s network (a fitted model of
+        the same settings on an earlier part of the same series, e.g. yesterday's):
+        ``finetune_steps`` steps instead of ``train_steps`` from scratch. A previous
+        model that does not match (another kind, settings, step or seasonal period, or
+        not fitted) is ignored: a fit from scratch."""
+        values = as_history(history, min_length=self.min_history)
+        net = previous.net_ if isinstance(previous, FedformerForecaster) else None
+        if (
+            net is None
+            or not isinstance(previous, FedformerForecaster)
+            or previous.settings.net != self.settings.net
+            or previous.step_s != self.step_s
+            or previous.period_ != self._period(values.shape[0])
+        ):
+            return self._fit(values, None)
+        return self._fit(values, net.state_dict())
+
+    def _period(self, steps: int) -> int:
+        week, day = WEEK_S // self.step_s, DAY_S // self.step_s
+        return week if steps >= week + 3 * day else day
+
+    def _fit(self, history: FloatArray, init: dict[str, Any] | None) -> Self:
         values = as_history(history, min_length=self.min_history)
         started = time.perf_counter()
         s = self.settings
-        week, day = WEEK_S // self.step_s, DAY_S // self.step_s
-        self.period_ = week if values.shape[0] >= week + 3 * day else day
+        self.period_ = self._period(values.shape[0])
         filled = fill_gaps(values, self.period_)
         self.scale_ = LogScale.of(filled)
         prepared = self._prepare(values, 0, self.scale_)
@@ -242,7 +266,7 @@ class FedformerForecaster:
                 f"{values.shape[0]} steps; need a longer history"
             )
         self.net_, self.error_quantiles_, self.val_mae_ = train_network(
-            blocks, seen, level, marks, starts, s, self.seed
+            blocks, seen, level, marks, starts, s, self.seed, init
         )
         keep = self._keep()
         self.offset_ = max(0, values.shape[0] - keep)
@@ -254,11 +278,12 @@ class FedformerForecaster:
         self._track_mix()
         self.fit_s_ = time.perf_counter() - started
         log.info(
-            "%s: fitted on %d steps (period %d, %d windows) in %.1f s, validation MAE %.4f",
+            "%s: fitted on %d steps (period %d, %d windows%s) in %.1f s, validation MAE %.4f",
             self.name,
             values.shape[0],
             self.period_,
             starts.shape[0],
+            "" if init is None else ", fine-tuned",
             self.fit_s_,
             self.val_mae_,
         )

@@ -61,6 +61,9 @@ class FedformerSettings:
     baseline_median: bool = False
     weigh_by_level: bool = True
     train_steps: int = 1200  # 600 left it undertrained (issue #19: docs/benchmarks.md)
+    # steps of a fit that starts from an earlier fit's weights (fit_from: auto's later
+    # validation folds and refits); docs/benchmarks.md
+    finetune_steps: int = 100
     batch_size: int = 32
     learning_rate: float = 1e-3
     val_fraction: float = 0.15
@@ -82,6 +85,8 @@ class FedformerSettings:
             raise ConfigError(f"the forecaster's inputs have {MARK_DIM} time features")
         if self.train_steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
             raise ConfigError("train_steps, batch_size and learning_rate must be positive")
+        if self.finetune_steps < 0:
+            raise ConfigError("finetune_steps cannot be negative")
         if not 0 < self.val_fraction < 0.5:
             raise ConfigError("val_fraction must be in (0, 0.5)")
         if self.threads < 1:
