@@ -57,18 +57,28 @@ Quantiles: the empirical quantiles of the validation errors (last ``val_fraction
 the windows) per horizon block, added in the log scale, so intervals widen with the
 horizon and with the level; combined with MSTL's at the same level with the same ``w``.
 
-Save/load: one ``.npz`` (no pickles) with the network, and MSTL's kept history, from
-which ``load`` re-estimates MSTL (as :meth:`StatsForecaster.load
-<streamtrain.forecast.stats.StatsForecaster.load>` does) before telling it the steps
-that came after its fit (at most half the kept history), and the errors that set ``w``.
-A model saved right after its fit (what the live planner saves) reloads as it was; one
-saved later is re-estimated on what MSTL still keeps (its last five weeks), so once the
-history is longer than that its MSTL half is close to, not the same as, the saved one.
+Fine-tuning (``fit_from``): a fit that starts from an earlier fit's network (``auto``'s
+later validation folds and its daily refits, :mod:`streamtrain.forecast.folds`) trains
+``finetune_steps`` steps at a third of the learning rate instead of ``train_steps`` from
+scratch, and keeps the starting weights unless training beats them on the validation
+windows.
+
+Forecasts: one network pass per origin (kept for the point forecast, the quantiles and
+the safety net's tracked forecast there), and only the input window and the horizon
+are prepared.
+
+Save/load: one ``.npz`` (no pickles; :mod:`streamtrain.forecast.fedformer_store`) with
+the network, and MSTL's kept history, from which ``load`` re-estimates MSTL (as
+:meth:`StatsForecaster.load <streamtrain.forecast.stats.StatsForecaster.load>` does)
+before telling it the steps that came after its fit (at most half the kept history),
+and the errors that set ``w``. A model saved right after its fit (what the live planner
+saves) reloads as it was; one saved later is re-estimated on what MSTL still keeps (its
+last five weeks), so once the history is longer than that its MSTL half is close to,
+not the same as, the saved one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -94,7 +104,6 @@ from streamtrain.forecast.fedformer_data import (
 from streamtrain.forecast.fedformer_settings import FedformerSettings
 from streamtrain.forecast.fedformer_train import (
     QUANTILE_GRID,
-    build_network,
     run_network,
     train_network,
 )
@@ -436,76 +445,16 @@ class FedformerForecaster:
             out[float(level)] = self._with_mstl(own, horizon, float(level))
         return out
 
-    # -- persistence --------------------------------------------------------------------
+    # -- persistence (streamtrain.forecast.fedformer_store) ------------------------------
 
     def save(self, path: str | Path) -> None:
         """Weights and state to one ``.npz`` file (plain arrays, no pickles)."""
-        net, scale, quantiles, history = self._state()
-        meta = {
-            "model": "fedformer",
-            "name": self.name,
-            "step_s": self.step_s,
-            "seed": self.seed,
-            "settings": self.settings.options(),
-            "offset": self.offset_,
-            "period": self.period_,
-            "scale_c": scale.c,
-            "val_mae": self.val_mae_,
-            "mix": self.mix_.state(),
-            "mstl_new": self.mstl_new_,
-        }
-        arrays = {f"w:{k}": v.detach().numpy() for k, v in net.state_dict().items()}
-        if self.mstl_ is not None and self.mstl_.history_ is not None:
-            arrays["mstl_history"] = self.mstl_.history_
-        try:
-            with Path(path).open("wb") as handle:
-                np.savez(
-                    handle,
-                    meta=np.array(json.dumps(meta)),
-                    history=history,
-                    error_quantiles=quantiles,
-                    **arrays,
-                )
-        except OSError as exc:
-            raise ForecastError(f"cannot save {self.name} to {path}: {exc}") from exc
+        from streamtrain.forecast.fedformer_store import save_fedformer
+
+        save_fedformer(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> FedformerForecaster:
-        import torch
+        from streamtrain.forecast.fedformer_store import load_fedformer
 
-        try:
-            with np.load(Path(path), allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                options = dict(meta["settings"])
-                options.setdefault("mstl_weight", 0.0)  # saved before the MSTL half: none
-                model = cls(
-                    FedformerSettings.from_options(**options),
-                    step_s=int(meta["step_s"]),
-                    seed=int(meta["seed"]),
-                    name=str(meta["name"]),
-                )
-                model.history_ = np.asarray(data["history"], dtype=np.float64)
-                model.error_quantiles_ = np.asarray(data["error_quantiles"], dtype=np.float64)
-                weights = {k[2:]: torch.from_numpy(data[k]) for k in data.files if k[:2] == "w:"}
-                mstl_history = data["mstl_history"] if "mstl_history" in data.files else None
-            model.offset_ = int(meta["offset"])
-            model.period_ = int(meta["period"])
-            model.scale_ = LogScale(float(meta["scale_c"]))
-            model.val_mae_ = float(meta["val_mae"])
-            net = build_network(model.settings.net)
-            net.load_state_dict(weights)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
-            raise ForecastError(f"cannot load a fedformer model from {path}: {exc}") from exc
-        net.eval()
-        model.net_ = net
-        if mstl_history is not None:  # re-estimated from its saved history, as stats' load
-            kept = np.asarray(mstl_history, dtype=np.float64)
-            new = min(int(meta.get("mstl_new", 0)), kept.shape[0] // 2)
-            model.mstl_ = model._fit_mstl(kept[: kept.shape[0] - new])
-            if model.mstl_ is not None and new:
-                model.mstl_.update(kept[kept.shape[0] - new :])
-                model.mstl_new_ = new
-            if "mix" in meta:
-                model.mix_.restore(meta["mix"])
-            model._track_mix()
-        return model
+        return load_fedformer(path)

@@ -48,6 +48,7 @@ __all__ = [
     "FoldPlan",
     "FoldResult",
     "Walk",
+    "fold_bounds",
     "origins",
     "run_plan",
     "run_plans",
@@ -83,6 +84,7 @@ class FoldPlan:
     stride_steps: int
     full: bool = False
     keep_fits: bool = False  # return each new fit as fitted (for a cache), not walked
+    # known fits are walked in place: hand over copies (a cache's are)
     known_fits: dict[int, Forecaster] = field(default_factory=dict)
     known_walks: dict[tuple[int, int], Walk] = field(default_factory=dict)
 
@@ -100,6 +102,21 @@ class FoldResult:
     full_error: str | None = None  # why the fit on the whole history failed
     fits: dict[int, Forecaster] = field(default_factory=dict)
     walks: dict[tuple[int, int], Walk] = field(default_factory=dict)
+
+
+def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
+    """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
+    ``folds`` consecutive parts (the last takes the remainder); with ``fold_steps``, the
+    last ``min(folds, val // fold_steps)`` whole folds of ``fold_steps`` steps (one fold
+    of ``val`` steps when not even one fits)."""
+    if fold_steps > 0:
+        count = min(folds, val // fold_steps)
+        if count == 0:
+            return [(n - val, n)]
+        return [(n - (k + 1) * fold_steps, n - k * fold_steps) for k in range(count - 1, -1, -1)]
+    size = val // folds
+    starts = [n - val + i * size for i in range(folds)]
+    return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
 
 
 def origins(start: int, end: int, horizon_steps: int, stride_steps: int) -> range:

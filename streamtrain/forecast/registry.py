@@ -30,7 +30,10 @@ statsforecast (each model imports its library when it is fitted or loaded).
   ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
   validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
   ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
-  keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
+  keyed by :func:`fit_key`: a rolling origin's daily fits reuse the previous day's
+  folds), ``workers`` (processes for the validation; default two where the machine has
+  two cores: the transformer's folds, trained once and fine-tuned fold by fold, run in
+  the second, ``AUTO_PARALLEL``), and the safety net's ``track_steps``, ``window_steps``,
   ``min_tracked``, ``trust_validated``, ``carry_errors``.
 """
 

@@ -38,9 +38,17 @@ a model fitted a week ago forecasts today's level worse than the candidate score
 the last fold), which costs one more fit per kept model; if that fit fails, the model
 of the last fold (told every step since) is kept instead.
 
-Fits may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
-keyed by ``cache_key(candidate)``): the benchmark's rolling origin asks for the same
-fits day after day; the choice and the forecasts are the same with or without it.
+Reuse (:mod:`streamtrain.forecast.folds` does each candidate's folds): a candidate with
+``fit_from`` (the transformer) is trained from scratch for the first fold only and
+fine-tuned from the previous fold's fit for each later fold and for the refit. Fits and
+walks may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
+keyed by ``cache_key(candidate)``): a rolling origin (``forecast eval``, ``simulate``,
+the benchmark) refits daily, and a day's folds are the previous day's less the oldest,
+so each daily fit makes one new fit and one new walk per candidate. The statistical
+models and the naive choose and forecast the same with or without the cache; the
+transformer's first fold is, with one, the previous day's fine-tuned fit. With
+``workers`` above one, the ``parallel`` candidates (``auto``: the transformer) run in a
+worker process while the others run here; the results are the same as in one process.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
@@ -84,6 +92,7 @@ from streamtrain.forecast.folds import (
     FAILURES,
     FoldPlan,
     Walk,
+    fold_bounds,
     origins,
     run_plans,
     walk_model,
@@ -97,21 +106,6 @@ Maker = Callable[[str], Forecaster]
 _FAILURES = FAILURES
 ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
 ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
-
-
-def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
-    """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
-    ``folds`` consecutive parts (the last takes the remainder); with ``fold_steps``, the
-    last ``min(folds, val // fold_steps)`` whole folds of ``fold_steps`` steps (one fold
-    of ``val`` steps when not even one fits)."""
-    if fold_steps > 0:
-        count = min(folds, val // fold_steps)
-        if count == 0:
-            return [(n - val, n)]
-        return [(n - (k + 1) * fold_steps, n - k * fold_steps) for k in range(count - 1, -1, -1)]
-    size = val // folds
-    starts = [n - val + i * size for i in range(folds)]
-    return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
 
 
 def inverse_mae_weights(maes: Sequence[float]) -> FloatArray:
