@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import logging
 import multiprocessing
+import os
 import pickle
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,6 +43,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ForecastError
 from streamtrain.forecast.base import Forecaster, WarmStart
+from streamtrain.process import die_with_parent_initializer
 
 __all__ = [
     "FAILURES",
@@ -203,7 +205,8 @@ def run_plan(plan: FoldPlan) -> FoldResult:
 
 def run_plans(plans: Sequence[FoldPlan], remote: Collection[str]) -> list[FoldResult]:
     """Every plan's result, in order; the plans of the candidates named in ``remote``
-    each in a worker process (started with ``spawn``, stopped before this returns)
+    each in a worker process (started with ``spawn``, stopped before this returns, and
+    killed with this process)
     while the others run here. A process that cannot start or a plan that cannot be
     sent (a maker that does not pickle) runs here instead (logged); an error the
     candidate raises in its process is its result's ``error``, as here."""
@@ -214,7 +217,12 @@ def run_plans(plans: Sequence[FoldPlan], remote: Collection[str]) -> list[FoldRe
     pool: ProcessPoolExecutor | None = None
     if away:
         try:
-            pool = ProcessPoolExecutor(len(away), mp_context=multiprocessing.get_context("spawn"))
+            pool = ProcessPoolExecutor(
+                len(away),
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=die_with_parent_initializer,  # a killed parent leaves none
+                initargs=(os.getpid(),),
+            )
             futures = {p.name: pool.submit(run_plan, p) for p in away}
         except (*_CANNOT_SEND, RuntimeError) as exc:
             log.warning("no worker process for %s (%s); fitting here", [p.name for p in away], exc)

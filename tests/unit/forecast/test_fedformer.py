@@ -211,3 +211,19 @@ def test_fit_from_a_model_that_does_not_match_is_a_fit_from_scratch(history):
     ).fit(history[:-1440])
     for previous in (other_shape, _tiny(), SeasonalNaive().fit(history)):  # unfitted, other kind
         np.testing.assert_array_equal(_tiny().fit_from(previous, history).predict(30), scratch)
+
+
+def test_a_fine_tune_much_worse_than_the_earlier_fit_is_trained_from_scratch(history):
+    from streamtrain.forecast.fedformer import RETRAIN_RATIO
+
+    earlier = _tiny().fit(history[:-1440])
+    tuned = _tiny().fit_from(earlier, history)
+    assert tuned.val_mae_ <= RETRAIN_RATIO * earlier.val_mae_  # a usual day: fine-tuned
+    assert any(
+        not (a == b).all()
+        for a, b in zip(_weights(tuned), _weights(_tiny().fit(history)), strict=True)
+    )
+    # the earlier network fitted its windows exactly: any error on the new ones is worse
+    earlier.val_mae_ = 0.0
+    retrained = _tiny().fit_from(earlier, history)
+    np.testing.assert_array_equal(retrained.predict(30), _tiny().fit(history).predict(30))

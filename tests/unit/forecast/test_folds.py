@@ -1,3 +1,5 @@
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,8 @@ class Mean:
 
     step_s = 60
     name = "mean"
-    fits: list[tuple[str, int, int | None]] = []  # (name, history length, warm from)
-    origins: list[int] = []
+    fits: ClassVar[list[tuple[str, int, int | None]]] = []  # (name, length, warm from)
+    origins: ClassVar[list[int]] = []
 
     def __init__(self, name="mean"):
         self.name = name
