@@ -192,7 +192,7 @@ def test_fit_from_continues_from_the_earlier_fit(history):
     kept.fit_from(earlier, history)
     for a, b in zip(_weights(earlier), _weights(kept), strict=True):
         assert (a == b).all()
-    assert kept.history_.shape[0] and kept.offset_ > earlier.offset_
+    assert kept.history_ is not None and kept.offset_ > earlier.offset_
     # fine-tuned: moved from the earlier weights, never worse on the validation windows
     tuned = FedformerForecaster(dataclasses.replace(TINY, finetune_steps=10)).fit_from(
         earlier, history

@@ -1,4 +1,4 @@
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -67,12 +67,20 @@ VALUES = np.arange(1000, dtype=np.float64)
 FOLDS = ((700, 800), (800, 900), (900, 1000))
 
 
+def _run(plan):  # untyped: the tests read the fake models' own attributes
+    return run_plan(plan)
+
+
+def _runs(plans, remote):
+    return run_plans(plans, remote)
+
+
 def _plan(name, **kwargs):
     return FoldPlan(name, make, VALUES, FOLDS, 10, 10, **kwargs)
 
 
 def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
-    result = run_plan(_plan("warm", full=True))
+    result = _run(_plan("warm", full=True))
     assert Mean.fits == [("warm", 700, None), ("warm", 800, 700), ("warm", 900, 800),
                          ("warm", 1000, 900)]  # fmt: skip
     assert result.full is not None and result.full.fitted_on == 1000
@@ -83,34 +91,34 @@ def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
 
 
 def test_other_models_are_fitted_anew_for_every_fold():
-    run_plan(_plan("mean", full=True))
+    _run(_plan("mean", full=True))
     assert Mean.fits == [("mean", 700, None), ("mean", 800, None), ("mean", 900, None),
                          ("mean", 1000, None)]  # fmt: skip
 
 
 def test_known_fits_and_walks_are_not_made_again():
-    first = run_plan(_plan("warm", keep_fits=True))
+    first = _run(_plan("warm", keep_fits=True))
     assert len(first.fits[900].values) == 900  # kept as fitted, before its walk
     Mean.fits, Mean.origins = [], []
     known_walks = {fold: first.walks[fold] for fold in FOLDS[:2]}
     known_fits = {900: first.fits[900]}
-    again = run_plan(_plan("warm", known_walks=known_walks, known_fits=known_fits, full=True))
+    again = _run(_plan("warm", known_walks=known_walks, known_fits=known_fits, full=True))
     assert Mean.fits == [("warm", 1000, 900)]  # only the refit, from the known fold's fit
     assert Mean.origins == list(range(900, 1000, 10))  # only the last fold is walked
     assert np.array_equal(again.forecasts, first.forecasts)
 
 
 def test_a_failing_candidate_has_no_forecasts_and_says_why():
-    result = run_plan(_plan("failing"))
+    result = _run(_plan("failing"))
     assert result.forecasts is None and "cannot" in result.error
 
 
 def test_a_plan_run_in_a_worker_process_gives_what_it_gives_here():
     plans = [_plan("warm", full=True), _plan("mean")]
-    here = run_plans(plans, remote=())
+    here = _runs(plans, remote=())
     assert len(Mean.fits) == 4 + 3
     Mean.fits = []
-    away = run_plans(plans, remote={"warm"})
+    away = _runs(plans, remote={"warm"})
     assert [f[0] for f in Mean.fits] == ["mean"] * 3  # warm's fits: in the other process
     for a, b in zip(here, away, strict=True):
         assert a.name == b.name and np.array_equal(a.forecasts, b.forecasts)
@@ -119,7 +127,7 @@ def test_a_plan_run_in_a_worker_process_gives_what_it_gives_here():
 
 def test_a_plan_that_cannot_be_sent_runs_here():
     plan = FoldPlan("mean", lambda name: Mean(name), VALUES, FOLDS, 10, 10)  # no pickle
-    (result,) = run_plans([plan], remote={"mean"})
+    (result,) = _runs([plan], remote={"mean"})
     assert result.forecasts is not None and len(Mean.fits) == 3
 
 
@@ -144,7 +152,7 @@ def test_a_rolling_origin_with_a_cache_walks_only_the_new_day():
 
 
 def test_the_cache_hands_out_copies_of_fits_and_walks():
-    cache = FitCache()
+    cache: Any = FitCache()
     model = Mean().fit(VALUES[:10])
     cache.put("k", "d", model)
     model.update([1e6])

@@ -1,3 +1,5 @@
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -85,7 +87,7 @@ def test_load_dispatches_on_the_saved_kind(tmp_path):
 def test_auto_validates_the_transformer_in_a_second_process_with_a_picklable_maker():
     import pickle
 
-    auto = make_forecaster("auto", seed=2, train_steps=7, workers=2)
+    auto: Any = make_forecaster("auto", seed=2, train_steps=7, workers=2)
     chooser = auto.main
     assert isinstance(chooser, SelectForecaster)
     assert chooser.workers == 2 and chooser.parallel == ("fedformer",)
@@ -93,5 +95,6 @@ def test_auto_validates_the_transformer_in_a_second_process_with_a_picklable_mak
     made = pickle.loads(pickle.dumps(chooser.make))("fedformer")  # noqa: S301
     assert isinstance(made, FedformerForecaster)
     assert made.settings.train_steps == 7 and made.settings.mstl_weight == 0.0 and made.seed == 2
-    single = make_forecaster("auto", workers=1, candidates="seasonal_naive,mstl").main
+    single: Any = make_forecaster("auto", workers=1, candidates="seasonal_naive,mstl")
+    single = single.main
     assert single.workers == 1 and single.parallel == ()
