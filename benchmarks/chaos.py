@@ -1,7 +1,14 @@
 """A fault-injection soak: every record id trained while workers, broker and control app die.
 
-Run: .venv/bin/python -m benchmarks.chaos [--duration-s 600] [--seed 18] [--workers 4]
-     [--rate 600] [--linger-ms 1000] [--heartbeat-ms 2000] [--once] [--json PATH]
+Run: .venv/bin/python -m benchmarks.chaos [--assignment shuffle|shards] [--duration-s 600]
+     [--seed 18] [--workers 4] [--rate 600] [--linger-ms 1000] [--heartbeat-ms 2000]
+     [--once] [--json PATH]
+
+With ``--assignment shards`` the workers read shards the control app leases
+(``--assignment shards``, no shuffle) and the faults are
+:data:`~benchmarks.chaos_faults.SHARD_KINDS`: a worker killed -9, a worker stalled
+(SIGSTOP) for three leases and woken, the broker killed -9, the control app killed -9.
+The rest of this docstring describes the default, the shuffle job.
 
 A demo-sized job on the durable embedded broker (Tansu with S3 storage on a local S3
 server, so a kill -9 of the broker loses nothing it acknowledged): a topic of
@@ -62,7 +69,7 @@ from typing import IO, Any
 import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.chaos_faults import PARTITION_S, StallingRelay, schedule
+from benchmarks.chaos_faults import KINDS, PARTITION_S, SHARD_KINDS, StallingRelay, schedule
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.demo.children import kafka_env
@@ -168,8 +175,10 @@ def worker_argv(
     workers = args.workers
     argv = [sys.executable, "-m", "streamtrain.commands.worker", "--topic", topic]
     argv += ["--group", job, "--worker-id", f"w{index}"]
-    argv += ["--partition", str(index), "--partition", str(index + workers)]
     argv += ["--entry", "benchmarks.scaling_app:make", "--app-dir", str(REPO)]
+    if args.assignment == "shards":
+        return [*argv, "--assignment", "shards", "--batch-records", "50"]
+    argv += ["--partition", str(index), "--partition", str(index + workers)]
     # a small queue so that the hot worker overflows (the shuffle's defaults otherwise)
     argv += ["--batch-records", "50", "--queue-records", "500"]
     argv += ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
@@ -182,12 +191,29 @@ def worker_argv(
     return argv
 
 
-def control_argv(job: str, topic: str, port: int, data_dir: Path) -> list[str]:
+def control_argv(
+    job: str, topic: str, port: int, data_dir: Path, args: argparse.Namespace
+) -> list[str]:
     argv = [sys.executable, "-m", "streamtrain", "lag", "run", "--group", job, "--topic", topic]
     argv += ["--app-id", f"{job}-control", "--web-port", str(port), "--tick-s", "1"]
     argv += ["--data-dir", str(data_dir), "--plan-job", job]
     argv += ["--reports-topic", f"{job}.reports", "--alerts-topic", f"{job}.alerts"]
+    if args.assignment == "shards":
+        argv += ["--shards-job", job, "--shard-lease-s", str(args.lease_s)]
     return argv
+
+
+def stall(child: Child, seconds: float) -> None:
+    """SIGSTOP ``child`` for ``seconds``, then SIGCONT (its leases expire meanwhile)."""
+    process = child.process
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
 
 
 def watch_victim(
@@ -283,7 +309,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     out, logs = root / "trained", root / "logs"
     out.mkdir()
     logs.mkdir()
-    faults = schedule(args.duration_s, args.seed, once=args.once)
+    shards = args.assignment == "shards"
+    kinds = SHARD_KINDS if shards else KINDS
+    faults = schedule(args.duration_s, args.seed, once=args.once, kinds=kinds)
     print(
         f"{job}: {args.workers} workers, {partitions} partitions, {args.rate:g} records/s, "
         f"{args.duration_s:g} s, faults: {faults}",
@@ -303,11 +331,14 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         }
         victim = args.workers - 1
         workers = [
-            Child(f"w{i}", worker_argv(topic, job, i, args, i == victim), env, logs)
+            Child(f"w{i}", worker_argv(topic, job, i, args, i == victim and not shards), env, logs)
             for i in range(args.workers)
         ]
         control = Child(
-            "control", control_argv(job, topic, free_port(), root / "control-data"), env, logs
+            "control",
+            control_argv(job, topic, free_port(), root / "control-data", args),
+            env,
+            logs,
         )
         relay, stop = StallingRelay(RELAY_HOST, VICTIM_HOST), threading.Event()
         load = Load(kafka, topic, partitions, args.rate, args.linger_ms)
@@ -318,9 +349,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             control.start()
             for worker in workers:
                 worker.start()
-            threading.Thread(
-                target=watch_victim, args=(kafka, job, f"w{victim}", relay, stop), daemon=True
-            ).start()
+            if not shards:
+                threading.Thread(
+                    target=watch_victim, args=(kafka, job, f"w{victim}", relay, stop), daemon=True
+                ).start()
             load.start()
             _wait_until_all_train(workers, out, timeout_s=180.0)
             began = time.monotonic()  # the faults' clock starts once every worker trains
@@ -339,7 +371,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     _at_s, kind = pending.pop(0)
                     print(f"  t={time.monotonic() - began:5.1f} s: {kind}", flush=True)
                     done.append({"at_s": round(time.monotonic() - began, 1), "kind": kind})
-                    if kind in ("kill_sender", "kill_receiver"):
+                    if kind in ("kill_sender", "kill_receiver", "kill_worker"):
                         target = (
                             workers[0]
                             if kind == "kill_sender"
@@ -348,6 +380,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         target.kill()
                         time.sleep(3.0)
                         target.start()
+                    elif kind == "stall_worker":  # beside the schedule, like the partition
+                        target = workers[len(done) % len(workers)]
+                        threading.Thread(target=stall, args=(target, 3 * args.lease_s)).start()
                     elif kind == "broker":
                         broker.kill()
                         time.sleep(args.broker_down_s)
@@ -414,6 +449,15 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--assignment",
+        choices=("shuffle", "shards"),
+        default="shuffle",
+        help="workers on partitions sharing overflow through the shuffle, or on leased shards",
+    )
+    parser.add_argument(
+        "--lease-s", type=float, default=3.0, help="--shard-lease-s of the control app (shards)"
+    )
     parser.add_argument("--duration-s", type=float, default=600.0, help="seconds of faults")
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--workers", type=int, default=4)

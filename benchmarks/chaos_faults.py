@@ -2,13 +2,18 @@
 
 Owned here:
 
-* :func:`schedule`: the seeded fault schedule, ``(at_s, kind)`` pairs. The kinds are
-  :data:`KINDS`: ``kill_sender`` / ``kill_receiver`` (kill -9 a worker that forwards /
-  one that receives forwarded records; restarted after a pause), ``broker`` (kill -9 the
-  durable broker, restart it on the same port after ``broker_down_s``), ``control``
-  (kill -9 the control app, start it again), ``partition`` (stall all traffic to one
-  shuffle peer's endpoints for 30 s). Every kind comes once per cycle in a seeded order;
-  the gaps are seeded too; nothing starts in the last ``quiet_s`` of the run.
+* :func:`schedule`: the seeded fault schedule, ``(at_s, kind)`` pairs. The kinds of a
+  job whose workers share partitions through the shuffle are :data:`KINDS`:
+  ``kill_sender`` / ``kill_receiver`` (kill -9 a worker that forwards / one that
+  receives forwarded records; restarted after a pause), ``broker`` (kill -9 the durable
+  broker, restart it on the same port after ``broker_down_s``), ``control`` (kill -9 the
+  control app, start it again), ``partition`` (stall all traffic to one shuffle peer's
+  endpoints for 30 s). A job on leased shards has :data:`SHARD_KINDS`: ``kill_worker``
+  (kill -9 a worker holding shards, restarted after a pause), ``stall_worker`` (SIGSTOP a
+  worker for three of its leases, then SIGCONT: its shards go to others, and it wakes up
+  holding records of shards it no longer holds), ``broker`` and ``control``. Every kind
+  comes once per cycle in a seeded order; the gaps are seeded too; nothing starts in the
+  last ``quiet_s`` of the run.
 * :class:`StallingRelay`: TCP relays from ``relay_host:port`` to ``target_host:port``
   for the ports it is told (the victim worker binds ``target_host`` and announces
   ``relay_host``, so every peer reaches it through the relay). ``stall(seconds)`` stops
@@ -26,9 +31,10 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["KINDS", "StallingRelay", "schedule"]
+__all__ = ["KINDS", "SHARD_KINDS", "StallingRelay", "schedule"]
 
 KINDS = ("kill_sender", "kill_receiver", "broker", "control", "partition")
+SHARD_KINDS = ("kill_worker", "stall_worker", "broker", "control")
 PARTITION_S = 30.0
 
 
@@ -40,21 +46,23 @@ def schedule(
     gap_s: tuple[float, float] = (25.0, 55.0),
     quiet_s: float = 45.0,
     once: bool = False,
+    kinds: tuple[str, ...] = KINDS,
 ) -> list[tuple[float, str]]:
-    """Seeded ``(at_s, kind)`` faults over ``duration_s`` (module docstring). With
-    ``once`` every kind comes exactly once, evenly spread (the short test's run)."""
+    """Seeded ``(at_s, kind)`` faults of ``kinds`` over ``duration_s`` (module
+    docstring). With ``once`` every kind comes exactly once, evenly spread (the short
+    test's run)."""
     rng = random.Random(seed)
     if once:
-        kinds = list(KINDS)
-        rng.shuffle(kinds)
+        order = list(kinds)
+        rng.shuffle(order)
         span = max(1.0, duration_s - quiet_s - first_s)
-        return [(first_s + span * i / len(kinds), kind) for i, kind in enumerate(kinds)]
+        return [(first_s + span * i / len(order), kind) for i, kind in enumerate(order)]
     faults: list[tuple[float, str]] = []
     at_s = first_s
     cycle: list[str] = []
     while at_s < duration_s - quiet_s:
         if not cycle:
-            cycle = list(KINDS)
+            cycle = list(kinds)
             rng.shuffle(cycle)
         kind = cycle.pop()
         faults.append((round(at_s, 1), kind))

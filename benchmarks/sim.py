@@ -20,7 +20,7 @@ Run: .venv/bin/python -m benchmarks.sim [--shapes kale,web,retail,callcentre]
    ours (both tools: ``--seeds`` seeds; the paper's own set-up is closest to "shuffle
    only", pause-and-restart for everyone); the ablation (every policy with and without each tool,
    ``--ablation-seeds`` seeds); the ratios that matter.
-3. **Goals** of issue #21 as ``PASS``/``FAIL`` lines, per shape, with both tools for
+3. **Goals** as ``PASS``/``FAIL`` lines, per shape, with both tools for
    every policy: streamtrain's accumulated lag below tuned HPA's and KALE's, and its
    worker-hours at most 1.05x the lower of theirs.
 4. ``--modes`` (optional): on the KALE shape, HPA, KALE and streamtrain in each

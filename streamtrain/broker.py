@@ -50,7 +50,11 @@ from streamtrain.errors import (
     PortInUseError,
 )
 from streamtrain.kafka import probe
-from streamtrain.ports import free_port, port_is_free  # also importable from here
+from streamtrain.ports import (  # free_port, port_is_free: also importable from here
+    check_trusted_bind,
+    free_port,
+    port_is_free,
+)
 from streamtrain.process import die_with_parent_preexec, stop_child
 from streamtrain.s3local import LocalS3, S3Stats
 
@@ -105,6 +109,12 @@ class EmbeddedBroker:
         if self._process is not None:
             raise EmbeddedBrokerError("embedded broker already started")
         host = self.settings.host
+        check_trusted_bind(
+            host,
+            trusted_network=self.settings.trusted_network,
+            what="the embedded broker (Tansu)",
+            flag="--host",
+        )
         port = self.settings.port or free_port(host)
         if self.settings.durable and self._s3 is None:
             self._s3 = LocalS3(f"streamtrain-{self.settings.cluster_id}".lower()[:63]).start()

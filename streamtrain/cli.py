@@ -25,6 +25,7 @@ from streamtrain.commands.demo import demo
 from streamtrain.commands.forecast import forecast, trace
 from streamtrain.commands.keda import keda
 from streamtrain.commands.lag import lag
+from streamtrain.commands.lighthouse import lighthouse
 from streamtrain.commands.scale import scale
 from streamtrain.commands.simulate import simulate
 from streamtrain.commands.worker import worker
@@ -66,7 +67,14 @@ def main(log_level: str) -> None:
     env="BROKER_HOST",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on (loopback by default).",
+    help="Address to listen on (loopback by default). Tansu authenticates nobody: beyond "
+    "loopback only with --trusted-network.",
+)
+@option(
+    "--trusted-network",
+    env="TRUSTED_NETWORK",
+    is_flag=True,
+    help="Every host that can reach --host may use the broker: allow an address beyond loopback.",
 )
 @option(
     "--port",
@@ -101,7 +109,14 @@ def main(log_level: str) -> None:
     "(streamtrain's own; it needs nothing beyond Python).",
 )
 @handle_errors
-def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durable: bool) -> None:
+def broker(
+    host: str,
+    trusted_network: bool,
+    port: int,
+    startup_timeout_s: float,
+    log_level: str,
+    durable: bool,
+) -> None:
     """Run the embedded Kafka-compatible broker until Ctrl-C or SIGTERM.
 
     Prints STREAMTRAIN_BOOTSTRAP=HOST:PORT on stdout once the broker answers Metadata.
@@ -115,6 +130,7 @@ def broker(host: str, port: int, startup_timeout_s: float, log_level: str, durab
         startup_timeout_s=startup_timeout_s,
         log_level=log_level,
         durable=durable,
+        trusted_network=trusted_network,
     )
     with EmbeddedBroker(settings) as embedded:
         click.echo(f"STREAMTRAIN_BOOTSTRAP={embedded.bootstrap}")
@@ -188,6 +204,7 @@ main.add_command(simulate)
 main.add_command(demo)
 main.add_command(keda)
 main.add_command(cluster)
+main.add_command(lighthouse)
 
 
 if __name__ == "__main__":  # pragma: no cover

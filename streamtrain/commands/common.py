@@ -14,6 +14,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
@@ -170,6 +171,23 @@ def handle_errors(command: F) -> F:
                 signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def graceful_stop(stop: threading.Event) -> Iterator[None]:
+    """The first SIGINT/SIGTERM ends the worker after its current step; a second one at once."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def parse_float_list(flag: str, text: str) -> list[float]:

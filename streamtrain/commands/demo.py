@@ -1,4 +1,4 @@
-"""``streamtrain demo``: the elastic online-training loop end to end (issue #9).
+"""``streamtrain demo``: the elastic online-training loop end to end.
 
 All of the work lives in :mod:`streamtrain.demo.run`; this module parses options,
 starts the embedded broker unless ``--bootstrap`` is given, prints the dashboard URL

@@ -88,12 +88,45 @@ def keda() -> None:
     help="Where workers publish ThroughputSample messages (their pool size).",
 )
 @option(
+    "--heartbeats-topic",
+    env="PLAN_HEARTBEATS_TOPIC",
+    default="streamtrain.scale.heartbeats",
+    show_default=True,
+    help="Where the planner says it is alive (lag run --heartbeats-topic).",
+)
+@option(
     "--samples-lookback-s",
     env="KEDA_SAMPLES_LOOKBACK_S",
     type=click.FloatRange(min=1),
     default=300.0,
     show_default=True,
-    help="Read the samples of this many seconds before the start.",
+    help="Read the samples and heartbeats of this many seconds before the start.",
+)
+@option(
+    "--max-plan-age-s",
+    env="KEDA_MAX_PLAN_AGE_S",
+    type=click.FloatRange(min=0),
+    default=180.0,
+    show_default=True,
+    help="A job whose planner was not heard (heartbeat or command) for this long gets "
+    "UNAVAILABLE, so KEDA applies the ScaledObject's fallback; streamtrain_keda_ready "
+    "goes to 0 and the log says why. Default: three planner decision intervals. 0: never.",
+)
+@option(
+    "--max-clock-skew-s",
+    env="KEDA_MAX_CLOCK_SKEW_S",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Commands, heartbeats and samples dated further ahead of this clock are refused.",
+)
+@option(
+    "--worker-expiry-s",
+    env="KEDA_WORKER_EXPIRY_S",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="A job's workers are those whose samples arrived within this many seconds.",
 )
 @kafka_options
 @handle_errors
@@ -108,7 +141,11 @@ def keda_serve(
     metrics_port: int,
     commands_topic: str,
     samples_topic: str,
+    heartbeats_topic: str,
     samples_lookback_s: float,
+    max_plan_age_s: float,
+    max_clock_skew_s: float,
+    worker_expiry_s: float,
     **opts: Any,
 ) -> None:
     """Serve KEDA's externalscaler.ExternalScaler until Ctrl-C or SIGTERM.
@@ -116,12 +153,16 @@ def keda_serve(
     Answers IsActive, StreamIsActive, GetMetricSpec and GetMetrics for the job named
     by the trigger's metadata (`job: <the control app's --plan-job>`) with the planned
     worker count, read from the ScaleCommands on --commands-topic (and, before the
-    first command, the pool size on --samples-topic). Target 1 per replica, value the
-    plan: KEDA's HPA (metricType AverageValue, the default) lands on the plan.
+    first command, the workers the job has, from --samples-topic). Target 1 per
+    replica, value the plan: KEDA's HPA (metricType AverageValue, the default) lands on
+    the plan. A plan whose planner is not heard on --heartbeats-topic for
+    --max-plan-age-s is answered UNAVAILABLE (KEDA's fallback applies).
     Prints STREAMTRAIN_KEDA_ADDRESS=HOST:PORT on stdout once it listens.
     """
     from streamtrain.keda.feed import FeedSettings
+    from streamtrain.keda.plans import PlanSettings
     from streamtrain.keda.server import ScalerSettings
+    from streamtrain.roster import RosterSettings
 
     settings = ScalerSettings(
         host=host,
@@ -135,15 +176,21 @@ def keda_serve(
         feed=FeedSettings(
             commands_topic=commands_topic,
             samples_topic=samples_topic or None,
+            heartbeats_topic=heartbeats_topic or None,
             samples_lookback_s=samples_lookback_s,
             request_timeout_s=opts["connect_timeout_s"],
+        ),
+        plans=PlanSettings(
+            max_plan_age_s=max_plan_age_s or None,
+            max_clock_skew_s=max_clock_skew_s,
+            workers=RosterSettings(expiry_s=worker_expiry_s),
         ),
     )
     from streamtrain.kafka import create_topic
 
     with kafka_connection(opts) as kafka:
         # One partition each, as `lag run` creates them: whichever starts first.
-        for topic in filter(None, (commands_topic, samples_topic)):
+        for topic in filter(None, (commands_topic, samples_topic, heartbeats_topic)):
             create_topic(kafka, topic, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         signalled = asyncio.run(_serve(kafka, settings))
     if signalled:

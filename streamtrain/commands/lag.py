@@ -126,7 +126,26 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
 @option(
     "--alerts-topic", env="LAG_ALERTS_TOPIC", default="streamtrain.lag.alerts", show_default=True
 )
-@option("--web-host", env="LAG_WEB_HOST", default="127.0.0.1", show_default=True)
+@option(
+    "--web-host",
+    env="LAG_WEB_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
+)
+@option(
+    "--trusted-network",
+    env="TRUSTED_NETWORK",
+    is_flag=True,
+    help="Every host that can reach --web-host may read the pages: allow an address "
+    "beyond loopback.",
+)
+@option(
+    "--faust-pages",
+    env="LAG_FAUST_PAGES",
+    is_flag=True,
+    help="Also serve Faust's own /table (table contents) and /router (topology) pages.",
+)
 @option(
     "--web-port", env="LAG_WEB_PORT", type=click.IntRange(1, 65535), default=6066, show_default=True
 )
@@ -196,6 +215,8 @@ def lag_run(
     reports_topic: str,
     alerts_topic: str,
     web_host: str,
+    trusted_network: bool,
+    faust_pages: bool,
     web_port: int,
     webhook_url: str | None,
     slo_violation_s: float,
@@ -220,7 +241,7 @@ def lag_run(
     """
     from streamtrain.control.app import create_app
     from streamtrain.control.faust_app import run_faust_app
-    from streamtrain.control.service import LagAppSettings
+    from streamtrain.control.service import LagAppSettings, check_web_host
     from streamtrain.kafka import create_topic
     from streamtrain.lag.monitor import MonitorSettings
     from streamtrain.lag.slo import SloSettings
@@ -246,6 +267,7 @@ def lag_run(
     shards = shard_job_settings(opts, topics)
     if shards is not None and shards.job not in groups:
         groups = (*groups, shards.job)
+    check_web_host(web_host, trusted_network=trusted_network)
     if not port_is_free(web_host, web_port, reuse_address=True):
         raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
     with kafka_connection(opts) as kafka:
@@ -269,6 +291,10 @@ def lag_run(
             requests_topic=plan.requests_topic,
             job_class=plan.job_class,
             shards=shards,
+            heartbeats_topic=plan.heartbeats_topic or None,
+            heartbeat_interval_s=plan.heartbeat_interval_s,
+            trusted_network=trusted_network,
+            faust_pages=faust_pages,
         )
         app, _ = create_app(settings)
         # Created up front with one partition each: the history topic must match its
@@ -277,6 +303,7 @@ def lag_run(
         if planner is not None:
             topics_needed += [plan.samples_topic, plan.commands_topic]
             topics_needed += [plan.requests_topic] if plan.requests_topic else []
+            topics_needed += [plan.heartbeats_topic] if plan.heartbeats_topic else []
         if shards is not None:
             topics_needed += [shards.updates_topic, shards.grants_topic]
         for name in topics_needed:

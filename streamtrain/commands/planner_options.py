@@ -20,6 +20,7 @@ import click
 
 from streamtrain.commands.common import option
 from streamtrain.errors import ConfigError
+from streamtrain.roster import RosterSettings
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.samples import SampleSettings
 
@@ -188,6 +189,32 @@ def planner_options(command: F) -> F:
             help="Samples with a higher rate (records per wall second) are refused.",
         ),
         option(
+            "--worker-expiry-s",
+            env="PLAN_WORKER_EXPIRY_S",
+            type=click.FloatRange(min=0, min_open=True),
+            default=30.0,
+            show_default=True,
+            help="The worker count is the distinct workers whose samples arrived within this "
+            "many wall seconds (or the pool size they state with worker --pool-size).",
+        ),
+        option(
+            "--heartbeats-topic",
+            env="PLAN_HEARTBEATS_TOPIC",
+            default="streamtrain.scale.heartbeats",
+            show_default=True,
+            help="Where the planner says it is alive, and its plan, every "
+            "--heartbeat-interval-s (keda serve --heartbeats-topic).",
+        ),
+        option(
+            "--heartbeat-interval-s",
+            env="PLAN_HEARTBEAT_INTERVAL_S",
+            type=click.FloatRange(min=0, min_open=True),
+            default=15.0,
+            show_default=True,
+            help="Seconds between the planner's heartbeats (keep it well under "
+            "keda serve --max-plan-age-s).",
+        ),
+        option(
             "--plan-time-scale",
             env="PLAN_TIME_SCALE",
             type=click.FloatRange(min=0, min_open=True),
@@ -243,6 +270,8 @@ class PlannerOptions:
     commands_topic: str
     requests_topic: str | None
     job_class: str
+    heartbeats_topic: str = "streamtrain.scale.heartbeats"
+    heartbeat_interval_s: float = 15.0
 
 
 _KEYS = (
@@ -268,6 +297,9 @@ _KEYS = (
     "sample_max_clock_skew_s",
     "sample_max_pool_workers",
     "sample_max_records_per_s",
+    "worker_expiry_s",
+    "heartbeats_topic",
+    "heartbeat_interval_s",
     "plan_time_scale",
     "plan_history",
     "allocator",
@@ -292,6 +324,8 @@ def take_planner_options(
         commands_topic=v["commands_topic"],
         requests_topic=v["requests_topic"] if v["allocator"] and settings is not None else None,
         job_class=v["job_class"],
+        heartbeats_topic=v["heartbeats_topic"],
+        heartbeat_interval_s=v["heartbeat_interval_s"],
     )
 
 
@@ -346,11 +380,12 @@ def _planner_settings(
             prior_single_worker_records_per_s=None
             if prior_rate is None
             else clock.model_rate(prior_rate),
-            # the limits of issue #18, item 5, on the planner's clock
+            # the sample limits (clock skew, pool size, rate), on the planner's clock
             max_clock_skew_s=clock.model_duration(v["sample_max_clock_skew_s"]),
             max_pool_workers=v["sample_max_pool_workers"],
             max_records_per_s=clock.model_rate(v["sample_max_records_per_s"]),
         ),
+        workers=RosterSettings(expiry_s=v["worker_expiry_s"]),  # wall seconds
         time_scale=clock,
         history=seed,
         **forecasting,

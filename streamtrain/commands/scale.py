@@ -1,4 +1,4 @@
-"""``streamtrain scale``: what-if planning with the throughput models (issue #7).
+"""``streamtrain scale``: what-if planning with the throughput models.
 
 ``plan`` solves Eq. 10 for given loads, ``stabilize`` runs Algorithm 1 on a plan,
 ``fit`` fits a throughput model to a CSV of observations, and ``apply`` applies a job's
@@ -277,6 +277,15 @@ def fit_command(data_path: Path, kind: str, batch_size: float, as_json: bool) ->
     help="Apply commands to 0 workers (refused otherwise: an unset target decodes to 0).",
 )
 @option(
+    "--max-clock-skew-s",
+    env="APPLY_MAX_CLOCK_SKEW_S",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Commands created further ahead of this clock are refused (and alerted on), "
+    "never applied or journaled.",
+)
+@option(
     "--max-age-s",
     env="APPLY_MAX_AGE_S",
     type=click.FloatRange(min=0, min_open=True),
@@ -342,6 +351,7 @@ def apply_command(
     max_workers: int,
     max_target_workers: int | None,
     allow_scale_to_zero: bool,
+    max_clock_skew_s: float,
     max_age_s: float,
     initial_workers: int,
     **opts: Any,
@@ -369,6 +379,7 @@ def apply_command(
                 journal_path=journal,
                 max_target_workers=bound,
                 allow_scale_to_zero=allow_scale_to_zero,
+                max_clock_skew_s=max_clock_skew_s,
             ),
         )
         settings = ConsumerSettings(

@@ -1,7 +1,8 @@
-"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``,
-issue #17): ``--shards-job`` and the shard sizes, waits and lease, each with its
+"""The shard coordinator's options of ``streamtrain lag run`` (``--assignment shards``):
+``--shards-job`` and the shard sizes, waits and lease, each with its
 ``STREAMTRAIN_SHARD*`` variable, and :func:`shard_job_settings`, their values as the
-control app's :class:`~streamtrain.control.shards.ShardJobSettings` (or ``None``).
+control app's :class:`~streamtrain.control.shard_coordinator.ShardJobSettings` (or
+``None``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,19 @@ import click
 from streamtrain.commands.common import option
 
 if TYPE_CHECKING:
-    from streamtrain.control.shards import ShardJobSettings
+    from streamtrain.control.shard_coordinator import ShardJobSettings
 
 __all__ = ["shard_job_settings", "shard_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_KEYS = ("shards_job", "shard_records", "shard_max_wait_s", "shard_lease_s", "shard_tick_s")
+_KEYS = (
+    "shards_job",
+    "shard_records",
+    "shard_max_wait_s",
+    "shard_lease_s",
+    "shard_tick_s",
+    "shard_discover_interval_s",
+)
 
 
 def shard_options(command: F) -> F:
@@ -66,6 +74,15 @@ def shard_options(command: F) -> F:
             show_default=True,
             help="How often new offsets are cut into shards and leases checked.",
         ),
+        option(
+            "--shard-discover-interval-s",
+            env="SHARD_DISCOVER_INTERVAL_S",
+            type=click.FloatRange(min=0, min_open=True),
+            default=30.0,
+            show_default=True,
+            help="How often the job's topics are listed again, so partitions added to them "
+            "later are trained too (a listing that fails is retried at every tick).",
+        ),
     ]
     for add in reversed(options):
         command = add(command)
@@ -77,7 +94,7 @@ def shard_job_settings(opts: dict[str, Any], topics: tuple[str, ...]) -> ShardJo
     values = {key: opts.pop(key) for key in _KEYS}
     if values["shards_job"] is None:
         return None
-    from streamtrain.control.shards import ShardJobSettings
+    from streamtrain.control.shard_coordinator import ShardJobSettings
     from streamtrain.shards.model import ShardSettings
 
     return ShardJobSettings(
@@ -89,4 +106,5 @@ def shard_job_settings(opts: dict[str, Any], topics: tuple[str, ...]) -> ShardJo
             lease_s=values["shard_lease_s"],
         ),
         tick_s=values["shard_tick_s"],
+        discover_interval_s=values["shard_discover_interval_s"],
     )

@@ -394,7 +394,7 @@ class _Progress:
 
 
 def _scenario(path: Path, as_json: bool) -> None:
-    """``--scenario``: every cluster allocator on the scenario's pool (issue #22)."""
+    """``--scenario``: every cluster allocator on the scenario's pool."""
     from streamtrain.sim.pool_report import format_pool_table, simulate_scenario
     from streamtrain.sim.scenario import load_scenario
 

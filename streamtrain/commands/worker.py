@@ -1,4 +1,4 @@
-"""``streamtrain worker``: one training worker on a topic's partitions (issue #3).
+"""``streamtrain worker``: one training worker on a topic's partitions.
 
 All of the work lives in :mod:`streamtrain.worker` (and the ingest and shuffle packages
 it assembles); this module parses options (each from its ``STREAMTRAIN_*`` variable),
@@ -9,18 +9,22 @@ committing every acknowledged record).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.common import (
+    graceful_stop,
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+)
+from streamtrain.commands.engine_options import elastic_settings, engine_options
 from streamtrain.shuffle.policy import ShufflePolicy
 
 if TYPE_CHECKING:
@@ -192,7 +196,7 @@ def shuffle_settings(
     help="Records per training step: the model's step batch and ingest's batch in one. "
     "benchmarks/ingest.py measures 512 to 5,000 close to a raw consume loop; larger "
     "batches cost less per record, smaller ones give more, fresher steps. The default, "
-    "1,024, is in the middle (docs/benchmarks.md, issue #20).",
+    '1,024, is in the middle (docs/benchmarks.md, "Ingest").',
 )
 @option(
     "--queue-records",
@@ -369,6 +373,7 @@ def shuffle_settings(
     "this long (the ones it has not started go back at once).",
 )
 @shuffle_options
+@engine_options
 @kafka_options
 @handle_errors
 def worker(
@@ -411,14 +416,20 @@ def worker(
     step (a second signal at once). Prints a JSON summary line on exit.
     With --shuffle, records of this worker that overflow its queue are trained by idle
     peers of the same --group, and acknowledged back before they are committed.
+    With --engine torchft (or torchelastic) every worker of the job trains one model:
+    a joiner takes the current weights before it says READY, every worker steps every
+    round (with no data if it has none), and a record is committed only once its step
+    committed everywhere.
     """
     from streamtrain.config import AssignmentMode
     from streamtrain.ingest.settings import IngestSettings, default_worker_id
     from streamtrain.worker import WorkerRun, load_app, run_worker
+    from streamtrain.worker.run import check_modes
 
     worker_id = worker_id or default_worker_id()
     queue_records = max(queue_records, batch_records)
     shuffle = shuffle_settings(group, worker_id, batch_records, queue_records, opts)
+    elastic = elastic_settings(worker_id, opts)
     settings = IngestSettings(
         group=group,
         topics=topics,
@@ -450,9 +461,10 @@ def worker(
         admission_timeout_s=admission_timeout_s,
         drain_timeout_s=drain_timeout_s,
     )
+    check_modes(settings.assignment, shuffle, elastic)
     app = load_app(entry, app_dir)
     stop = threading.Event()
-    with kafka_connection(opts) as kafka, _graceful_stop(stop):
+    with kafka_connection(opts) as kafka, graceful_stop(stop):
         summary = run_worker(
             kafka,
             settings,
@@ -461,27 +473,11 @@ def worker(
             stop=stop,
             on_metrics_url=lambda url: click.echo(f"worker metrics at {url}", err=True),
             shuffle=shuffle,
+            elastic=elastic,
         )
     click.echo(json.dumps(summary.to_json()))
     if stop.is_set():
         raise KeyboardInterrupt  # stopped by a signal: exit 130, as every command does
-
-
-@contextlib.contextmanager
-def _graceful_stop(stop: threading.Event) -> Iterator[None]:
-    """The first SIGINT/SIGTERM ends the worker after its current step; a second one at once."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m streamtrain.commands.worker`

@@ -6,8 +6,11 @@ Owned here (no Faust: :mod:`streamtrain.control.allocator` wires this to one):
   pool's capacity, the declared jobs by class, the topics, the cadence (a leader tick
   every ``tick_s``; a decision when a request was accepted or refused, and at least
   every ``interval_s``: the rolling horizon), the plan step and horizon, the solver.
-* :class:`AllocatorService`: decodes ``ScaleRequest`` messages (an undecodable one is
-  counted and logged), hands them to the :class:`~streamtrain.cluster.book.RequestBook`
+* :class:`AllocatorService`: decodes ``ScaleRequest`` messages (an undecodable one, an
+  unknown enum value included, is counted by kind and each kind logged once), bounds
+  them (:mod:`streamtrain.control.request_bounds`: counts clamped to the pool's capacity,
+  requests from the future or with non-finite numbers refused; requests restored from
+  the table too), hands them to the :class:`~streamtrain.cluster.book.RequestBook`
   (a refusal is logged with its reason and published with the next decision), runs
   one decision (:meth:`AllocatorService.decide`, meant for a worker thread: the MILP
   may take up to its time limit) and turns it into ``ScaleCommand`` messages (one per
@@ -34,10 +37,16 @@ from streamtrain.cluster.milp import MilpSettings, milp_allocate
 from streamtrain.cluster.problem import Allocation, JobClass
 from streamtrain.cluster.throttle import Throttle, ThrottleSettings
 from streamtrain.config import KafkaSettings
+from streamtrain.control.request_bounds import (
+    MAX_NAME_CHARS,
+    RequestLimits,
+    bound_request,
+)
 from streamtrain.errors import ConfigError, SchemaError
+from streamtrain.ports import check_trusted_bind
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.units import MS_PER_S
-from streamtrain.wire import decode
+from streamtrain.wire import DecodeFailures, decode
 
 __all__ = [
     "AllocatorService",
@@ -87,6 +96,8 @@ class AllocatorSettings:
     web_port: int = 6067
     data_dir: Path | None = None
     request_timeout_s: float = 5.0
+    max_clock_skew_s: float = 60.0  # requests created further in the future are refused
+    trusted_network: bool = False  # the pages beyond loopback (no authentication)
     declared: dict[str, JobClass] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,11 +126,22 @@ class AllocatorSettings:
             raise ConfigError("the tick, interval, plan step and time limit must be positive")
         if self.horizon_steps < 1 or not 0 < self.web_port < 65536:
             raise ConfigError("need a horizon of at least one step and a web port in 1..65535")
+        check_trusted_bind(
+            self.web_host,
+            trusted_network=self.trusted_network,
+            what="the allocator's pages",
+            flag="--web-host",
+        )
+        RequestLimits(self.capacity_workers, self.horizon_steps, self.max_clock_skew_s)
         object.__setattr__(self, "declared", declared)
 
     @property
     def state_topic(self) -> str:
         return f"{self.app_id}-state"
+
+    @property
+    def request_limits(self) -> RequestLimits:
+        return RequestLimits(self.capacity_workers, self.horizon_steps, self.max_clock_skew_s)
 
 
 def request_from_proto(message: pb.ScaleRequest) -> Request:
@@ -183,7 +205,8 @@ class AllocatorService:
         self.book = RequestBook(settings.declared, default_max_workers=settings.capacity_workers)
         self.throttle = Throttle(ThrottleSettings(ceiling_workers=settings.capacity_workers))
         self.refusals: list[Refusal] = []
-        self.undecodable = 0
+        self.failures = DecodeFailures("scale request", log)
+        self.clamped = 0  # requests whose counts were clamped to the pool's capacity
         self.accepted = 0
         self.refused = 0
         self.restored = False
@@ -193,24 +216,41 @@ class AllocatorService:
         self.last_decision: pb.AllocationDecision | None = None
         self.command_outbox: list[pb.ScaleCommand] = []
 
-    def take(self, value: bytes, now_s: float) -> Request | None:
+    @property
+    def undecodable(self) -> int:
+        return self.failures.total
+
+    def take(self, value: bytes | None, now_s: float) -> Request | None:
         """One message of the requests topic; the accepted request, or None."""
         try:
             message = decode(pb.ScaleRequest, value)
         except SchemaError as exc:
-            self.undecodable += 1
-            log.warning("dropping an undecodable scale request: %s", exc)
+            self.failures.add(exc, self.settings.requests_topic)
             return None
         request = request_from_proto(message)
-        refusal = self.book.accept(request, now_s)
+        bounded = bound_request(request, self.settings.request_limits, now_s)
         self.dirty = True
+        refusal: Refusal | None
+        if bounded.request is None:
+            refusal = Refusal(request.job, request.request_id, bounded.refusal or "", now_s)
+        else:
+            if bounded.clamped:
+                self.clamped += 1
+                log.warning(
+                    "scale request %s of job %s: %s",
+                    bounded.request.request_id,
+                    bounded.request.job,
+                    "; ".join(bounded.clamped),
+                )
+            request = bounded.request
+            refusal = self.book.accept(request, now_s)
         if refusal is not None:
             self.refused += 1
             self.refusals.append(refusal)
             log.warning(
                 "refused scale request %s for job %r: %s",
-                refusal.request_id,
-                refusal.job,
+                refusal.request_id[:MAX_NAME_CHARS],
+                refusal.job[:MAX_NAME_CHARS],
                 refusal.reason,
             )
             return None
@@ -341,12 +381,28 @@ class AllocatorService:
         )
         return Decided(tuple(commands.values()), decision, grants)
 
-    def restore(self, requests: dict[str, str], grants: dict[str, str]) -> None:
-        """The book from the tables a previous run left (values as written)."""
-        self.book.restore(
-            (request_from_json(v) for v in requests.values()),
-            {job: GrantState(**json.loads(v)) for job, v in grants.items()},
-        )
+    def restore(
+        self, requests: dict[str, str], grants: dict[str, str], now_s: float | None = None
+    ) -> None:
+        """The book from the tables a previous run left (values as written), each request
+        bounded as a new one is (a build without the bounds may have kept an absurd one;
+        one that cannot be read or is refused is dropped with a log line)."""
+        now_s = time.time() if now_s is None else now_s
+        kept = []
+        for job, text in requests.items():
+            try:
+                request = request_from_json(text)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("dropping the unreadable stored request of job %r: %s", job, exc)
+                continue
+            bounded = bound_request(request, self.settings.request_limits, now_s)
+            if bounded.request is None:
+                log.warning("dropping the stored request of job %r: %s", job, bounded.refusal)
+                continue
+            if bounded.clamped:
+                log.warning("stored request of job %r: %s", job, "; ".join(bounded.clamped))
+            kept.append(bounded.request)
+        self.book.restore(kept, {job: GrantState(**json.loads(v)) for job, v in grants.items()})
         self.restored = True
         self.restored_counts = {"requests": len(requests), "grants": len(grants)}
         log.info("restored %d requests and %d grants from the tables", len(requests), len(grants))
@@ -360,7 +416,8 @@ class AllocatorService:
             "declared": {job: cls.value for job, cls in sorted(self.settings.declared.items())},
             "requests_accepted": self.accepted,
             "requests_refused": self.refused,
-            "requests_undecodable": self.undecodable,
+            "requests_undecodable": dict(self.failures.by_kind),
+            "requests_clamped": self.clamped,
             "restored": self.restored_counts,
             "pending_commands": len(self.command_outbox),
             "decision": decision_json(latest) if latest is not None else None,

@@ -75,6 +75,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         web_host=settings.web_host,
         web_port=settings.web_port,
         request_timeout_s=settings.request_timeout_s,
+        faust_pages=settings.faust_pages,
     )
     history_topic = app.topic(
         settings.history_topic, key_type=str, value_type=str, partitions=1, internal=True
@@ -121,7 +122,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
             forecasts = data_dir / "forecaster" / planner.job
             planner = dataclasses.replace(planner, forecaster_dir=forecasts)
         pool, submit = forecast_pool()
-        agent = PlannerAgent(Planner(planner, fit_submit=submit))
+        agent = PlannerAgent(Planner(planner, fit_submit=submit), settings.heartbeat_interval_s)
         add_planner(app, service, agent, alerts, history_topic, history)
         service.extra_collectors.append(PlannerCollector(agent))
         app.on_before_shutdown.connect(

@@ -4,7 +4,9 @@ planner app of :mod:`streamtrain.control.app` and the cluster allocator of
 
 Owned here: :func:`new_faust_app`: the broker list, SASL/SSL credentials from
 :class:`~streamtrain.config.KafkaSettings`, memory stores, one partition per topic, the
-web server bound to ``web_host`` (127.0.0.1 by default), and the session and request
+web server bound to ``web_host`` (127.0.0.1 by default) without Faust's own pages
+(``/table``, ``/router``: table contents and topology) unless ``faust_pages``, and the
+session and request
 timeouts every control app uses; :func:`run_faust_app`: run one until Ctrl-C or SIGTERM
 (a non-zero exit becomes a :class:`~streamtrain.errors.StreamtrainError`). Faust is
 imported only when called.
@@ -45,6 +47,7 @@ def new_faust_app(
     web_host: str,
     web_port: int,
     request_timeout_s: float,
+    faust_pages: bool = False,
 ) -> Any:
     """A Faust app for ``app_id`` on ``kafka`` (module docstring)."""
     import faust
@@ -61,6 +64,12 @@ def new_faust_app(
         web_host=web_host,
         web_port=web_port,
         web_bind=web_host,
+        # Faust's own pages: /table serves table contents, /router the cluster's
+        # topology; neither is needed by streamtrain (one worker routes nothing).
+        web_tables_enabled=faust_pages,
+        web_router_enabled=faust_pages,
+        web_stats_enabled=False,
+        web_graph_enabled=False,
         producer_request_timeout=request_timeout_s,
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,

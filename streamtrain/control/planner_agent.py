@@ -4,8 +4,9 @@ Owned here, the planner's side of the app (:mod:`streamtrain.scale.planner` deci
 this feeds it and publishes what it returns):
 
 * an agent takes ``ThroughputSample`` messages from the samples topic (decoded with
-  :mod:`streamtrain.wire`; an undecodable or null one is logged and counted). With
-  several instances of the app (issue #18, item 9) the samples topic's partitions are
+  :mod:`streamtrain.wire`; an undecodable or null one is counted by kind, each kind
+  logged once). With
+  several instances of the app the samples topic's partitions are
   spread over them but only the leader plans: an instance that is not the leader
   forwards each sample, unread, to the internal ``<app_id>-samples`` topic (one
   partition, key: the job), which Faust assigns together with its leader topic (both
@@ -26,6 +27,9 @@ this feeds it and publishes what it returns):
   fitted models are kept in ``<data dir>/forecaster/<job>`` and reloaded after a
   restart (:mod:`streamtrain.forecast.live`); a fit that fails or is late becomes a
   ``FORECASTER`` alert and the seasonal naive answers meanwhile;
+* every ``heartbeat_interval_s`` the leader publishes a ``PlannerHeartbeat`` (its plan,
+  changed or not; key: the job) to the heartbeats topic, so a reader of the plan (the
+  KEDA scaler) tells a live planner from a dead one: commands are sent only on a change;
 * ``/planner`` shows the planner's state (the throughput model's source among it; the
   forecaster: the model asked for, the one answering, its recent MASE and the naive's,
   fits, the quantile band).
@@ -52,7 +56,7 @@ from streamtrain.lag.results import GroupLag
 from streamtrain.process import die_with_parent_initializer
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
-from streamtrain.wire import decode, encode
+from streamtrain.wire import DecodeFailures, decode, encode
 
 __all__ = [
     "COMMAND_OUTBOX_LIMIT",
@@ -88,8 +92,12 @@ def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
 class PlannerAgent:
     """The planner and what its agent, timer and page share (one per app)."""
 
-    def __init__(self, planner: Planner) -> None:
+    def __init__(self, planner: Planner, heartbeat_interval_s: float = 15.0) -> None:
         self.planner = planner
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.heartbeat_at_s: float | None = None  # the newest heartbeat sent (wall clock)
+        self.heartbeats_failed = 0
+        self.undecodable = DecodeFailures("throughput sample", log)
         self.status: dict[str, Any] = {}
         self.new_samples: collections.deque[pb.ThroughputSample] = collections.deque(
             maxlen=SAMPLES_PENDING_LIMIT
@@ -104,16 +112,13 @@ class PlannerAgent:
         self.arrivals_persisted: int | None = None  # the newest arrival step written
 
     def take(self, value: bytes | None) -> None:
-        """One message from the samples topic (an undecodable or null one is counted)."""
-        if not isinstance(value, bytes | bytearray):  # a null value (a tombstone)
-            self.bad_samples += 1
-            log.warning("dropping a throughput sample without a value (%r)", type(value))
-            return
+        """One message from the samples topic (an undecodable or null one, an unknown
+        enum value included, is counted by kind and each kind logged once)."""
         try:
-            sample = decode(pb.ThroughputSample, bytes(value))
+            sample = decode(pb.ThroughputSample, value)
         except SchemaError as exc:
             self.bad_samples += 1
-            log.warning("dropping an undecodable throughput sample: %s", exc)
+            self.undecodable.add(exc, "the samples topic")
             return
         if len(self.new_samples) == self.new_samples.maxlen:
             self.dropped_samples += 1
@@ -125,13 +130,15 @@ class PlannerAgent:
         self.new_samples.clear()
         return batch
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, Any]:
         """What every instance shows on ``/planner``, leader or not."""
         return {
             "bad_samples": self.bad_samples,
             "pending_samples": len(self.new_samples),
             "dropped_samples": self.dropped_samples,
             "forwarded_samples": self.forwarded_samples,
+            "undecodable_samples": dict(self.undecodable.by_kind),
+            "heartbeats_failed": self.heartbeats_failed,
         }
 
     def plan(
@@ -153,11 +160,21 @@ class PlannerAgent:
         output = planner.tick(now_s)
         self.status = planner.status() | {"bad_samples": self.bad_samples}
         # Only the newest command matters: an older one re-sent after it would undo it
-        # (the applier refuses older commands too: issue #18, item 10).
+        # (the applier refuses older commands too).
         unsent = [output.command] if output.command else list(self.command_outbox)[-1:]
         commands = unsent
         self.command_outbox.clear()
         return commands, list(output.alerts)
+
+    def heartbeat(self, now_s: float) -> pb.PlannerHeartbeat | None:
+        """The planner's heartbeat when one is due (every ``heartbeat_interval_s``)."""
+        due = self.heartbeat_at_s is None or now_s - self.heartbeat_at_s >= (
+            self.heartbeat_interval_s
+        )
+        if not due:
+            return None
+        self.heartbeat_at_s = now_s
+        return self.planner.heartbeat(now_s)
 
     def restore_arrivals(self, history: HistoryTables) -> None:
         """Start the planner from the recovered arrival steps of its group."""
@@ -205,6 +222,13 @@ def add_planner(
     )
     group = agent.planner.settings.group
     send, destination = command_sender(app, settings, commands, agent.planner.settings)
+    heartbeats = (
+        app.topic(
+            settings.heartbeats_topic, key_serializer="raw", value_serializer="raw", partitions=1
+        )
+        if settings.heartbeats_topic
+        else None
+    )
 
     async def take_samples(stream: Any) -> None:
         async for value in stream:
@@ -231,16 +255,25 @@ def add_planner(
             agent.restore_arrivals(history)
         batch = agent.drain_samples()
         lag = service.monitor.latest.get(group)
-        to_send, new_alerts = await asyncio.to_thread(agent.plan, batch, lag, time.time())
+        now_s = time.time()
+        to_send, new_alerts = await asyncio.to_thread(agent.plan, batch, lag, now_s)
         timeout = settings.request_timeout_s
         arrivals = agent.arrivals_to_persist()
-        sent, alerted = await asyncio.gather(
+        beats = []
+        beat = agent.heartbeat(now_s) if heartbeats is not None else None
+        if beat is not None and heartbeats is not None:
+            beats.append((beat, heartbeats.send(key=beat.job.encode(), value=encode(beat))))
+        sent, alerted, beaten = await asyncio.gather(
             publish([(c, send(c)) for c in to_send], timeout),
             publish(
                 [(a, alerts.send(key=a.group.encode(), value=encode(a))) for a in new_alerts],
                 timeout,
             ),
+            publish(beats, timeout),
         )
+        if beaten.failed:  # the next one is due in one interval: nothing to keep
+            agent.heartbeats_failed += 1
+            log.warning("planner heartbeat not sent (%s)", beaten.failed[0][1])
         for command in sent.confirmed:
             log.info("scale command %s sent to %s", command.command_id, destination)
         for command, exc in sent.failed:

@@ -5,7 +5,7 @@ Owned here: :func:`publish` awaits every send of a batch concurrently, each with
 a send counts as confirmed only once the broker acknowledged it: a Faust
 ``topic.send(...)`` returns as soon as the producer *enqueued* the message, with a
 delivery future that aiokafka fails after its request timeout when the broker is gone
-(issue #18, item 6: such sends were counted done and never left the outbox again), so
+(counted done then, a send lost in a broker outage would never leave the outbox), so
 that future is awaited too, within the same ``timeout_s``. It
 returns a :class:`Published` that pairs each message's item (whatever the caller wants
 back: the alert, the command, the group) with its outcome, in the batch's order. It

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,16 +27,17 @@ from typing import Any
 from prometheus_client.registry import Collector
 
 from streamtrain.config import KafkaSettings
-from streamtrain.control.shards import ShardJobSettings
+from streamtrain.control.shard_coordinator import ShardJobSettings
 from streamtrain.errors import ConfigError
 from streamtrain.lag.monitor import HwmPoint, LagMonitor, MonitorSettings, Tick
 from streamtrain.lag.offsets import OffsetsReader
 from streamtrain.lag.prometheus import LagCollector
 from streamtrain.lag.report import group_lag_json
+from streamtrain.ports import check_trusted_bind
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner_settings import PlannerSettings
 
-__all__ = ["ALERT_OUTBOX_LIMIT", "LagAppSettings", "LagService"]
+__all__ = ["ALERT_OUTBOX_LIMIT", "LagAppSettings", "LagService", "check_web_host"]
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +63,29 @@ class LagAppSettings:
     planner: PlannerSettings | None = None
     samples_topic: str = "streamtrain.throughput"
     commands_topic: str = "streamtrain.scale.commands"
-    # Issue #22: with a cluster allocator, the planner's decisions go to this topic as
+    # With a cluster allocator, the planner's decisions go to this topic as
     # ScaleRequests (streamtrain.control.request_route) instead of ScaleCommands.
     requests_topic: str | None = None
     job_class: str = "guarantee"
     shards: ShardJobSettings | None = None  # --shards-job: cut the job's topics into shards
+    # The planner's heartbeat (its plan, whether or not it changed) for readers of the
+    # plan such as the KEDA scaler; None: none sent.
+    heartbeats_topic: str | None = "streamtrain.scale.heartbeats"
+    heartbeat_interval_s: float = 15.0
+    # The pages have no authentication: beyond loopback only on a network said to be
+    # trusted; Faust's own /table and /router pages (table contents, the cluster's
+    # topology) only when asked for.
+    trusted_network: bool = False
+    faust_pages: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.web_port < 65536:
             raise ConfigError(f"the web port must be in 1..65535, got {self.web_port}")
+        check_web_host(self.web_host, trusted_network=self.trusted_network)
+        if not (math.isfinite(self.heartbeat_interval_s) and self.heartbeat_interval_s > 0):
+            raise ConfigError(
+                f"the heartbeat interval must be positive, got {self.heartbeat_interval_s} s"
+            )
         if self.monitor.tick_s <= 0:
             raise ConfigError(f"the tick must be positive, got {self.monitor.tick_s} s")
         if not self.app_id.strip():
@@ -78,6 +94,14 @@ class LagAppSettings:
     @property
     def history_topic(self) -> str:
         return f"{self.app_id}-history"
+
+
+def check_web_host(host: str, *, trusted_network: bool) -> None:
+    """A control app's pages answer anyone who reaches them (no authentication): bind
+    beyond loopback only when the user says the network is trusted."""
+    check_trusted_bind(
+        host, trusted_network=trusted_network, what="the control app's pages", flag="--web-host"
+    )
 
 
 class LagService:

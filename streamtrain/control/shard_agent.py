@@ -1,7 +1,8 @@
 """The shard coordinator in the Faust control app: agent, changelogged table, timer.
 
 Owned here: :func:`add_shards`, the wiring of
-:class:`~streamtrain.control.shards.ShardCoordinator` (``streamtrain lag run
+:class:`~streamtrain.control.shard_coordinator.ShardCoordinator` and
+:class:`~streamtrain.control.shard_offsets.ShardOffsets` (``streamtrain lag run
 --shards-job J``):
 
 * an agent on ``<job>.shards`` applies each worker's ``ShardUpdate`` to the book and
@@ -10,12 +11,15 @@ Owned here: :func:`add_shards`, the wiring of
   arrived into shards, requeues silent holders' shards, grants the new shards to the
   workers whose request found nothing, and every ``commit_interval_s`` commits each
   partition's done prefix under the job's group id. Both run on the event loop and
-  change the book without awaiting in between, so they never interleave;
+  change the book without awaiting in between, so they never interleave. A tick whose
+  offsets could not be read (the broker is away, the job's topic does not exist yet)
+  is skipped with a warning (at most one every ``_WARN_EVERY_S``) and tried again;
 * after every change the partitions that changed are written to the ``shards`` table
   (JSON per partition, changelogged; ``use_partitioner`` so the timer may write it), so
   the book survives a restart: once the table is recovered the book is restored from
-  it (:meth:`~streamtrain.shards.book.ShardBook.restore`, with its grace for lost
-  grants).
+  it (:meth:`~streamtrain.shards.book.ShardBook.restore`, which validates each value,
+  with its grace for lost grants). A value holds a partition's leases and done ranges,
+  not its backlog: a few hundred bytes, far below the broker's message size limit.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from typing import Any
 
 from streamtrain import wire
 from streamtrain.control.service import LagAppSettings
-from streamtrain.control.shards import ShardCoordinator, ShardOffsets
+from streamtrain.control.shard_coordinator import ShardCoordinator
+from streamtrain.control.shard_offsets import ShardOffsets
 from streamtrain.errors import KafkaError
 
 __all__ = ["add_shards"]
 
 log = logging.getLogger(__name__)
+
+_WARN_EVERY_S = 30.0  # the same shard warning at most this often
 
 
 def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
@@ -58,6 +65,13 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
     )
     grants = app.topic(job.grants_topic, key_serializer="raw", value_serializer="raw", partitions=1)
     next_commit = [0.0]
+    warned_at: dict[str, float] = {}
+
+    def warn(what: str) -> None:
+        now = time.monotonic()
+        if now - warned_at.get(what, float("-inf")) >= _WARN_EVERY_S:
+            warned_at[what] = now
+            log.warning("shards of job %s: %s", job.job, what)
 
     def restore(now_s: float) -> None:
         entries = []
@@ -91,7 +105,7 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
         try:
             highs, starts = await loop.run_in_executor(io, offsets.read)
         except KafkaError as exc:
-            log.warning("shards: %s", exc)
+            warn(f"{exc} (tried again every tick)")
             return
         now_s = time.time()
         if not coordinator.restored:
@@ -104,7 +118,7 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
                 try:
                     await loop.run_in_executor(io, offsets.commit, positions)
                 except KafkaError as exc:
-                    log.warning("shards: %s (retried next time)", exc)
+                    warn(f"{exc} (retried next time)")
                     return
                 coordinator.book.mark_committed(positions)
 

@@ -1,4 +1,4 @@
-"""demo: ``streamtrain demo``, the elastic online-training loop end to end (issue #9).
+"""demo: ``streamtrain demo``, the elastic online-training loop end to end.
 
 * ``traffic``: the KALE-shaped, time-compressed, skewed traffic generator;
 * ``trainer``: the workers' training app (MMoE at a set speed, online AUC, trained ids);

@@ -8,7 +8,7 @@ Owned here: :class:`Dashboard`, a threaded HTTP server that serves
   record counts and phase);
 * ``POST /api/burst``: calls ``burst`` (the traffic generator adds a burst of records,
   so a lag spike and its SLO alert can be shown on demand). Only the page itself may
-  (issue #18, item 10: CSRF): the request must carry the run's token (a random one per
+  (no cross-site request forgery): the request must carry the run's token (a random one per
   dashboard, written into the page it serves) in ``X-Streamtrain-Csrf``, and an
   ``Origin`` header, when sent, must be this server's own; anything else is a 403 and
   ``burst`` is not called. A custom header also makes a browser ask before a

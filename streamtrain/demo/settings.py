@@ -33,8 +33,8 @@ class DemoSettings:
     peak_records_per_s: float = 1_200.0
     worker_capacity_records_per_s: float = 400.0
     # Two at least: with one, a dead worker stops all training until its replacement is
-    # ready, and one worker near its capacity lags more than two (the kill runs of
-    # docs/benchmarks.md, session 5).
+    # ready, and one worker near its capacity lags more than two (docs/benchmarks.md,
+    # "The demo").
     min_workers: int = 2
     max_workers: int = 8
     initial_workers: int = 2

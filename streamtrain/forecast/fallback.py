@@ -16,7 +16,7 @@ Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless
   A few hours of recent error do not overrule a week of validation: on the web shape
   and the held-out five-minute flights, the only hand-overs of the full run were of a
   validated MSTL, and each cost ``auto`` its place at or below MSTL (docs/benchmarks.md,
-  issue #19's session 5). The live planner still refits such a model when its recent
+  "Forecasters"). The live planner still refits such a model when its recent
   error is worse (:class:`~streamtrain.forecast.live.LiveForecaster`).
 
 The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them across

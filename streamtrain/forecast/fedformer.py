@@ -1,7 +1,7 @@
 """The FEDformer-style forecaster (``fedformer``): KALE §3.2's model, trained on CPU,
 combined with statsforecast's MSTL.
 
-What ``fedformer`` forecasts (since issue #19's session 5): a weighted mean of two
+What ``fedformer`` forecasts: a weighted mean of two
 models fitted on the same history, the transformer below and MSTL with daily and weekly
 seasons (:class:`~streamtrain.forecast.stats.StatsForecaster`, the ``mstl`` model),
 ``(1 - w) x transformer + w x MSTL`` per step and per quantile level. ``w`` starts at
@@ -9,10 +9,10 @@ seasons (:class:`~streamtrain.forecast.stats.StatsForecaster`, the ``mstl`` mode
 follows both halves' errors since the fit (:class:`~streamtrain.forecast.mix.MixWeights`:
 each half's forecast of the next horizon, 30 minutes or two steps, is scored once the
 steps arrive; after four such windows ``w`` is the transformer's total error over the
-sum of both, inverse-error weights). ``mstl_weight=0`` is the transformer alone (the
-model before session 5; a model saved then loads as that). When MSTL cannot fit or
+sum of both, inverse-error weights). ``mstl_weight=0`` is the transformer alone (a
+model saved without an MSTL half loads as that). When MSTL cannot fit or
 forecast, the transformer answers alone (logged). MSTL's fit adds about a second.
-Measured in docs/benchmarks.md (issue #19, session 5): the combination is below MSTL's
+Measured in docs/benchmarks.md ("Forecasters"): the combination is below MSTL's
 error on most series, where the transformer alone was not.
 
 Owned here: :class:`FedformerForecaster` (the :class:`~streamtrain.forecast.base.Forecaster`

@@ -60,9 +60,9 @@ class FedformerSettings:
     baseline_periods: int = 3
     baseline_median: bool = False
     weigh_by_level: bool = True
-    train_steps: int = 1200  # 600 left it undertrained (issue #19: docs/benchmarks.md)
+    train_steps: int = 1200  # 600 left it undertrained (docs/benchmarks.md, "Forecasters")
     # steps of a fit that starts from an earlier fit's weights (fit_from: auto's later
-    # validation folds and refits); docs/benchmarks.md
+    # validation folds and refits)
     finetune_steps: int = 100
     batch_size: int = 32
     learning_rate: float = 1e-3
@@ -71,7 +71,7 @@ class FedformerSettings:
     threads: int = 1
     anchor_blocks: int = 1
     # MSTL's share of the forecast (0: the transformer alone): fixed, or the prior of the
-    # share that the errors since the fit set (adapt_weight); issue #19, docs/benchmarks.md
+    # share that the errors since the fit set (adapt_weight); see docs/benchmarks.md
     mstl_weight: float = 0.5
     adapt_weight: bool = True
 

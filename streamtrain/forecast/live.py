@@ -25,13 +25,10 @@ seconds), so:
   an error requests a refit. A fit that fails or runs past ``fit_timeout_s``
   raises an alert (:meth:`take_alerts`) and the naive answers until a fit succeeds
   (which resolves it).
-* :meth:`status`: which model is live, why, its recent MASE and the naive's (MAE over
-  the mean absolute daily-seasonal difference of the history), fit times and counts.
+* :meth:`status`: which model is live, why, its recent MASE and the naive's, fit times.
 
-Absolute positions: the caller tells the model where the history ends
-(:meth:`at_step`, the index of the step after the last one; the forecast feed does)
-so that a model fitted on an older history, or saved before a restart, is told exactly
-the steps it has not seen.
+The caller tells the model where the history ends (:meth:`at_step`), so that a model
+fitted on an older history, or saved before a restart, is told the steps it has not seen.
 """
 
 from __future__ import annotations

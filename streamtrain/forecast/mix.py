@@ -19,7 +19,7 @@ each one counts follows how well each forecast the steps since the fit:
   since the fit (the prior when both errors are zero).
 
 Nothing here sees a step before it has arrived: a window is scored only with the steps
-that followed its origin. Measured on issue #19's series (docs/benchmarks.md, session 5).
+that followed its origin. Measured in docs/benchmarks.md, "Forecasters".
 """
 
 from __future__ import annotations

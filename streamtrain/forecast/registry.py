@@ -125,7 +125,7 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
 
     # The transformer alone (mstl_weight=0): auto weighs it with MSTL itself, by
     # validation; the registered fedformer's own MSTL half would be a near-duplicate
-    # candidate (measured: issue #19's session 5 in docs/benchmarks.md).
+    # candidate.
     make = _Candidates(step_s, seed, {"mstl_weight": 0.0, **options})
     select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
     select.setdefault("baseline", "seasonal_naive")

@@ -23,8 +23,8 @@ Owned here: :class:`IngestConsumer`. It is responsible for:
   ``reconnect_backoff_max_ms``); the consumer logs one clear line when Kafka goes away
   and one when it is back, and failed commits are simply retried at the next interval;
 * handing out decoded :class:`Batch` objects (through :class:`BatchReader`), as an
-  iterator (ending on an :class:`~streamtrain.ingest.idle.IdleClock`), a torch
-  ``IterableDataset`` or a ``tf.data.Dataset``.
+  iterator, a torch ``IterableDataset`` or a ``tf.data.Dataset``
+  (:class:`~streamtrain.ingest.source.TrainingSource`, shared with the shard reader).
 
 No I/O happens in ``__init__``; :meth:`start` (or ``with``) connects.
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -49,19 +49,18 @@ from streamtrain.ingest.committer import Committer
 from streamtrain.ingest.decoders import Decoder, RawDecoder
 from streamtrain.ingest.dlq import DeadLetterQueue
 from streamtrain.ingest.health import KafkaHealth
-from streamtrain.ingest.idle import IdleClock
 from streamtrain.ingest.localqueue import LocalQueue, RecordQueue
 from streamtrain.ingest.messages import to_columns
 from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.ownership import Ownership, by_topic, describe
-from streamtrain.ingest.reader import Batch, BatchReader
+from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
+from streamtrain.ingest.source import TrainingSource
 from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
 from streamtrain.records import RecordColumns
 
 if TYPE_CHECKING:
-    from streamtrain.ingest.tf_data import TfFeed
-    from streamtrain.ingest.torch_data import KafkaIterableDataset
+    pass
 
 __all__ = ["IngestConsumer"]
 
@@ -70,7 +69,7 @@ log = logging.getLogger(__name__)
 Partitions = list[PartitionKey]
 
 
-class IngestConsumer:
+class IngestConsumer(TrainingSource):
     """Reads this worker's share of the topics into acknowledged training batches.
 
     Usage::
@@ -247,90 +246,6 @@ class IngestConsumer:
             acked += self.tracker.ack(records.topic, partition, first, last)
         return acked
 
-    def next_batch(
-        self,
-        max_records: int | None = None,
-        timeout_s: float = 1.0,
-        *,
-        ack_previous: bool | None = None,
-    ) -> Batch | None:
-        """The next decoded batch, or ``None`` if none arrived within ``timeout_s``.
-
-        ``ack_previous`` (default: ``settings.auto_ack``) acknowledges the batch this
-        consumer handed out last, if that was not done yet.
-        """
-        self._raise_failure()
-        batch = self.reader.next_batch(max_records, timeout_s, ack_previous=ack_previous)
-        if batch is None:
-            self._raise_failure()
-        return batch
-
-    def batches(
-        self,
-        max_records: int | None = None,
-        *,
-        idle_timeout_s: float | None = None,
-        max_batches: int | None = None,
-        poll_s: float = 0.5,
-    ) -> Iterator[Batch]:
-        """Batches until ``max_batches``, or ``idle_timeout_s`` without a record once assigned.
-
-        With ``auto_ack``, each batch is acknowledged when the loop body that got it has
-        finished (the next batch is requested, or the iterator ends after
-        ``max_batches``); leaving the loop with ``break`` or an exception does not
-        acknowledge the batch being worked on.
-        """
-        count = 0
-        idle = IdleClock(idle_timeout_s)
-        while max_batches is None or count < max_batches:
-            batch = self.next_batch(max_records, poll_s)
-            if batch is None:
-                if idle.expired(assigned=self.assigned_event.is_set()):
-                    return
-                continue
-            idle.busy()
-            count += 1
-            yield batch
-            if self.settings.auto_ack and count == max_batches:
-                batch.ack()
-
-    def as_torch_dataset(
-        self,
-        batch_records: int | None = None,
-        *,
-        idle_timeout_s: float | None = None,
-        max_batches: int | None = None,
-    ) -> KafkaIterableDataset:
-        """A torch ``IterableDataset`` of ``{column: tensor}`` batches (see ``torch_data``)."""
-        from streamtrain.ingest.torch_data import KafkaIterableDataset
-
-        return KafkaIterableDataset(
-            self, batch_records, idle_timeout_s=idle_timeout_s, max_batches=max_batches
-        )
-
-    def tf_feed(
-        self,
-        batch_records: int | None = None,
-        *,
-        ack: str = "next",
-        idle_timeout_s: float | None = None,
-        max_batches: int | None = None,
-    ) -> TfFeed:
-        """A ``tf.data`` feed: its ``dataset`` and, for Keras, ``ack_callback()``."""
-        from streamtrain.ingest.tf_data import TfFeed
-
-        return TfFeed(
-            self,
-            batch_records,
-            ack=ack,
-            idle_timeout_s=idle_timeout_s,
-            max_batches=max_batches,
-        )
-
-    def as_tf_dataset(self, batch_records: int | None = None, **kwargs: Any) -> Any:
-        """A ``tf.data.Dataset`` of ``{column: tensor}`` batches with output signatures."""
-        return self.tf_feed(batch_records, **kwargs).dataset
-
     # -- state for callers and metrics ------------------------------------------------------
 
     @property
@@ -341,24 +256,12 @@ class IngestConsumer:
     def assignment(self) -> set[PartitionKey]:
         return self.tracker.assigned()
 
-    @property
-    def failure(self) -> BaseException | None:
-        return self._failure
-
     def _gauges(self) -> dict[str, int]:
         return {
             "queue_records": self.queue.records,
             "stale_acks": self.tracker.stale_acks,
             "in_flight_records": self.tracker.in_flight_records(),
         }
-
-    def _raise_failure(self) -> None:
-        failure = self._failure
-        if failure is None:
-            return
-        if isinstance(failure, StreamtrainError):
-            raise failure
-        raise KafkaError(f"the fetch thread failed: {failure!r}") from failure
 
     # -- the fetch thread --------------------------------------------------------------------
 

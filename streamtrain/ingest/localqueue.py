@@ -149,6 +149,7 @@ class LocalQueue:
             if (
                 head.topic != first.topic
                 or head.forwarded != first.forwarded
+                or (head.lease_ids is None) != (first.lease_ids is None)
                 or count + len(head) > max_records
             ):
                 break

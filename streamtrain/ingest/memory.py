@@ -3,7 +3,7 @@
 Owned here: the bytes a queued record costs (:func:`record_bytes`: its payload and its
 four column entries), the process's resident set read from ``/proc/self/status``
 (:func:`rss_bytes`, :func:`peak_rss_bytes`; 0 where there is no such file), and the
-bound a worker is held to (issue #20): its RSS growth with a full local queue is at most
+bound a worker is held to: its RSS growth with a full local queue is at most
 twice the queued records' own bytes plus :data:`RSS_CONSTANT_MIB`. Twice, because
 librdkafka may hold as much again in its pre-fetch queue (bounded by
 ``queued.max.messages.kbytes``, derived from the queue size:

@@ -158,16 +158,22 @@ class MmoeCtrApp:
             for name in ("sparse", "dense", "click", "conversion")
         )
 
-    def step(self, batch: Batch) -> float:
+    def forward_backward(self, batch: Batch) -> float:
+        """The forward and backward pass alone (what a data-parallel engine runs: it
+        averages the gradients over the workers and steps the optimizer itself)."""
         sparse, dense, click, conversion = self.tensors(batch)
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
         loss = ctr_loss(self.model(sparse, dense), click, conversion)
         torch.autograd.backward(loss)
-        self.optimizer.step()
-        self.steps += 1
         self.last_loss = float(loss.detach())
         return self.last_loss
+
+    def step(self, batch: Batch) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.forward_backward(batch)
+        self.optimizer.step()
+        self.steps += 1
+        return loss
 
 
 def mmoe_app() -> MmoeCtrApp:

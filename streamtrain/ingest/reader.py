@@ -9,7 +9,9 @@ asks for more once its step on the previous batch finished.
 
 Acknowledging goes through the ``acknowledge`` callable the reader was given, so the
 same reader serves local records (acknowledged to the offset tracker) and records a peer
-forwarded (acknowledged back to their origin by the shuffle layer).
+forwarded (acknowledged back to their origin by the shuffle layer). A batch whose
+training step did not commit (a data-parallel step that failed) is handed back with
+``nack()``: the reader hands the same records out again, first, in a later batch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -34,6 +37,7 @@ __all__ = ["Batch", "BatchReader", "DeadLetterSink", "RecordSource"]
 log = logging.getLogger(__name__)
 
 Acknowledge = Callable[[RecordColumns], object]
+HandBack = Callable[["Batch"], object]
 
 
 class DeadLetterSink(Protocol):
@@ -53,19 +57,22 @@ class RecordSource(Protocol):
 
 
 class Batch:
-    """Decoded records for one training step. Call :meth:`ack` after the optimizer step."""
+    """Decoded records for one training step. Call :meth:`ack` after the optimizer step,
+    or :meth:`nack` when the step did not commit."""
 
-    __slots__ = ("_acked", "_acknowledge", "_lock", "columns", "records")
+    __slots__ = ("_acked", "_acknowledge", "_hand_back", "_lock", "columns", "records")
 
     def __init__(
         self,
         records: RecordColumns,
         columns: Mapping[str, NDArray[Any]],
         acknowledge: Acknowledge,
+        hand_back: HandBack | None = None,
     ) -> None:
         self.records = records
         self.columns = dict(columns)
         self._acknowledge = acknowledge
+        self._hand_back = hand_back
         self._acked = False
         self._lock = threading.Lock()
 
@@ -86,6 +93,35 @@ class Batch:
                 return
             self._acked = True
         self._acknowledge(self.records)
+
+    def nack(self) -> None:
+        """The step that trained this batch did not commit: hand the records back to be
+        trained again (through the callback the batch was given; without one, nothing
+        happens and the records stay unacknowledged). Ends the batch like :meth:`ack`."""
+        with self._lock:
+            if self._acked:
+                return
+            self._acked = True
+        if self._hand_back is not None:
+            self._hand_back(self)
+
+    def split(self) -> tuple[Batch, Batch]:
+        """This batch as two halves, each acknowledged or handed back on its own (to find
+        the records a training step cannot take); this batch itself ends here."""
+        with self._lock:
+            if self._acked:
+                raise ValueError("a batch that was acknowledged or handed back cannot split")
+            self._acked = True
+        half = len(self) // 2
+        return tuple(  # type: ignore[return-value]
+            Batch(
+                self.records.take(part),
+                {name: column[part] for name, column in self.columns.items()},
+                self._acknowledge,
+                self._hand_back,
+            )
+            for part in (slice(0, half), slice(half, len(self)))
+        )
 
     def __repr__(self) -> str:
         return (
@@ -137,6 +173,8 @@ class BatchReader:
         self.source_lingers = source_lingers
         self._acknowledge = acknowledge
         self._last: Batch | None = None
+        self._handed_back: deque[Batch] = deque()
+        self._handed_back_lock = threading.Lock()
 
     def _ack_trained(self, records: RecordColumns) -> None:
         self._acknowledge(records)
@@ -156,6 +194,11 @@ class BatchReader:
         if (self.auto_ack if ack_previous is None else ack_previous) and self._last is not None:
             self._last.ack()
         self._last = None
+        with self._handed_back_lock:
+            again = self._handed_back.popleft() if self._handed_back else None
+        if again is not None:
+            self._last = Batch(again.records, again.columns, self._ack_trained, self._take_back)
+            return self._last
         limit = max_records or self.batch_records
         linger_s = 0.0 if self.source_lingers and limit == self.batch_records else self.linger_s
         deadline = time.monotonic() + timeout_s
@@ -172,6 +215,10 @@ class BatchReader:
                 return batch
             if time.monotonic() >= deadline:
                 return None
+
+    def _take_back(self, batch: Batch) -> None:
+        with self._handed_back_lock:
+            self._handed_back.append(batch)
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
         # no record can be over the limit when all of them together are not
@@ -198,7 +245,7 @@ class BatchReader:
             chunk = chunk.take(_complement(decoded.failed, len(chunk)))
             if not len(chunk):
                 return None
-        return Batch(chunk, decoded.columns, self._ack_trained)
+        return Batch(chunk, decoded.columns, self._ack_trained, self._take_back)
 
     def _reject(self, records: RecordColumns, errors: Sequence[str]) -> None:
         if self.dead_letters is None:

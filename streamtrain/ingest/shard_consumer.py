@@ -1,24 +1,21 @@
 """One worker's reader of leased offset-range shards (``--assignment shards``).
 
-Owned here: :class:`ShardConsumer`, the counterpart of
-:class:`~streamtrain.ingest.consumer.IngestConsumer` for a job whose control app hands
-out shards (:mod:`streamtrain.shards`). It joins no consumer group, so a worker joining
-or leaving moves nothing. It is responsible for:
+Owned here: :class:`ShardConsumer`, the Kafka side of a worker whose control app hands
+out shards (:mod:`streamtrain.shards`); the protocol itself (grants, lease ids,
+acknowledgements, updates) is the pure :class:`~streamtrain.shards.client.ShardClient`.
+It joins no consumer group, so a worker joining or leaving moves nothing. It is
+responsible for:
 
-* asking the control app for shards on ``<job>.shards`` (a ``ShardUpdate``: a request,
-  done reports, the shards held as a heartbeat, shards handed back) and reading its
-  grants on ``<job>.shard-grants`` (from the high watermark it saw before its first
-  request, so no grant to it is missed); it keeps ``prefetch_shards`` shards ahead of
-  the one it reads, so it never waits for a grant round trip (twice as many while they
-  hold fewer than ``prefetch_shards`` batches: measured in ``streamtrain demo``, one
-  worker on 16 partitions fell behind at 200 records/s in 10-40-record shards, bound
-  by four shards per grant round trip);
+* sending the client's ``ShardUpdate``s on ``<job>.shards`` and reading its grants on
+  ``<job>.shard-grants`` (from the high watermark it saw before its first request, so
+  no grant to it is missed);
 * reading each shard with ``incremental_assign`` at the shard's start (a jump to a
-  shard that does not continue the previous one re-assigns the partition), cutting off
-  what a fetch returns past the shard's end, and un-assigning partitions it holds no
-  shard of;
-* reporting a shard done only after every record of it was acknowledged by a training
-  step (at-least-once; :class:`~streamtrain.shards.holdings.Holdings` counts);
+  shard that does not continue the previous one re-assigns the partition), tagging each
+  record with the lease it was read under, dropping what a fetch returns past the
+  shards held, and un-assigning partitions it holds no shard of;
+* acknowledging trained records to the lease they were read under (records of a shard
+  taken away meanwhile count for nothing; a batch whose training step did not commit is
+  handed out again by the reader, ``Batch.nack()``, and counts once it is trained);
 * heartbeats every ``heartbeat_interval_s`` (a worker killed outright stops them, and
   the control app requeues its shards);
 * leaving (:meth:`~ShardConsumer.leave`): no more requests, shards not started are
@@ -34,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -51,14 +48,16 @@ from streamtrain.ingest.dlq import DeadLetterQueue
 from streamtrain.ingest.localqueue import LocalQueue
 from streamtrain.ingest.messages import to_columns
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.reader import Batch, BatchReader
+from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
+from streamtrain.ingest.source import TrainingSource
 from streamtrain.ingest.tracker import PartitionKey
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.records import RecordColumns
-from streamtrain.shards.holdings import HeldShard, Holdings
-from streamtrain.shards.messages import default_topics, from_range, grant_range
+from streamtrain.shards.client import ShardClient
+from streamtrain.shards.holdings import NO_LEASE, Holdings
+from streamtrain.shards.messages import default_topics
 from streamtrain.shards.model import Grant
 
 __all__ = ["SHARD_FETCH_TUNING", "ShardConsumer"]
@@ -74,7 +73,7 @@ log = logging.getLogger(__name__)
 SHARD_FETCH_TUNING = {"fetch.wait.max.ms": 100}
 
 
-class ShardConsumer:
+class ShardConsumer(TrainingSource):
     """Trains the shards the control app leases to this worker (module docstring)."""
 
     def __init__(
@@ -93,9 +92,14 @@ class ShardConsumer:
         self.metrics = metrics or WorkerMetrics()
         self.metrics.bind(dict, self._gauges)
         self.queue = LocalQueue(settings.queue_records)
-        self.prefetch_shards = prefetch_shards
-        self.heartbeat_interval_s = heartbeat_interval_s
         self.updates_topic, self.grants_topic = topics or default_topics(settings.group)
+        self.client = ShardClient(
+            settings.group,
+            settings.worker_id,
+            prefetch_shards=prefetch_shards,
+            batch_records=settings.batch_records,
+            heartbeat_interval_s=heartbeat_interval_s,
+        )
         self.dead_letters = (
             DeadLetterQueue(kafka, settings.dlq_suffix, settings.worker_id, self.acknowledge)
             if settings.dlq_suffix is not None
@@ -112,22 +116,24 @@ class ShardConsumer:
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
         )
-        self.holdings = Holdings()
-        self._lock = threading.Lock()  # holdings: fetch thread and trainer
+        self._lock = threading.Lock()  # the client: fetch thread and trainer
         self._consumer: Consumer | None = None
         self._grants: Consumer | None = None
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._leaving = threading.Event()
         self._failure: BaseException | None = None
         self._positions: dict[PartitionKey, int] = {}  # assigned partitions: next offset
-        self._last_update_s = 0.0
-        self._last_want = 0
-        self._done: list[HeldShard] = []
-        self._returned: list[Grant] = []
-        self.shards_done = 0
         self.assigned_event = threading.Event()  # set on the first grant
+
+    @property
+    def holdings(self) -> Holdings:
+        """The shards held (:class:`~streamtrain.shards.holdings.Holdings`)."""
+        return self.client.holdings
+
+    @property
+    def shards_done(self) -> int:
+        return self.client.shards_done
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -189,39 +195,33 @@ class ShardConsumer:
 
     def leave(self) -> None:
         """Stop asking for shards; hand back those not started; finish the others."""
-        if self._leaving.is_set():
-            return
-        self._leaving.set()
         with self._lock:
-            unstarted = self.holdings.unstarted()
-            self.holdings.drop([h.range for h in unstarted])
-            self._returned.extend(h.grant for h in unstarted)
-        log.info("leaving: handing back %d shard(s) not started", len(unstarted))
+            if self.client.leaving:
+                return
+            count = self.client.leave()
+        log.info("leaving: handing back %d shard(s) not started", count)
 
     @property
     def drained(self) -> bool:
         """Leaving, and every shard it held is done or handed back."""
         with self._lock:
-            return self._leaving.is_set() and len(self.holdings) == 0 and not self._done
+            return self.client.drained
 
     def close(self) -> None:
         """Hand back whatever is still held (a last ``leaving`` update), stop the thread."""
         if self._consumer is None:
             return
-        self._leaving.set()
+        with self._lock:
+            self.client.leaving = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self.settings.close_timeout_s)
-        with self._lock:
-            done = self.holdings.take_finished()
-            self._done.extend(done)
-            left = self.holdings.grants()
-            self.holdings.drop([g.shard for g in left])
-            self._returned.extend(left)
         if self.dead_letters is not None:
             self.dead_letters.close(self.settings.close_timeout_s)
         try:
-            self._send_update(time.monotonic(), want=0, leaving=True)
+            with self._lock:
+                update = self.client.last_update(time.monotonic())
+            self._send(update)
             if self._producer is not None:
                 self._producer.flush(self.settings.close_timeout_s)
         except (KafkaException, BufferError) as exc:
@@ -252,43 +252,21 @@ class ShardConsumer:
     # -- the trainer's side -------------------------------------------------------------
 
     def acknowledge(self, records: RecordColumns) -> int:
-        acked = 0
+        """Trained: each record counts for the lease it was read under."""
+        if records.lease_ids is None:
+            log.warning(
+                "ignoring an acknowledgement of %d records read under no lease", len(records)
+            )
+            return 0
         with self._lock:
-            for partition, first, last in records.offset_ranges():
-                acked += self.holdings.ack(records.topic, partition, first, last)
-        return acked
-
-    def next_batch(
-        self,
-        max_records: int | None = None,
-        timeout_s: float = 1.0,
-        *,
-        ack_previous: bool | None = None,
-    ) -> Batch | None:
-        self._raise_failure()
-        batch = self.reader.next_batch(max_records, timeout_s, ack_previous=ack_previous)
-        if batch is None:
-            self._raise_failure()
-        return batch
+            return self.client.ack(records.lease_ids)
 
     @property
     def last_committed(self) -> dict[PartitionKey, int]:
         return {}  # the control app commits
 
-    @property
-    def failure(self) -> BaseException | None:
-        return self._failure
-
     def _gauges(self) -> dict[str, int]:
-        return {"queue_records": self.queue.records, "shards_held": len(self.holdings)}
-
-    def _raise_failure(self) -> None:
-        failure = self._failure
-        if failure is None:
-            return
-        if isinstance(failure, StreamtrainError):
-            raise failure
-        raise KafkaError(f"the shard fetch thread failed: {failure!r}") from failure
+        return {"queue_records": self.queue.records, "shards_held": len(self.client.holdings)}
 
     # -- the fetch thread -----------------------------------------------------------------
 
@@ -330,31 +308,14 @@ class ShardConsumer:
                 continue
             if grant.worker_id != self.settings.worker_id:
                 continue
-            self._apply_grant(grant)
-
-    def _apply_grant(self, grant: pb.ShardGrant) -> None:
-        self._last_want = 0  # what it wants now is worth saying at once
-        with self._lock:
-            for message in grant.revoked:
-                parsed = from_range(message)
-                if parsed is not None and self.holdings.drop([parsed[0]]):
-                    log.info("shard %s taken back by the control app", parsed[0])
-            for message in grant.shards:
-                parsed = from_range(message)
-                if parsed is None:
-                    log.warning("ignoring a malformed shard in a grant: %s", message)
-                    continue
-                rng, epoch = parsed
-                if self._leaving.is_set():
-                    self._returned.append(Grant(rng, self.settings.worker_id, epoch))
-                elif not self.holdings.add(Grant(rng, self.settings.worker_id, epoch)):
-                    log.warning("ignoring granted shard %s: it overlaps one already held", rng)
-        if grant.shards:
-            self.assigned_event.set()
+            with self._lock:
+                added = self.client.apply(grant)
+            if added:
+                self.assigned_event.set()
 
     def _sync_assignment(self, consumer: Consumer) -> None:
         with self._lock:
-            wanted = self.holdings.read_positions()
+            wanted = self.client.holdings.read_positions()
         gone = [key for key in self._positions if key not in wanted]
         moved = [k for k, at in wanted.items() if k in self._positions and self._positions[k] != at]
         if gone or moved:
@@ -372,15 +333,17 @@ class ShardConsumer:
             if error.code() != ClientError._PARTITION_EOF:
                 self._on_error(error)
         for chunk in chunks:
-            keep = np.zeros(len(chunk), dtype=bool)
+            leases = np.full(len(chunk), NO_LEASE, dtype=np.int64)
             with self._lock:
                 for partition in np.unique(chunk.partitions).tolist():
                     index = np.flatnonzero(chunk.partitions == partition)
                     offsets = chunk.offsets[index]
-                    keep[index] = self.holdings.accept(chunk.topic, partition, offsets)
+                    leases[index] = self.client.accept(chunk.topic, partition, offsets)
                     key = (chunk.topic, partition)
                     if key in self._positions:
                         self._positions[key] = max(self._positions[key], int(offsets.max()) + 1)
+            chunk = chunk.leased(leases)
+            keep = leases != NO_LEASE
             if not keep.all():
                 chunk = chunk.take(np.flatnonzero(keep))
             if len(chunk):
@@ -396,52 +359,25 @@ class ShardConsumer:
         with self._lock:
             for tp in positions:
                 if tp.offset >= 0:
-                    self.holdings.position(tp.topic, tp.partition, tp.offset)
+                    self.client.holdings.position(tp.topic, tp.partition, tp.offset)
 
     # -- talking to the control app ---------------------------------------------------------
 
     def _report(self, now_s: float) -> None:
-        """Send an update when something is done or handed back, when it wants more
-        shards than it asked for last, or when a heartbeat is due. ``want_shards`` is
-        always the whole wish beyond the shards listed as held (the control app counts
-        its grants still on their way), so a repeated wish never doubles a grant."""
         with self._lock:
-            self._done.extend(self.holdings.take_finished())
-            unread = self.holdings.unread()
-            unread_records = self.holdings.unread_records()
-        ahead = self.prefetch_shards
-        if unread_records < self.prefetch_shards * self.settings.batch_records:
-            ahead *= 2  # small shards: more of them per grant round trip
-        want = 0 if self._leaving.is_set() else max(0, ahead - unread)
-        urgent = bool(self._done or self._returned) or want > self._last_want
-        if urgent or now_s - self._last_update_s >= self.heartbeat_interval_s:
-            self._send_update(now_s, want=want)
+            update = self.client.update(now_s)
+        if update is not None:
+            self._send(update)
 
-    def _send_update(self, now_s: float, *, want: int, leaving: bool = False) -> None:
+    def _send(self, update: pb.ShardUpdate) -> None:
         producer = self._producer
         if producer is None:
             return
-        with self._lock:
-            held = self.holdings.grants()
-            done, self._done = self._done, []
-            returned, self._returned = self._returned, []
-        update = pb.ShardUpdate(
-            job=self.settings.group,
-            worker_id=self.settings.worker_id,
-            want_shards=want,
-            done=[grant_range(h.grant) for h in done],
-            held=[grant_range(g) for g in held],
-            returned=[grant_range(g) for g in returned],
-            leaving=leaving,
-            sent_at_ms=int(time.time() * 1000),
-        )
+        update.sent_at_ms = int(time.time() * 1000)
         producer.produce(
             self.updates_topic, key=self.settings.worker_id.encode(), value=wire.encode(update)
         )
         producer.poll(0)
-        self.shards_done += len(done)
-        self._last_update_s = now_s
-        self._last_want = want
 
     def _on_error(self, error: ClientError) -> None:
         if error.fatal():
@@ -451,6 +387,6 @@ class ShardConsumer:
         else:
             log.debug("kafka: %s", error.str())
 
-    def held(self) -> Iterable[Grant]:
+    def held(self) -> list[Grant]:
         with self._lock:
-            return self.holdings.grants()
+            return self.client.holdings.grants()

@@ -3,9 +3,10 @@
 KEDA users keep KEDA (and the HPA it drives) and point a ScaledObject's ``external`` or
 ``external-push`` trigger at ``streamtrain keda serve``. The scaler reads the plan from
 Kafka, the interface between the planes: the ``ScaleCommand`` messages the control
-app's planner publishes (and the pool sizes the workers report), never the control
-app's HTTP port, so it answers while the control app restarts or fails over, and any
-number of scalers can run.
+app's planner publishes, its heartbeats (a plan not heard of for ``--max-plan-age-s``
+is stale and refused, so KEDA's ``fallback`` applies) and the workers' own samples
+(how many workers a job has), never the control app's HTTP port, so it answers while
+the control app restarts or fails over, and any number of scalers can run.
 
 Modules, from the pure core out: ``contract`` (the job in ``scalerMetadata``, the metric
 name, the value and target that make the HPA land on the plan), ``plans`` (the plan of

@@ -3,8 +3,12 @@
 Owned here, as pure functions (no gRPC, no Kafka):
 
 * **The request**: :func:`job_of` reads the job from ``ScaledObjectRef.scalerMetadata``
-  (key ``job``: the control app's ``--plan-job``); a missing or blank one is a
-  :class:`~streamtrain.errors.ScalerRequestError` that says what to write.
+  (key ``job``: the control app's ``--plan-job``; or ``jobFromEnv``, which KEDA resolves
+  from the scale target's environment and passes on under that key); a missing, blank,
+  ambiguous or overlong one is a :class:`~streamtrain.errors.ScalerRequestError` that
+  says what to write. Error messages quote at most :data:`QUOTE_CHARS` characters of
+  any name (:func:`quoted`): a 100 kB name echoed whole made the answer larger than
+  gRPC's metadata limit, and the client saw ``RESOURCE_EXHAUSTED`` instead.
   :func:`metric_name` is the one metric a job has (``streamtrain-planned-workers-<job>``,
   lower case, ``[a-z0-9-]`` only, as Kubernetes metric names allow).
 * **The numbers**: KEDA builds an HPA with one External metric of type ``AverageValue``
@@ -21,7 +25,7 @@ Owned here, as pure functions (no gRPC, no Kafka):
   not applied: from 11 workers up, one more worker is within the tolerance; one fewer
   from 20 workers up (the low-end value above moves that bound from 10 to 20). No value
   can avoid that and still land on the plan; set the tolerance to 0 where the cluster
-  allows it (see the README). :func:`hpa_desired_replicas` computes what the
+  allows it (see docs/integrations.md). :func:`hpa_desired_replicas` computes what the
   HPA does, for the tests and the docs.
 """
 
@@ -35,17 +39,31 @@ from streamtrain.errors import ScalerRequestError
 
 __all__ = [
     "HPA_DEFAULT_TOLERANCE",
+    "JOB_FROM_ENV_KEY",
     "JOB_KEY",
+    "MAX_JOB_CHARS",
+    "QUOTE_CHARS",
     "SCALE_DOWN_OFFSET",
     "TARGET_SIZE",
     "hpa_desired_replicas",
     "job_of",
     "metric_name",
     "metric_value",
+    "quoted",
 ]
 
 JOB_KEY = "job"
 """The ``scalerMetadata`` key (the trigger's ``metadata``) that names the job."""
+
+JOB_FROM_ENV_KEY = "jobFromEnv"
+"""The same, resolved by KEDA from an environment variable of the scale target."""
+
+MAX_JOB_CHARS = 249
+"""A job is a consumer group and names topics (``<job>.members``): Kafka's topic-name
+limit bounds it."""
+
+QUOTE_CHARS = 200
+"""At most this many characters of a name are quoted in an error message."""
 
 TARGET_SIZE = 1.0
 """The HPA target per replica: one unit of the metric is one planned worker."""
@@ -61,14 +79,37 @@ HPA_DEFAULT_TOLERANCE = 0.1
 _MILLI = 1000
 
 
+def quoted(name: str, limit: int = QUOTE_CHARS) -> str:
+    """``name`` quoted for a message: its first ``limit`` characters, and its length
+    when it is longer."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name):,} characters)"
+
+
 def job_of(metadata: Mapping[str, str]) -> str:
     """The job a KEDA request is about, from the trigger's ``metadata``."""
     job = metadata.get(JOB_KEY, "").strip()
-    if not job:
-        given = ", ".join(sorted(metadata)) or "nothing"
+    from_env = metadata.get(JOB_FROM_ENV_KEY, "").strip()
+    if job and from_env and job != from_env:
         raise ScalerRequestError(
-            f"scalerMetadata needs {JOB_KEY!r} (the control app's --plan-job), e.g. "
-            f"`metadata: {{scalerAddress: ..., {JOB_KEY}: my-job}}`; it has {given}"
+            f"scalerMetadata names two jobs: {JOB_KEY} {quoted(job)} and "
+            f"{JOB_FROM_ENV_KEY} {quoted(from_env)}; give one"
+        )
+    job = job or from_env
+    if not job:
+        keys = sorted(metadata)
+        given = ", ".join(quoted(k, 40) for k in keys[:10]) or "nothing"
+        more = f" and {len(keys) - 10} more" if len(keys) > 10 else ""
+        raise ScalerRequestError(
+            f"scalerMetadata needs {JOB_KEY!r} (the control app's --plan-job) or "
+            f"{JOB_FROM_ENV_KEY!r}, e.g. `metadata: {{scalerAddress: ..., {JOB_KEY}: my-job}}`; "
+            f"it has {given}{more}"
+        )
+    if len(job) > MAX_JOB_CHARS:
+        raise ScalerRequestError(
+            f"job {quoted(job)} is longer than {MAX_JOB_CHARS} characters: no control app "
+            "plans for such a job"
         )
     return job
 

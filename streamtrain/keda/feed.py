@@ -7,14 +7,18 @@ same), every partition of
 * the commands topic from its beginning (commands are rare: one per scaling action),
   so a scaler started after the planner, or while the control app is down, still
   knows the newest plan of every job;
-* the samples topic from ``samples_lookback_s`` ago (``offsets_for_times``), enough
-  for the pool size each job's workers report.
+* the samples and the heartbeats topics from ``samples_lookback_s`` ago
+  (``offsets_for_times``), enough for the workers each job has and for the planner's
+  newest heartbeat.
 
 Messages are decoded with :mod:`streamtrain.wire` (never unpickled); an undecodable one
-is logged with its topic, partition and offset, counted, and skipped. The feed is
+(a null value, a broken frame, a newer schema, an enum value this build does not know)
+is counted per topic and kind, the first of each kind logged with its topic, partition
+and offset, and skipped: serving goes on. The feed is
 *ready* once it has read every partition up to the high watermark it found at start:
 until then the scaler answers ``UNAVAILABLE`` rather than a plan it may not have read
-yet. A broker that goes away only delays new plans: the last one read stays served.
+yet. A broker that goes away only delays new plans: the last one read stays served
+until it is stale (:class:`~streamtrain.keda.plans.PlanSettings`).
 
 librdkafka's calls block, so :meth:`PlanFeed.run` makes them in a thread
 (``asyncio.to_thread``) and folds the messages into the book on the event loop; the
@@ -37,7 +41,7 @@ from streamtrain.errors import ConfigError, KafkaError, SchemaError
 from streamtrain.keda.plans import PlanBook
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.units import MS_PER_S
-from streamtrain.wire import decode
+from streamtrain.wire import DecodeFailures, decode
 
 __all__ = ["FeedSettings", "PlanFeed"]
 
@@ -48,6 +52,7 @@ log = logging.getLogger(__name__)
 class FeedSettings:
     commands_topic: str = "streamtrain.scale.commands"
     samples_topic: str | None = "streamtrain.throughput"  # None: commands only
+    heartbeats_topic: str | None = "streamtrain.scale.heartbeats"  # None: no heartbeats
     samples_lookback_s: float = 300.0
     batch_size: int = 500
     poll_timeout_s: float = 0.5
@@ -82,7 +87,8 @@ class PlanFeed:
         self._consumer: Any = None
         self._behind: dict[tuple[str, int], int] = {}  # partition -> HWM at start
         self.messages = Counter[str]()  # by topic
-        self.undecodable = Counter[str]()
+        self.undecodable = Counter[str]()  # by topic
+        self.failures = DecodeFailures("control-plane message", log)  # by kind
         self.errors = 0
 
     @property
@@ -121,14 +127,14 @@ class PlanFeed:
         s = self.settings
         timeout = s.request_timeout_s
         metadata = consumer.list_topics(timeout=timeout)
-        topics = [s.commands_topic] + ([s.samples_topic] if s.samples_topic else [])
+        recent = [t for t in (s.samples_topic, s.heartbeats_topic) if t]
         assignment: list[Any] = []
-        for topic in topics:
+        for topic in [s.commands_topic, *recent]:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None or not found.partitions:
                 raise KafkaError(f"topic {topic!r} does not exist (create it, or start lag run)")
             partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in found.partitions]
-            if topic == s.samples_topic:
+            if topic in recent:
                 since_ms = int((self._clock() - s.samples_lookback_s) * MS_PER_S)
                 asked = [TopicPartition(topic, p.partition, since_ms) for p in partitions]
                 partitions = [
@@ -174,7 +180,7 @@ class PlanFeed:
             if high is not None and position >= high:
                 del self._behind[key]
                 if not self._behind:
-                    log.info("plans read up to date: %d job(s) known", len(self.book.plans))
+                    log.info("plans read up to date: %d job(s) known", len(self.book.jobs))
 
     def take(self, messages: list[Any]) -> set[str]:
         """Fold consumed messages into the book; returns (and reports) the changed jobs."""
@@ -186,26 +192,28 @@ class PlanFeed:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             self.messages[topic] += 1
-            changed |= self._fold(topic, partition, offset, message.value() or b"")
+            changed |= self._fold(topic, partition, offset, message.value())
             high = self._behind.get((topic, partition))
             if high is not None and offset >= high - 1:
                 del self._behind[(topic, partition)]
                 if not self._behind:
-                    log.info("plans read up to date: %d job(s) known", len(self.book.plans))
+                    log.info("plans read up to date: %d job(s) known", len(self.book.jobs))
         if changed and self.on_change is not None:
             self.on_change(changed)
         return changed
 
-    def _fold(self, topic: str, partition: int, offset: int, value: bytes) -> set[str]:
+    def _fold(self, topic: str, partition: int, offset: int, value: bytes | None) -> set[str]:
+        s = self.settings
         try:
-            if topic == self.settings.commands_topic:
+            if topic == s.commands_topic:
                 command = decode(cp.ScaleCommand, value)
                 return {command.job} if self.book.add_command(command) else set()
+            if topic == s.heartbeats_topic:
+                beat = decode(cp.PlannerHeartbeat, value)
+                return {beat.job} if self.book.add_heartbeat(beat) else set()
             sample = decode(cp.ThroughputSample, value)
             return {sample.job} if self.book.add_sample(sample) else set()
         except SchemaError as exc:
             self.undecodable[topic] += 1
-            log.warning(
-                "skipping an undecodable message at %s[%d]@%d: %s", topic, partition, offset, exc
-            )
+            self.failures.add(exc, f"{topic}[{partition}]@{offset}")
             return set()

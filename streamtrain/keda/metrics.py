@@ -4,10 +4,13 @@ Owned here: :class:`ScalerCollector`. The job is the label ``streamtrain_job`` (
 named ``job`` would clash with the one Prometheus gives every target). Unknown values are
 left out, never exported as 0.
 
-Series: ``streamtrain_keda_ready`` (1 once the topics were read up to date),
+Series: ``streamtrain_keda_ready`` (1 once the topics were read up to date and while
+no job's plan is stale; 0 says KEDA gets errors for some job),
 ``streamtrain_keda_planned_workers{streamtrain_job,source}`` (what KEDA is told),
-``streamtrain_keda_reported_workers{streamtrain_job}`` (the pool size the workers report),
-``streamtrain_keda_plan_age_seconds{streamtrain_job}`` (since the newest command),
+``streamtrain_keda_reported_workers{streamtrain_job}`` (the workers the job has),
+``streamtrain_keda_plan_age_seconds{streamtrain_job}`` (since the planner was last heard:
+its newest heartbeat or command), ``streamtrain_keda_plan_stale{streamtrain_job}`` (1
+past ``--max-plan-age-s``: GetMetrics answers UNAVAILABLE),
 ``streamtrain_keda_requests_total{method,code}``, ``streamtrain_keda_open_streams``,
 ``streamtrain_keda_messages_read_total{topic}``,
 ``streamtrain_keda_undecodable_messages_total{topic}``.
@@ -43,9 +46,19 @@ class ScalerCollector(Collector):
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        plans = self.service.book.plans  # replaced whole on change: a consistent view
-        ready = GaugeMetricFamily("streamtrain_keda_ready", "1 once the plans are read up to date.")
-        ready.add_metric([], 1.0 if self.feed.ready else 0.0)
+        now_s = self.clock()
+        plans = self.service.book.snapshot(now_s)
+        ready = GaugeMetricFamily(
+            "streamtrain_keda_ready",
+            "1 once the plans are read up to date and while no job's plan is stale.",
+        )
+        fresh = not any(plan.stale for plan in plans.values())
+        ready.add_metric([], 1.0 if self.feed.ready and fresh else 0.0)
+        stale = GaugeMetricFamily(
+            "streamtrain_keda_plan_stale",
+            "1 while the job's planner has not been heard for --max-plan-age-s.",
+            labels=_JOB,
+        )
         planned = GaugeMetricFamily(
             "streamtrain_keda_planned_workers",
             "The planned worker count KEDA is given (source: command or pool_size).",
@@ -58,18 +71,18 @@ class ScalerCollector(Collector):
         )
         age = GaugeMetricFamily(
             "streamtrain_keda_plan_age_seconds",
-            "Seconds since the newest ScaleCommand of the job was created.",
+            "Seconds since the job's planner was last heard (heartbeat or ScaleCommand).",
             labels=_JOB,
         )
-        now_s = self.clock()
         for job, plan in sorted(plans.items()):
+            stale.add_metric([job], 1.0 if plan.stale else 0.0)
             if plan.planned_workers is not None:
                 planned.add_metric([job, plan.source], plan.planned_workers)
             if plan.reported_workers is not None:
                 reported.add_metric([job], plan.reported_workers)
-            if plan.planned_at_s is not None:
-                age.add_metric([job], max(0.0, now_s - plan.planned_at_s))
-        yield from (ready, planned, reported, age)
+            if plan.age_s is not None:
+                age.add_metric([job], plan.age_s)
+        yield from (ready, planned, reported, age, stale)
         requests = CounterMetricFamily(
             "streamtrain_keda_requests",
             "KEDA's calls by method and gRPC code.",

@@ -25,7 +25,7 @@ from typing import Any
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.keda.feed import FeedSettings, PlanFeed
-from streamtrain.keda.plans import PlanBook
+from streamtrain.keda.plans import PlanBook, PlanSettings
 from streamtrain.ports import is_loopback
 
 __all__ = ["Listening", "ScalerSettings", "is_loopback", "serve"]
@@ -44,6 +44,9 @@ class ScalerSettings:
     metrics_port: int | None = 6069  # None: no /metrics; 0: a free port
     jobs: tuple[str, ...] = ()  # the jobs served; empty: every job the topics name
     feed: FeedSettings = field(default_factory=FeedSettings)
+    # a plan whose planner was not heard for max_plan_age_s is refused (UNAVAILABLE):
+    # three of the planner's decision intervals (60 s by default), twelve heartbeats
+    plans: PlanSettings = field(default_factory=lambda: PlanSettings(max_plan_age_s=180.0))
     grace_s: float = 2.0
 
     def __post_init__(self) -> None:
@@ -112,7 +115,7 @@ async def serve(
     from streamtrain.keda.service import ScalerService
     from streamtrain.proto.externalscaler_pb2_grpc import add_ExternalScalerServicer_to_server
 
-    book = PlanBook(settings.jobs)
+    book = PlanBook(settings.jobs, settings.plans)
     feed = PlanFeed(kafka, book, settings.feed)
     service = ScalerService(book, ready=lambda: feed.ready, not_ready=feed.catch_up_note)
     feed.on_change = service.notify
@@ -154,15 +157,24 @@ async def serve(
         if on_listening is not None:
             on_listening(listening)
         reading = asyncio.create_task(feed.run(stop), name="streamtrain-keda-feed")
+        watching = asyncio.create_task(_watch_stale(service, stop), name="streamtrain-keda-stale")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.set()
             await server.stop(settings.grace_s)
-            await asyncio.wait({reading, stopping})
+            await asyncio.wait({reading, watching, stopping})
         if reading.exception() is not None:
             error = reading.exception()
             if isinstance(error, StreamtrainError):
                 raise error
             raise StreamtrainError(f"reading the plans failed: {error}") from error
+
+
+async def _watch_stale(service: Any, stop: asyncio.Event, every_s: float = 1.0) -> None:
+    """Say in the log when a job's plan goes stale or fresh again (ScalerService.check_stale)."""
+    while not stop.is_set():
+        service.check_stale()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)

@@ -13,12 +13,18 @@ Owned here: :class:`ScalerService`, the four methods of KEDA's contract answered
   per replica.
 * ``GetMetrics``: the metric's value, chosen so the HPA lands on the planned count.
 
-Every request names its job in ``scalerMetadata`` (key ``job``). Bad metadata (no job,
-an unknown job, a metric this job does not have) is answered ``INVALID_ARGUMENT`` with
-a message saying what to fix; a job with no plan yet, or a scaler still reading its
-topics, ``UNAVAILABLE`` (KEDA retries, or applies the ScaledObject's ``fallback``). No
-request can crash the server. Answers are counted per method and gRPC code
-(:attr:`ScalerService.requests`) for the scaler's ``/metrics``.
+Every request names its job in ``scalerMetadata`` (key ``job`` or ``jobFromEnv``). Bad
+metadata (no job, two different ones, an overlong one, a job this scaler is not
+started for with ``--job``, a metric this job does not have) is answered
+``INVALID_ARGUMENT`` with a message saying what to fix (names quoted to 200
+characters); a job with no plan yet (also one no topic names yet: it may start later),
+a stale plan (the planner not heard for ``--max-plan-age-s``), or a scaler still
+reading its topics, ``UNAVAILABLE``: KEDA retries, and after the ScaledObject's
+``fallback.failureThreshold`` errors applies its ``fallback.replicas``.
+``GetMetricSpec`` needs only a valid job: its answer depends on the name alone, so
+KEDA can build the HPA before the job's first plan. No request can crash the server.
+Answers are counted per method and gRPC code (:attr:`ScalerService.requests`) for the
+scaler's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any, NoReturn
 import grpc
 
 from streamtrain.errors import PlanUnavailableError, ScalerRequestError
-from streamtrain.keda.contract import TARGET_SIZE, job_of, metric_name, metric_value
+from streamtrain.keda.contract import TARGET_SIZE, job_of, metric_name, metric_value, quoted
 from streamtrain.keda.plans import JobPlan, PlanBook
 from streamtrain.proto import externalscaler_pb2 as es
 from streamtrain.proto.externalscaler_pb2_grpc import ExternalScalerServicer
@@ -56,6 +62,26 @@ class ScalerService(ExternalScalerServicer):
         self._not_ready = not_ready
         self._streams: set[asyncio.Queue[None]] = set()
         self.requests = Counter[tuple[str, str]]()  # (method, gRPC code name)
+        self.stale_jobs: frozenset[str] = frozenset()
+
+    def check_stale(self) -> frozenset[str]:
+        """Log each job whose plan went stale or fresh again since the last call (the
+        server calls it every second); returns the stale jobs."""
+        if not self._ready():  # still reading the topics: nothing to say yet
+            return self.stale_jobs
+        plans = self.book.snapshot()
+        stale = frozenset(job for job, plan in plans.items() if plan.stale)
+        for job in sorted(stale - self.stale_jobs):
+            try:
+                self.book.planned(job)
+            except PlanUnavailableError as exc:
+                log.warning("KEDA gets UNAVAILABLE for job %s from now on: %s", quoted(job), exc)
+        for job in sorted(self.stale_jobs - stale):
+            log.warning("the planner of job %s is heard again: its plan is served", quoted(job))
+        if stale != self.stale_jobs:
+            self.notify(set(stale ^ self.stale_jobs))
+        self.stale_jobs = stale
+        return stale
 
     @property
     def open_streams(self) -> int:
@@ -77,16 +103,13 @@ class ScalerService(ExternalScalerServicer):
         await context.abort(code, text)
         raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
-    async def _plan(
-        self, context: Context, method: str, metadata: Mapping[str, str], *, counted: bool = True
-    ) -> JobPlan:
-        """The job's plan with a known count, or an abort with the right code."""
+    async def _plan(self, context: Context, method: str, metadata: Mapping[str, str]) -> JobPlan:
+        """The job's fresh plan with a known count, or an abort with the right code."""
         try:
             job = job_of(metadata)
-            if self.book.declared and job not in self.book.declared:
-                self.book.plan(job)  # raises: not served here
+            self.book.check_served(job)
             self._check_ready()
-            plan = self.book.planned(job) if counted else self.book.plan(job)
+            plan = self.book.planned(job)
         except ScalerRequestError as exc:
             await self._fail(context, method, grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except PlanUnavailableError as exc:
@@ -119,14 +142,17 @@ class ScalerService(ExternalScalerServicer):
                 job = job_of(request.scalerMetadata)
             except ScalerRequestError as exc:
                 await self._fail(context, method, grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            try:
+                self.book.check_served(job)
+            except ScalerRequestError as exc:
+                await self._fail(context, method, grpc.StatusCode.INVALID_ARGUMENT, exc.message)
             sent: bool | None = None
             while True:
                 if self._ready():
-                    try:
-                        active = self.book.plan(job).active
-                    except ScalerRequestError as exc:
-                        code = grpc.StatusCode.INVALID_ARGUMENT
-                        await self._fail(context, method, code, exc.message)
+                    try:  # no plan yet, or a stale one: nothing to push (GetMetrics errs)
+                        active = self.book.planned(job).active
+                    except PlanUnavailableError:
+                        active = None
                     if active is not None and active != sent:
                         if sent is None:
                             self._ok(method)
@@ -140,10 +166,15 @@ class ScalerService(ExternalScalerServicer):
     async def GetMetricSpec(
         self, request: es.ScaledObjectRef, context: Context
     ) -> es.GetMetricSpecResponse:
-        plan = await self._plan(context, "GetMetricSpec", request.scalerMetadata, counted=False)
-        self._ok("GetMetricSpec")
+        method = "GetMetricSpec"
+        try:
+            job = job_of(request.scalerMetadata)
+            self.book.check_served(job)
+        except ScalerRequestError as exc:
+            await self._fail(context, method, grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+        self._ok(method)
         spec = es.MetricSpec(
-            metricName=metric_name(plan.job),
+            metricName=metric_name(job),
             targetSize=int(TARGET_SIZE),
             targetSizeFloat=TARGET_SIZE,
         )
@@ -161,8 +192,8 @@ class ScalerService(ExternalScalerServicer):
                 context,
                 method,
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"job {plan.job!r} has one metric, {name!r} (from GetMetricSpec); "
-                f"asked for {request.metricName!r}",
+                f"job {quoted(plan.job)} has one metric, {quoted(name)} (from "
+                f"GetMetricSpec); asked for {quoted(request.metricName)}",
             )
         planned = plan.planned_workers or 0
         value = metric_value(planned, plan.reported_workers)

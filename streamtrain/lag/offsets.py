@@ -16,7 +16,7 @@ connection to a bootstrap server (:func:`streamtrain.kafka.broker_answers`) and 
 at once when none answers, without asking librdkafka: an admin client kept sending
 requests into an outage aborted the whole process (librdkafka 2.16
 ``rd_kafka_enq_once_del_source_return`` assertion, seen with the broker killed for
-60 s, issue #18). A client whose requests failed is dropped at once, while the broker
+60 s). A client whose requests failed is dropped at once, while the broker
 is still away: its requests that wait for the group coordinator would otherwise fire
 when the broker comes back, after they timed out, and abort the process.
 

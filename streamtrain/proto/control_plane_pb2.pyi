@@ -216,6 +216,24 @@ class ScaleCommand(_message.Message):
     explanation: str
     def __init__(self, schema_version: _Optional[int] = ..., command_id: _Optional[str] = ..., job: _Optional[str] = ..., current_workers: _Optional[int] = ..., target_workers: _Optional[int] = ..., reason: _Optional[_Union[ScaleCommand.Reason, str]] = ..., plan: _Optional[_Iterable[int]] = ..., plan_step_s: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., explanation: _Optional[str] = ...) -> None: ...
 
+class PlannerHeartbeat(_message.Message):
+    __slots__ = ("schema_version", "job", "sent_at_ms", "planned_workers", "current_workers", "last_command_id", "note")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    job: str
+    sent_at_ms: int
+    planned_workers: int
+    current_workers: int
+    last_command_id: str
+    note: str
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., sent_at_ms: _Optional[int] = ..., planned_workers: _Optional[int] = ..., current_workers: _Optional[int] = ..., last_command_id: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
 class ScaleRequest(_message.Message):
     __slots__ = ("schema_version", "request_id", "job", "job_class", "current_workers", "wanted_workers", "plan", "plan_step_s", "min_workers", "max_workers", "action_pause_s", "remaining_work", "deadline_at_ms", "records_per_s_per_worker", "step_time_ms", "model_type", "traffic_records_per_s", "reason", "created_at_ms", "explanation", "power_of_two")
     class JobClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

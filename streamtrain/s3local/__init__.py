@@ -11,9 +11,12 @@ not of a production cluster. :meth:`LocalS3.stop` asks it to end (SIGTERM) and k
 it after ``stop_timeout_s``; it also gets SIGTERM from the kernel if its parent dies.
 :meth:`LocalS3.stats` says what it stored and served (PUTs, GETs, list pages).
 
-The server was moto's until issue #18 showed that moto's listing slows down with the
-size of the whole bucket (see :mod:`streamtrain.s3local.server`); it needs nothing
-beyond the standard library.
+The server serves only requests signed with credentials made for this one run
+(:meth:`LocalS3.client_env` hands them to the broker; they reach the server through its
+environment, never its command line) and with a loopback ``Host``, so no browser page
+and no other program can touch the broker's data. It is the package's own, not moto:
+moto's listing slows down with the size of the whole bucket (see
+:mod:`streamtrain.s3local.server`); it needs nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import http.client
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +36,8 @@ from typing import IO
 from streamtrain.errors import EmbeddedBrokerError
 from streamtrain.ports import free_port
 from streamtrain.process import die_with_parent_preexec, stop_child
-from streamtrain.s3local.server import STATS_PATH, S3Stats
+from streamtrain.s3local.checks import ACCESS_KEY_ENV, SECRET_KEY_ENV, STATS_PATH, Credentials
+from streamtrain.s3local.store import S3Stats
 
 __all__ = ["LocalS3", "S3Stats"]
 
@@ -63,6 +68,7 @@ class LocalS3:
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._port: int | None = None
+        self.credentials = Credentials.random(_REGION)
 
     def start(self) -> LocalS3:
         if self._process is not None:
@@ -73,8 +79,13 @@ class LocalS3:
             *(sys.executable, "-m", "streamtrain.s3local.server"),
             *("--host", self.host, "--port", str(self._port), "--bucket", self.bucket),
         ]
+        env = os.environ | {
+            ACCESS_KEY_ENV: self.credentials.access_key_id,
+            SECRET_KEY_ENV: self.credentials.secret_access_key,
+        }
         self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
             command,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -120,7 +131,7 @@ class LocalS3:
                     f"the local S3 server exited before it was ready; its log: {self.log_tail()!r}"
                 )
             try:
-                status = self._request("HEAD", f"/{self.bucket}", timeout_s=1.0)
+                status = self._request("GET", STATS_PATH, timeout_s=1.0)
             except OSError:
                 if time.monotonic() >= deadline:
                     raise EmbeddedBrokerError(
@@ -132,7 +143,7 @@ class LocalS3:
                 continue
             if status != 200:
                 raise EmbeddedBrokerError(
-                    f"the local S3 server answered HTTP {status} for bucket {self.bucket!r}"
+                    f"the local S3 server answered HTTP {status} to {STATS_PATH}"
                 )
             return
 
@@ -178,8 +189,8 @@ class LocalS3:
         return {
             "AWS_ENDPOINT": self.endpoint,
             "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": "streamtrain",
-            "AWS_SECRET_ACCESS_KEY": "streamtrain-local",
+            "AWS_ACCESS_KEY_ID": self.credentials.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.credentials.secret_access_key,
             "AWS_DEFAULT_REGION": _REGION,
         }
 

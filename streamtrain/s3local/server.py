@@ -1,203 +1,99 @@
-"""A small in-memory S3 server for the durable embedded broker: what Tansu's object store uses.
+"""The local S3 server for the durable embedded broker: what Tansu's object store uses.
 
-Owned here: :class:`S3Store` (objects in memory, keys kept sorted) and :func:`serve`, an
-HTTP server on loopback that answers the S3 calls of Tansu's ``s3://`` storage engine
-(the Rust ``object_store`` crate, path-style requests): ``PUT`` (with ``If-None-Match: *``
-for a create and ``If-Match: ETAG`` for an optimistic update), ``GET`` and ``HEAD`` (with
-``If-Match`` / ``If-None-Match`` and ``Range``), ``DELETE``, ``ListObjectsV2`` (``prefix``,
-``delimiter``, ``start-after``, ``continuation-token``, ``max-keys``), the bulk
-``POST ?delete`` and ``PUT``/``HEAD`` of the bucket.
+Owned here: :func:`serve`, an HTTP server on loopback that answers the S3 calls of
+Tansu's ``s3://`` storage engine (the Rust ``object_store`` crate, path-style requests)
+from an in-memory :class:`~streamtrain.s3local.store.S3Store`: ``PUT`` (with
+``If-None-Match: *`` for a create and ``If-Match: ETAG`` for an optimistic update),
+``GET`` and ``HEAD`` (with ``If-Match`` / ``If-None-Match`` and ``Range``), ``DELETE``,
+``ListObjectsV2`` (``prefix``, ``delimiter``, ``start-after``, ``continuation-token``,
+``max-keys``), the bulk ``POST ?delete`` and ``PUT``/``HEAD`` of the bucket.
+``GET /-stats`` (:data:`STATS_PATH`) answers the store's
+:class:`~streamtrain.s3local.store.S3Stats` as JSON.
+
+Every request is checked first (:mod:`streamtrain.s3local.checks`): a malformed
+``Content-Length`` or query gets HTTP 400 (and the connection closed), a ``Host`` that
+is not loopback or a request not signed with this server's credentials (AWS Signature
+Version 4, as Tansu signs) HTTP 403, so neither a browser page (cross-origin or through
+DNS rebinding) nor another program that does not hold the credentials can read, write
+or delete anything. ``/-stats`` needs only the loopback ``Host``. A handler waits at
+most :data:`REQUEST_TIMEOUT_S` for a request's bytes.
 
 Why not moto (which this replaced): moto answers every list by scanning *every* key of
 the bucket and sorting the matches, and Tansu lists all record batches of a partition on
 every fetch, so on a busy topic each list cost grew with the whole bucket (≈160 new
 objects/s in the chaos benchmark): after a few minutes the S3 server took all its CPU
-and a produce or fetch waited tens of seconds (the shuffle's membership heartbeats
-arrived ≈50 s late, every peer looked expired). Here a list costs a binary search plus
-the keys it returns.
-Each object's ``<Contents>`` entry is rendered once, at its PUT, not at every list.
-``GET /-stats`` (:data:`STATS_PATH`) answers the store's :class:`S3Stats` as JSON: how
-many objects a client created and how many keys its lists read.
+and a produce or fetch waited tens of seconds. Here a list costs a binary search plus
+the keys it returns. Data lives in this process's memory: it outlives the broker
+process (a ``kill -9`` of Tansu loses nothing) and goes with this one.
 
-Not checked: request signatures (the server binds loopback and is a test fixture; the
-threat model lists it as such). Data lives in this process's memory: it outlives the
-broker process (a ``kill -9`` of Tansu loses nothing) and goes with this one.
-
-Run: ``python -m streamtrain.s3local.server --host 127.0.0.1 --port PORT --bucket NAME``.
+Run: ``python -m streamtrain.s3local.server --host 127.0.0.1 --port PORT --bucket NAME``,
+with the credentials in ``STREAMTRAIN_S3_ACCESS_KEY_ID`` and
+``STREAMTRAIN_S3_SECRET_ACCESS_KEY`` (:class:`~streamtrain.s3local.LocalS3` passes
+them; without them the server makes random ones nobody knows).
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import dataclasses
-import hashlib
 import json
-import threading
+import os
+import sys
 import time
 import urllib.parse
-from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.sax.saxutils import escape, unescape
 
 from streamtrain.errors import ConfigError
 from streamtrain.ports import is_loopback
+from streamtrain.s3local.checks import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    STATS_PATH,
+    BadRequest,
+    Credentials,
+    content_length,
+    decode_token,
+    encode_token,
+    host_problem,
+    max_keys,
+    payload_problem,
+    signature_problem,
+)
+from streamtrain.s3local.store import (
+    Cursor,
+    PreconditionFailed,
+    S3Object,
+    S3Stats,
+    S3Store,
+    etag_matches,
+)
 
-__all__ = ["STATS_PATH", "S3Object", "S3Stats", "S3Store", "serve"]
+__all__ = [
+    "ACCESS_KEY_ENV",
+    "REQUEST_TIMEOUT_S",
+    "SECRET_KEY_ENV",
+    "STATS_PATH",
+    "PreconditionFailed",
+    "S3Object",
+    "S3Stats",
+    "S3Store",
+    "serve",
+]
 
-MAX_KEYS = 1000
-STATS_PATH = "/-stats"  # GET: the store's S3Stats as JSON
+REQUEST_TIMEOUT_S = 30.0
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
-
-
-@dataclass(frozen=True, slots=True)
-class S3Object:
-    body: bytes
-    etag: str  # quoted, as S3 sends it
-    modified_s: float
-    content_type: str
-    entry: str = ""  # its <Contents> element in a list, rendered once at the PUT
-
-
-@dataclass(frozen=True, slots=True)
-class S3Stats:
-    """What the store served since it started: a way to see what a client costs."""
-
-    objects: int  # stored now
-    puts: int
-    creates: int  # puts of a key that did not exist
-    gets: int  # GET and HEAD of an object
-    lists: int  # list pages served
-    listed_keys: int  # keys and common prefixes in those pages
-
-
-class PreconditionFailed(Exception):
-    """An ``If-Match`` / ``If-None-Match`` that does not hold."""
-
-
-class S3Store:
-    """Objects by key, the keys kept sorted for prefix listing; thread-safe."""
-
-    def __init__(self) -> None:
-        self._objects: dict[str, S3Object] = {}
-        self._keys: list[str] = []
-        self._lock = threading.Lock()
-        self._version = 0
-        self._creates = self._gets = self._lists = self._listed_keys = 0
-
-    def stats(self) -> S3Stats:
-        with self._lock:
-            return S3Stats(
-                objects=len(self._keys),
-                puts=self._version,
-                creates=self._creates,
-                gets=self._gets,
-                lists=self._lists,
-                listed_keys=self._listed_keys,
-            )
-
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        content_type: str,
-        *,
-        if_match: str | None = None,
-        if_none_match: str | None = None,
-    ) -> S3Object:
-        with self._lock:
-            current = self._objects.get(key)
-            if if_none_match == "*" and current is not None:
-                raise PreconditionFailed(key)
-            if if_match is not None and (
-                current is None or not _etag_matches(if_match, current.etag)
-            ):
-                raise PreconditionFailed(key)
-            self._version += 1
-            digest = hashlib.md5(body + self._version.to_bytes(8, "little"), usedforsecurity=False)
-            etag, modified_s = f'"{digest.hexdigest()}"', time.time()
-            entry = (
-                f"<Contents><Key>{escape(key)}</Key><LastModified>{_iso(modified_s)}"
-                f"</LastModified><ETag>{escape(etag)}</ETag><Size>{len(body)}"
-                "</Size><StorageClass>STANDARD</StorageClass></Contents>"
-            )
-            stored = S3Object(body, etag, modified_s, content_type, entry)
-            if current is None:
-                bisect.insort(self._keys, key)
-                self._creates += 1
-            self._objects[key] = stored
-            return stored
-
-    def get(self, key: str) -> S3Object | None:
-        with self._lock:
-            self._gets += 1
-            return self._objects.get(key)
-
-    def delete(self, key: str) -> None:
-        with self._lock:
-            if self._objects.pop(key, None) is not None:
-                del self._keys[bisect.bisect_left(self._keys, key)]
-
-    def _list_locked(
-        self, prefix: str, after: str, delimiter: str, max_keys: int
-    ) -> tuple[list[tuple[str, S3Object]], list[str], str | None]:
-        objects: list[tuple[str, S3Object]] = []
-        prefixes: list[str] = []
-        start = (
-            bisect.bisect_right(self._keys, after)
-            if after >= prefix
-            else bisect.bisect_left(self._keys, prefix)
-        )
-        index = start
-        last: str | None = None
-        while index < len(self._keys):
-            key = self._keys[index]
-            if not key.startswith(prefix):
-                break
-            if len(objects) + len(prefixes) >= max_keys:
-                return objects, prefixes, last
-            rest = key[len(prefix) :]
-            if delimiter and delimiter in rest:
-                common = prefix + rest.split(delimiter, 1)[0] + delimiter
-                prefixes.append(common)
-                last = common
-                # skip every key under this common prefix
-                index = bisect.bisect_left(self._keys, common + "\U0010ffff")
-                continue
-            objects.append((key, self._objects[key]))
-            last = key
-            index += 1
-        return objects, prefixes, None
-
-    def list(
-        self, prefix: str, after: str, delimiter: str, max_keys: int
-    ) -> tuple[list[tuple[str, S3Object]], list[str], str | None]:
-        """Keys under ``prefix`` after ``after``: (objects, common prefixes, the last key
-        returned when there are more)."""
-        with self._lock:
-            objects, prefixes, more = self._list_locked(prefix, after, delimiter, max_keys)
-            self._lists += 1
-            self._listed_keys += len(objects) + len(prefixes)
-        return objects, prefixes, more
-
-
-def _etag_matches(condition: str, etag: str) -> bool:
-    wanted = {part.strip() for part in condition.split(",")}
-    return "*" in wanted or etag in wanted or etag.strip('"') in wanted
-
-
-def _iso(modified_s: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(modified_s)) + (
-        f".{int(modified_s * 1000) % 1000:03d}Z"
-    )
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the object store pools its connections
     server_version = "streamtrain-s3"
+    timeout = REQUEST_TIMEOUT_S  # a client that stops sending loses its thread, not ours
     store: S3Store
     bucket: str
+    credentials: Credentials
+    _request_body = b""
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # one line per request would flood the broker's log
@@ -211,9 +107,34 @@ class _Handler(BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True))
         return urllib.parse.unquote(bucket), urllib.parse.unquote(key), query
 
-    def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+    def _admitted(self, *, head: bool = False) -> bool:
+        """Check the request (module docstring) and read its body; False once refused."""
+        try:
+            length = content_length(self.headers)
+        except BadRequest as exc:
+            self.close_connection = True  # where its body ends is unknown
+            self._error(exc.status, exc.code, str(exc), head=head)
+            return False
+        problem = host_problem(self.headers.get("Host"))
+        stats = self.command == "GET" and self.path == STATS_PATH
+        if problem is None and not stats:
+            problem = signature_problem(
+                self.command, self.path, self.headers, self.credentials, time.time()
+            )
+        if problem is not None:
+            self.close_connection = True  # its body, if any, is not read
+            self._error(403, "AccessDenied", problem, head=head)
+            return False
+        self._request_body = self.rfile.read(length) if length else b""
+        if len(self._request_body) != length:
+            self.close_connection = True
+            self._error(400, "IncompleteBody", f"{length} bytes announced", head=head)
+            return False
+        problem = payload_problem(self.headers, self._request_body)
+        if problem is not None:
+            self._error(400, "XAmzContentSHA256Mismatch", problem, head=head)
+            return False
+        return True
 
     def _reply(
         self,
@@ -226,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         if "Content-Length" not in (headers or {}):
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -256,8 +179,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs -------------------------------------------------------------------------
 
     def do_PUT(self) -> None:
+        if not self._admitted():
+            return
         bucket, key, _ = self._target()
-        body = self._body()
+        body = self._request_body
         if not key:  # create the bucket: it exists already
             self._reply(200 if bucket == self.bucket else 409)
             return
@@ -277,10 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, headers={"ETag": stored.etag})
 
     def do_GET(self) -> None:
-        self._get(head=False)
+        if self._admitted():
+            self._get(head=False)
 
     def do_HEAD(self) -> None:
-        self._get(head=True)
+        if self._admitted(head=True):
+            self._get(head=True)
 
     def _get(self, *, head: bool) -> None:
         bucket, key, query = self._target()
@@ -294,17 +221,20 @@ class _Handler(BaseHTTPRequestHandler):
             if head:
                 self._reply(200, head=True)
             else:
-                self._list(query)
+                try:
+                    self._list(query)
+                except BadRequest as exc:
+                    self._error(exc.status, exc.code, str(exc))
             return
         stored = self.store.get(key)
         if stored is None:
             self._error(404, "NoSuchKey", f"no key {key!r}", head=head)
             return
         if_match, if_none_match = self.headers.get("If-Match"), self.headers.get("If-None-Match")
-        if if_match is not None and not _etag_matches(if_match, stored.etag):
+        if if_match is not None and not etag_matches(if_match, stored.etag):
             self._error(412, "PreconditionFailed", "If-Match", head=head)
             return
-        if if_none_match is not None and _etag_matches(if_none_match, stored.etag):
+        if if_none_match is not None and etag_matches(if_none_match, stored.etag):
             self._reply(304, headers=self._object_headers(stored) | {"Content-Length": "0"})
             return
         body, status, headers = stored.body, 200, self._object_headers(stored)
@@ -321,14 +251,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(status, body, headers, head=head)
 
     def do_DELETE(self) -> None:
+        if not self._admitted():
+            return
         bucket, key, _ = self._target()
         if self._bucket_ok(bucket):
             self.store.delete(key)
             self._reply(204)
 
     def do_POST(self) -> None:
+        if not self._admitted():
+            return
         bucket, _, query = self._target()
-        body = self._body()
+        body = self._request_body
         if not self._bucket_ok(bucket):
             return
         if "delete" not in query:
@@ -349,17 +283,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, query: dict[str, str]) -> None:
         prefix = query.get("prefix", "")
         delimiter = query.get("delimiter", "")
-        after = query.get("continuation-token") or query.get("start-after") or ""
-        max_keys = min(MAX_KEYS, int(query.get("max-keys") or MAX_KEYS))
-        objects, prefixes, more = self.store.list(prefix, after, delimiter, max_keys)
+        token = query.get("continuation-token")
+        after = decode_token(token) if token else Cursor(query.get("start-after") or "")
+        limit = max_keys(query)
+        objects, prefixes, more = self.store.list(prefix, after, delimiter, limit)
         parts = [
             f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="{_XMLNS}">',
             f"<Name>{escape(self.bucket)}</Name><Prefix>{escape(prefix)}</Prefix>",
-            f"<KeyCount>{len(objects) + len(prefixes)}</KeyCount><MaxKeys>{max_keys}</MaxKeys>",
+            f"<KeyCount>{len(objects) + len(prefixes)}</KeyCount><MaxKeys>{limit}</MaxKeys>",
             f"<IsTruncated>{'true' if more else 'false'}</IsTruncated>",
         ]
         if more is not None:
-            parts.append(f"<NextContinuationToken>{escape(more)}</NextContinuationToken>")
+            parts.append(f"<NextContinuationToken>{encode_token(more)}</NextContinuationToken>")
         parts += [stored.entry for _key, stored in objects]
         for common in prefixes:
             parts.append(f"<CommonPrefixes><Prefix>{escape(common)}</Prefix></CommonPrefixes>")
@@ -388,19 +323,34 @@ def _byte_range(header: str, size: int) -> tuple[int, int] | None:
     return (first, last) if first <= last else None
 
 
-def serve(host: str, port: int, bucket: str) -> ThreadingHTTPServer:
-    """A server (not yet serving: call ``serve_forever``) on ``host:port`` for ``bucket``.
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
 
-    Loopback only: it checks no request signature, so ``host`` must be a loopback
-    address (:class:`~streamtrain.errors.ConfigError` otherwise)."""
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client gone mid-answer (or silent past the timeout) is its business: no
+        traceback; anything else is printed as the standard library does."""
+        if isinstance(sys.exception(), ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+def serve(
+    host: str, port: int, bucket: str, credentials: Credentials | None = None
+) -> ThreadingHTTPServer:
+    """A server (not yet serving: call ``serve_forever``) on ``host:port`` for ``bucket``,
+    serving requests signed with ``credentials`` (default: random ones nobody knows).
+
+    Loopback only: ``host`` must be a loopback address (:class:`ConfigError` otherwise);
+    the local S3 server is a test and demo fixture, not storage for a network."""
     if not is_loopback(host):
-        raise ConfigError(
-            f"the local S3 server checks no credentials and binds loopback only, not {host!r}"
-        )
-    handler = type("Handler", (_Handler,), {"store": S3Store(), "bucket": bucket})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+        raise ConfigError(f"the local S3 server binds loopback only, not {host!r}")
+    attributes = {
+        "store": S3Store(),
+        "bucket": bucket,
+        "credentials": credentials or Credentials.random(),
+    }
+    handler = type("Handler", (_Handler,), attributes)
+    return _Server((host, port), handler)
 
 
 def main() -> None:
@@ -409,7 +359,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--bucket", required=True)
     args = parser.parse_args()
-    server = serve(args.host, args.port, args.bucket)
+    key_id, secret = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    credentials = Credentials(key_id, secret) if key_id and secret else None
+    server = serve(args.host, args.port, args.bucket, credentials)
     print(f"serving s3://{args.bucket}/ at http://{args.host}:{args.port}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

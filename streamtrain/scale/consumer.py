@@ -4,12 +4,16 @@ Owned here: :class:`CommandConsumer` reads ``ScaleCommand`` messages from the co
 topic (decoded with :mod:`streamtrain.wire`, never unpickled), keeps those for its job,
 and applies each through a :class:`~streamtrain.scale.executors.CommandApplier` (which
 makes a redelivered command a no-op: idempotent on ``command_id``). Every result is
-logged by the applier and passed to ``on_result``; a failed apply, an undecodable
-message and a command too old to apply (``max_age_s`` after ``created_at_ms``, e.g.
-replayed from the start of the topic) each become an ``Alert`` on the alerts topic, so
-nothing is dropped silently. Offsets are committed only after a message was handled,
-and every message is handled: one that crashes its handling becomes an alert and is
-committed (it would crash every restart again otherwise).
+logged by the applier and passed to ``on_result``; a failed apply (a command created
+in the future included) and a command too old to apply (``max_age_s`` after
+``created_at_ms``, e.g. replayed from the start of the topic) each become an ``Alert``
+on the alerts topic, so nothing is dropped silently. Undecodable messages (a null
+value, a broken frame, a newer schema, an enum value this build does not know) are
+counted by kind (:attr:`CommandConsumer.undecodable`); the first of each kind is
+logged and alerted, so a topic full of one bad producer's messages is one alert.
+Offsets are committed only after a message was handled, and every message is
+handled: one that crashes its handling becomes an alert and is committed (it would
+crash every restart again otherwise).
 With ``outcomes_topic`` each applied command's ``ScaleOutcome`` (the job's assignment
 mode, workers before and after, the executor's preparation time) is published there.
 
@@ -33,7 +37,7 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, KafkaError, SchemaError
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.executors import ApplyResult, CommandApplier
-from streamtrain.wire import decode, encode
+from streamtrain.wire import DecodeFailures, decode, encode
 
 __all__ = ["CommandConsumer", "ConsumerSettings", "Handled"]
 
@@ -92,6 +96,7 @@ class CommandConsumer:
         self._consumer: Any = None
         self._producer: Any = None
         self.alerts_sent = 0
+        self.undecodable = DecodeFailures("scale command", log)
 
     def start(self) -> CommandConsumer:
         from confluent_kafka import Consumer, KafkaException, Producer
@@ -147,7 +152,7 @@ class CommandConsumer:
             if message.error() is not None:
                 log.warning("commands topic: %s", message.error())
                 continue
-            handled.append(self._handle_safely(message.value() or b"", message.offset()))
+            handled.append(self._handle_safely(message.value(), message.offset()))
             try:
                 self._consumer.commit(message=message, asynchronous=False)
             except KafkaException as exc:  # redelivery is harmless: the applier dedupes
@@ -156,10 +161,9 @@ class CommandConsumer:
             self._producer.poll(0)
         return handled
 
-    def _handle_safely(self, value: bytes, offset: int) -> Handled:
+    def _handle_safely(self, value: bytes | None, offset: int) -> Handled:
         """:meth:`handle`, with any crash turned into an alert: the offset is committed
-        whatever happened, so one bad command never crash-loops the applier (issue #18,
-        item 3)."""
+        whatever happened, so one bad command never crash-loops the applier."""
         try:
             return self.handle(value, offset)
         except Exception as exc:  # reported as an alert, then committed
@@ -168,13 +172,20 @@ class CommandConsumer:
             self._alert(why, "failed")
             return Handled(offset, None, why)
 
-    def handle(self, value: bytes, offset: int = -1) -> Handled:
+    def handle(self, value: bytes | None, offset: int = -1) -> Handled:
         """One message's bytes: decode, filter, apply, report (see the module docstring)."""
         s = self.settings
         try:
             command = decode(cp.ScaleCommand, value)
         except SchemaError as exc:
-            self._alert(f"undecodable scale command at offset {offset}: {exc}", "rejected")
+            self.undecodable.add(exc, f"{s.commands_topic} offset {offset}")
+            if self.undecodable.by_kind[exc.kind] == 1:
+                self._alert(
+                    f"undecodable scale command at offset {offset} ({exc.kind}; further ones "
+                    f"of this kind are counted, not alerted): {exc}",
+                    "rejected",
+                    log_it=False,
+                )
             return Handled(offset, None, str(exc))
         if command.job != s.job:
             return Handled(offset, None, f"for job {command.job!r}")
@@ -234,8 +245,9 @@ class CommandConsumer:
         except (BufferError, KafkaException) as exc:  # an outcome is best effort
             log.warning("could not publish the outcome of %s: %s", result.command_id, exc)
 
-    def _alert(self, message: str, state: str) -> None:
-        log.error("%s", message)
+    def _alert(self, message: str, state: str, *, log_it: bool = True) -> None:
+        if log_it:
+            log.error("%s", message)
         if self._producer is None or not self.settings.alerts_topic:
             return
         alert = cp.Alert(

@@ -8,9 +8,12 @@ configured by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`:
   ``max_history_steps`` kept. The app persists each complete step and hands them back
   after a restart (:meth:`Planner.restore_arrivals`), so the forecast keeps the days it
   has seen.
-* **The worker count**: the newest of the pool size the workers report in their
-  samples and the count an executor reported after applying a command
-  (:meth:`Planner.on_applied`); ``initial_workers`` until either exists.
+* **The worker count**: the newest of the workers' own count
+  (:class:`~streamtrain.roster.WorkerRoster`: the distinct worker ids whose samples
+  arrived within ``workers.expiry_s``, or the pool size they state with ``--pool-size``)
+  and the count an executor reported after applying a command
+  (:meth:`Planner.on_applied`); ``initial_workers`` until either exists. The broker's
+  group description is not asked (the embedded broker reports 0 members).
 * **The throughput model** (:mod:`streamtrain.scale.samples`): re-estimated every
   ``refit_interval_s``; the policy is rebuilt (sharing one forecast feed, so the
   forecaster keeps its history) when the estimate changed materially (its source, its
@@ -55,6 +58,7 @@ from typing import Any
 from streamtrain.errors import StreamtrainError
 from streamtrain.forecast.live import LiveForecaster, Submit
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.roster import WorkerRoster
 from streamtrain.scale.arrivals import ArrivalSteps
 from streamtrain.scale.keep_up import KeepUpWatch
 from streamtrain.scale.models import ThroughputModel
@@ -72,6 +76,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_NOTE_CHARS = 500  # a heartbeat's note is a hint, not a report
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,8 @@ class Planner:
     def __init__(self, settings: PlannerSettings, fit_submit: Submit | None = None) -> None:
         self.settings = settings
         self.samples = SampleBook(settings.job, settings.samples)
+        self.roster = WorkerRoster(settings.workers)  # on the wall clock
+        self._now_s: float | None = None  # the newest "now" given (model clock)
         self.arrivals = ArrivalSteps(settings.step_s, settings.max_history_steps)
         self.estimate: ThroughputEstimate | None = None
         self.model: ThroughputModel | None = None
@@ -142,7 +150,16 @@ class Planner:
 
     def add_sample(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
         """Keep one worker's sample; returns why it was not used, if it was not."""
-        return self.samples.add(self.clock.model_sample(sample), self.clock.model_s(now_s))
+        model_now_s = self.clock.model_s(now_s)
+        self._saw(model_now_s)
+        problem = self.samples.add(self.clock.model_sample(sample), model_now_s)
+        if problem is None:
+            self.roster.heard(sample.worker_id, sample.observed_at_ms / MS_PER_S, sample.workers)
+        return problem
+
+    def _saw(self, model_now_s: float) -> None:
+        if self._now_s is None or model_now_s > self._now_s:
+            self._now_s = model_now_s
 
     def observe_lag(self, reading: LagReading) -> None:
         """The group's newest lag tick; one already seen (same time) is ignored."""
@@ -181,8 +198,14 @@ class Planner:
 
     # -- state -------------------------------------------------------------------------
 
-    def current_workers(self) -> int | None:
-        known = [x for x in (self.samples.pool_size, self._applied) if x is not None]
+    def current_workers(self, now_s: float | None = None) -> int | None:
+        """The worker count at ``now_s`` (model clock; default: the newest time given)."""
+        now_s = self._now_s if now_s is None else now_s
+        known = [self._applied] if self._applied is not None else []
+        heard_at_s = self.roster.newest_at_s
+        counted = None if now_s is None else self.roster.count(self.clock.wall_s(now_s))
+        if counted is not None and heard_at_s is not None:
+            known.append((self.clock.model_s(heard_at_s), counted))
         if known:
             return max(known, key=lambda item: item[0])[1]
         return self.settings.initial_workers
@@ -268,10 +291,11 @@ class Planner:
         s = self.settings
         if s.history is not None and now_s < self.clock.origin_s:
             return self._note("waiting for the end of the seed history")
+        self._saw(now_s)
         self.arrivals.close(now_s)
         if self.policy is None or now_s - self._refitted_at_s >= s.refit_interval_s:
             self.refit(now_s)
-        current = self.current_workers()
+        current = self.current_workers(now_s)
         if current is None:
             return self._note("waiting for the worker count (no samples yet)")
         if self.policy is None:
@@ -311,6 +335,25 @@ class Planner:
         self.last_note = f"command {command.command_id}: {current} -> {command.target_workers}"
         log.info("planner for %s: %s (%s)", s.job, self.last_note, command.explanation)
         return PlannerOutput(command=command, alerts=alerts, decision=decision, note=self.last_note)
+
+    def heartbeat(self, now_s: float | None = None) -> cp.PlannerHeartbeat:
+        """What the planner plans now, for its heartbeat: the pending command's target,
+        else the count it holds (none while it waits for a policy or a count)."""
+        now_s = self.clock.model_s(time.time() if now_s is None else now_s)
+        current = self.current_workers(now_s)
+        beat = cp.PlannerHeartbeat(
+            job=self.settings.job,
+            sent_at_ms=int(self.clock.wall_s(now_s) * MS_PER_S),
+            last_command_id=self.last_command.command_id if self.last_command else "",
+            note=self.last_note[:_NOTE_CHARS],
+        )
+        if current is not None:
+            beat.current_workers = current
+        if self._pending is not None:
+            beat.planned_workers = self._pending.action.target_workers
+        elif current is not None and self.policy is not None:
+            beat.planned_workers = current
+        return beat
 
     def _forecaster_alerts(self) -> tuple[cp.Alert, ...]:
         if self._live is None:
@@ -357,6 +400,7 @@ class Planner:
             "group": self.settings.group,
             "policy": self.settings.policy,
             "current_workers": self.current_workers(),
+            "workers_heard": len(self.roster),  # ids within the expiry (streamtrain.roster)
             "throughput_source": estimate.source if estimate else None,
             "throughput": estimate.explanation if estimate else None,
             "measured": [list(p) for p in estimate.measured] if estimate else [],
@@ -371,7 +415,7 @@ class Planner:
                 "accepted": self.samples.accepted,
                 "rejected": self.samples.rejected,
                 "late": self.samples.late,
-                "skewed": self.samples.skewed,  # from the future (issue #18, item 5)
+                "skewed": self.samples.skewed,  # from the future: beyond the allowed clock skew
             },
             "note": self.last_note,
             "time_scale": self.clock.factor,

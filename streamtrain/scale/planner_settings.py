@@ -24,6 +24,7 @@ from typing import Any
 
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.registry import FORECASTER_NAMES
+from streamtrain.roster import RosterSettings
 from streamtrain.scale.policies import POLICY_NAMES, ForecastFeed, make_policy
 from streamtrain.scale.policy import Policy, PolicyContext
 from streamtrain.scale.samples import SampleBook, SampleSettings, ThroughputEstimate
@@ -58,6 +59,8 @@ class PlannerSettings:
     max_history_steps: int = 3 * WEEK_S // MINUTE_S  # three weeks of one-minute steps
     recent_window_s: float = 300.0
     samples: SampleSettings = field(default_factory=SampleSettings)
+    # the worker count from the workers' own samples (wall-clock seconds: streamtrain.roster)
+    workers: RosterSettings = field(default_factory=RosterSettings)
     time_scale: TimeScale = field(default_factory=TimeScale)
     history: SeedHistory | None = None
     # The forecaster (streamtrain.scale.planner_forecast): the model, how often it is

@@ -34,9 +34,9 @@ Owned here, pure (no I/O; the Faust app and tests feed it):
 * :func:`materially_different`: whether a new estimate should rebuild the policy.
 * :class:`SampleBook`: what the planner keeps: the samples of the last ``retention_s``
   (a sample older than that is late: dropped and counted), the closed job windows
-  before them (the last ``windows_per_count`` per pool size, however old), and the
-  newest pool size a worker reported. Unusable samples are dropped and counted
-  (``rejected``; those from the future also in ``skewed``).
+  before them (the last ``windows_per_count`` per pool size, however old). Unusable
+  samples are dropped and counted (``rejected``; those from the future also in
+  ``skewed``). The worker count is the planner's (:mod:`streamtrain.roster`).
 """
 
 from __future__ import annotations
@@ -332,7 +332,6 @@ class SampleBook:
         self.skewed = 0
         self.late = 0
         self.last_problem: str | None = None
-        self.pool_size: tuple[float, int] | None = None  # (observed at s, workers)
 
     def add(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
         """Keep ``sample``; returns the reason when it is rejected or too late."""
@@ -351,9 +350,6 @@ class SampleBook:
             return problem
         self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
         self.accepted += 1
-        at_s = sample.observed_at_ms / MS_PER_S
-        if sample.workers > 0 and (self.pool_size is None or at_s >= self.pool_size[0]):
-            self.pool_size = (at_s, int(sample.workers))
         return None
 
     def _open_windows(self) -> list[JobWindow]:

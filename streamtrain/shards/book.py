@@ -1,95 +1,96 @@
 """The shard coordinator's state machine (DLRover-RM §5.1), pure: the control app's book.
 
-Owned here: :class:`ShardBook`. Per partition it keeps a *base* (everything below was
-trained, reported done and is committable), a *cut* position (everything below is in
-some shard) and the shards in between, each ``queued``, ``leased`` (to a worker, under an
-epoch, until a deadline) or ``done``. It is responsible for:
+Owned here: :class:`ShardBook`, the shards of every partition of one job
+(:class:`~streamtrain.shards.partition.PartitionShards` each):
 
-* **cutting** (:meth:`~ShardBook.observe`, each tick, from the offsets the control app
-  lists anyway): a partition's new records become shards of ``shard_records`` as soon as
-  that many are available, or a smaller shard once the oldest uncut record waited
-  ``max_wait_s``; a worker that asks while the queue is empty gets a shard cut on demand;
-* **leasing** (:meth:`~ShardBook.request`, and :meth:`~ShardBook.serve_waiting` for
-  requests that found nothing, as soon as shards are cut): up to ``max_held_shards``
-  per worker; the
-  continuation of a shard the worker holds first (it reads on without a seek), then the
-  queue, requeued shards first; a worker whose measured rate would need longer than
-  ``target_shard_s`` for a shard gets a smaller one (the queued shard is split);
-* **heartbeats** (:meth:`~ShardBook.heartbeat`) extend a holder's leases (time while
-  no worker at all is heard does not count: the coordinator was deaf); a queued shard
-  a worker says it holds (its grant was lost when the control app restarted) is
-  re-leased to it rather than handed to another; :meth:`~ShardBook.expire` requeues the
-  shards of a silent holder; :meth:`~ShardBook.release` requeues shards a leaving worker
-  returns;
-* **done reports** (:meth:`~ShardBook.done`): a shard is done when a worker says every
-  record of it was acknowledged; a report for an unknown partition, a range that is not
-  a shard, a shard already done or a range outside what was cut is refused with a
-  :class:`~streamtrain.shards.model.Refusal` (the caller logs it) and changes nothing;
-* **the committable position** (:meth:`~ShardBook.committable`): per partition, the end
-  of the contiguous prefix of done shards, never past an untrained record;
-* **restore**: :meth:`~ShardBook.snapshot` (per partition, JSON-able, the changelogged
-  table's values) and :meth:`~ShardBook.restore`; after restoring any partition no
-  queued shard is handed out for ``lease_s``: a grant lost with the old process is
-  reclaimed by its holder's heartbeat before anyone else could get it.
+* **cutting** (:meth:`~ShardBook.observe`, each tick): full shards as soon as that many
+  records are there, a smaller one once the oldest uncut record waited ``max_wait_s``;
+  only ``queued_shards_per_partition`` are cut ahead, the rest of a backlog stays one
+  uncut range (cut as the queue drains, or on demand for a worker that finds the queue
+  empty): a backlog of 10^9 records is a handful of entries;
+* **leasing** (:meth:`~ShardBook.request`, :meth:`~ShardBook.serve_waiting`): the
+  continuation of a shard the worker holds first, then shards that went back to the
+  queue, then the partitions in turn; smaller shards for slow workers
+  (:class:`~streamtrain.shards.rates.WorkerRates`); a new epoch for every lease;
+* **holders** (:meth:`~ShardBook.heartbeat`, :meth:`~ShardBook.expire`,
+  :meth:`~ShardBook.release`): leases are extended by heartbeats (not while the
+  coordinator heard no one: it was deaf), requeued when their holder is silent or hands
+  them back; a queued shard is leased back to a worker that says it holds it only under
+  the epoch it was last leased to that worker, or, for a gap of a restored table (a
+  grant the old process sent before its table write), under an epoch issued before the
+  restore: no message can push the epoch or take a shard it was not given. A restored
+  book issues epochs above its start time, so none is ever issued twice;
+* **done** (:meth:`~ShardBook.done`): from the holder, or from the last holder whose
+  lease expired; anything else is refused with a
+  :class:`~streamtrain.shards.model.ShardRefusal` and changes nothing;
+  :meth:`~ShardBook.committable` is each partition's contiguous done prefix;
+* **restore**: :meth:`~ShardBook.take_dirty` gives the changed partitions' table values
+  (positions, leases, done ranges: small whatever the backlog), and
+  :meth:`~ShardBook.restore` validates them, skipping a value a coordinator could not
+  have written; for ``lease_s`` after a restore nothing queued is handed out, so a
+  grant lost with the old process is reclaimed by its holder first.
 
-Time (``now_s``) is always an argument.
+A heartbeat, request or done report costs time in the worker's own shards, not in the
+backlog or the partitions (leases are indexed by worker). Time is an argument. Not
+thread-safe: one caller.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from streamtrain.shards.model import Grant, Refusal, ShardRange, ShardSettings
-from streamtrain.shards.table import (
-    DONE,
+from streamtrain.shards.model import (
+    MAX_EPOCH,
+    BookStats,
+    Grant,
+    ShardRange,
+    ShardRefusal,
+    ShardSettings,
+)
+from streamtrain.shards.partition import (
     LEASED,
     QUEUED,
-    PartitionEntry,
     PartitionKey,
+    PartitionShards,
     ShardEntry,
     parse_partition,
-    partition_snapshot,
 )
+from streamtrain.shards.queue import ShardQueue
+from streamtrain.shards.rates import WorkerRates
 
-__all__ = ["BookStats", "ShardBook"]
+__all__ = ["ShardBook"]
 
 log = logging.getLogger(__name__)
 
-_RATE_WEIGHT = 0.5  # weight of a new rate sample in a worker's running rate
 
+_EPOCHS_PER_MS = 1024  # a restored book starts its epochs at its start time (ms) x this
 
-@dataclass(frozen=True, slots=True)
-class BookStats:
-    """Counts for logs, metrics and the control app's page."""
-
-    partitions: int
-    queued_shards: int
-    leased_shards: int
-    done_shards: int
-    uncut_records: int
-    queued_records: int
-    workers: int
+LeaseKey = tuple[PartitionKey, int]  # a leased shard: its partition and start offset
 
 
 class ShardBook:
-    """The coordinator's shards (module docstring). Not thread-safe: one caller."""
+    """The coordinator's shards (module docstring)."""
 
     def __init__(self, settings: ShardSettings | None = None) -> None:
         self.settings = settings or ShardSettings()
-        self._partitions: dict[PartitionKey, PartitionEntry] = {}
-        self._queue: collections.deque[tuple[PartitionKey, int]] = collections.deque()
-        self._epoch = 0
-        self._rates: dict[str, float] = {}
-        self._last_done_s: dict[str, float] = {}
+        self._partitions: dict[PartitionKey, PartitionShards] = {}
+        self._queue = ShardQueue(self.settings, self._partitions)
+        self._leases: dict[str, dict[LeaseKey, None]] = {}  # worker -> its leased shards
+        self._epoch = 0  # the newest epoch issued
+        self._restored_epoch = 0  # epochs up to here may have been issued before a restore
+        self.rates = WorkerRates(self.settings)
         self._waiting: dict[str, tuple[int, float]] = {}  # worker -> (shards, asked at)
         self._grace_until_s = float("-inf")
         self._dirty: set[PartitionKey] = set()
-        self._heard_s = float("-inf")  # the newest heartbeat from any worker
+        self._heard_s = float("-inf")  # the newest message from any worker
         self._expired_at_s: float | None = None  # the previous expire() call
+
+    @property
+    def epoch(self) -> int:
+        """The newest epoch this book issued."""
+        return self._epoch
 
     # -- cutting ----------------------------------------------------------------------
 
@@ -106,46 +107,33 @@ class ShardBook:
         part = self._partitions.get(key)
         if part is None:
             start = max(0, min(start_offset, high_watermark))
-            part = PartitionEntry(base=start, cut_to=start, hwm=high_watermark, committed=start)
-            self._partitions[key] = part
+            part = self._partitions[key] = PartitionShards(start, high_watermark)
             self._dirty.add(key)
         part.hwm = max(part.hwm, high_watermark)
-        cut = 0
-        size = self.settings.shard_records
-        while part.hwm - part.cut_to >= size:
-            self._cut(key, part, part.cut_to + size)
-            cut += 1
-        if part.hwm > part.cut_to:
-            if part.uncut_since_s is None:
-                part.uncut_since_s = now_s
-            elif now_s - part.uncut_since_s >= self.settings.max_wait_s:
-                self._cut(key, part, part.hwm)
-                cut += 1
+        cut = self._queue.refill(key, now_s)
+        if cut:
+            self._dirty.add(key)
         return cut
 
-    def _cut(self, key: PartitionKey, part: PartitionEntry, end: int) -> ShardEntry:
-        shard = ShardEntry(part.cut_to, end)
-        part.shards[shard.start] = shard
-        part.cut_to = end
-        part.uncut_since_s = None
-        self._queue.append((key, shard.start))
-        self._dirty.add(key)
-        return shard
-
-    def _cut_on_demand(self) -> tuple[PartitionKey, ShardEntry] | None:
-        """Cut the partition with the most uncut records (at least ``min_shard_records``)."""
-        best: tuple[int, PartitionKey] | None = None
-        for key, part in self._partitions.items():
-            uncut = part.hwm - part.cut_to
-            if uncut >= self.settings.min_shard_records and (best is None or uncut > best[0]):
-                best = (uncut, key)
-        if best is None:
-            return None
-        key = best[1]
-        part = self._partitions[key]
-        shard = self._cut(key, part, min(part.hwm, part.cut_to + self.settings.shard_records))
-        self._queue.pop()  # handed out at once, not queued
-        return key, shard
+    def observe_all(
+        self,
+        high_watermarks: Mapping[PartitionKey, int],
+        starts: Mapping[PartitionKey, int],
+        now_s: float,
+    ) -> int:
+        """:meth:`observe` for the partitions that are new or whose watermark moved, then
+        the time-based cuts of those waiting for one; returns the shards cut. A tick
+        costs time in what changed, not in the partitions."""
+        cut = 0
+        for key, high in high_watermarks.items():
+            part = self._partitions.get(key)
+            if part is None or high > part.hwm:
+                cut += self.observe(key[0], key[1], high, starts.get(key, 0), now_s)
+        for key in self._queue.cuttable():
+            if self._queue.refill(key, now_s):
+                self._dirty.add(key)
+                cut += 1
+        return cut
 
     # -- leasing ----------------------------------------------------------------------
 
@@ -184,114 +172,130 @@ class ShardBook:
     def _grant(self, worker_id: str, want: int, now_s: float) -> list[Grant]:
         if now_s < self._grace_until_s or want < 1:
             return []
-        held = self.held_by(worker_id)
+        held = [self._entry(lease) for lease in self._leases.get(worker_id, ())]
         room = min(want, self.settings.max_held_shards - len(held))
         # records held: at most max_held_full_shards of this worker's shard size (one
         # shard at least), so a burst of queued records is shared among the workers
-        budget = self.settings.max_held_full_shards * self.shard_records_for(worker_id)
-        held_records = sum(g.shard.records for g in held)
+        budget = self.settings.max_held_full_shards * self.rates.shard_records_for(worker_id)
+        held_records = sum(entry.records for _, entry in held)
+        ends = {(key, entry.end) for key, entry in held}
         grants: list[Grant] = []
-        ends = {(g.shard.key, g.shard.end_offset) for g in held}
         while room > 0 and (held_records < budget or not (held or grants)):
-            picked = self._continuation(ends) or self._next_queued() or self._cut_on_demand()
+            picked = self._continuation(ends) or self._queue.next() or self._cut_on_demand()
             if picked is None:
                 break
-            key, shard = picked
-            grant = self._lease(key, shard, worker_id, now_s)
+            key, entry = picked
+            grant = self._lease(key, entry, worker_id, now_s)
             grants.append(grant)
             ends.add((key, grant.shard.end_offset))
             held_records += grant.shard.records
             room -= 1
         return grants
 
+    def _entry(self, lease: LeaseKey) -> tuple[PartitionKey, ShardEntry]:
+        key, start = lease
+        return key, self._partitions[key].entries[start]
+
     def _continuation(
         self, ends: set[tuple[PartitionKey, int]]
     ) -> tuple[PartitionKey, ShardEntry] | None:
         for key, end in sorted(ends):
-            part = self._partitions.get(key)
-            shard = part.shards.get(end) if part is not None else None
-            if shard is not None and shard.state == QUEUED:
-                return key, shard
+            part = self._partitions[key]
+            entry = part.entries.get(end)
+            if (
+                entry is not None
+                and entry.state == QUEUED
+                and part.leased < self.settings.max_leased_per_partition
+            ):
+                return key, entry
         return None
 
-    def _next_queued(self) -> tuple[PartitionKey, ShardEntry] | None:
-        while self._queue:
-            key, start = self._queue.popleft()
-            part = self._partitions.get(key)
-            shard = part.shards.get(start) if part is not None else None
-            if shard is not None and shard.state == QUEUED:
-                return key, shard
-        return None
+    def _cut_on_demand(self) -> tuple[PartitionKey, ShardEntry] | None:
+        picked = self._queue.cut_on_demand()
+        if picked is not None:
+            self._dirty.add(picked[0])
+        return picked
 
-    def _lease(self, key: PartitionKey, shard: ShardEntry, worker_id: str, now_s: float) -> Grant:
+    def _lease(self, key: PartitionKey, entry: ShardEntry, worker_id: str, now_s: float) -> Grant:
         part = self._partitions[key]
-        size = self.shard_records_for(worker_id)
+        size = self.rates.shard_records_for(worker_id)
         # small queued shards that follow this one go with it (a partition cut every
         # max_wait_s while a backlog built up holds many), up to the worker's shard size:
         # each grant round trip then carries a shard's worth of records, not a few dozen
-        while (follower := part.shards.get(shard.end)) is not None and (
-            follower.state == QUEUED and follower.end - shard.start <= size
-        ):
-            del part.shards[follower.start]  # its queue entry is skipped when popped
-            shard.end = follower.end
-        if shard.end - shard.start > size:  # a slow worker: split, the rest stays queued
-            rest = ShardEntry(shard.start + size, shard.end)
-            shard.end = rest.start
-            part.shards[rest.start] = rest
-            self._queue.appendleft((key, rest.start))
+        part.absorb_followers(entry, entry.start + size)
+        if entry.records > size:  # a slow worker: split, the rest stays queued, first
+            rest = part.split(entry, entry.start + size)
+            self._queue.push_front(key, rest.start)
         self._epoch += 1
-        shard.state, shard.worker, shard.epoch = LEASED, worker_id, self._epoch
-        shard.granted_at_s, shard.deadline_s = now_s, now_s + self.settings.lease_s
-        self._dirty.add(key)
-        return Grant(ShardRange(key[0], key[1], shard.start, shard.end), worker_id, shard.epoch)
+        self._hold(key, entry, worker_id, self._epoch, now_s)
+        if self._queue.refill(key, now_s):
+            self._dirty.add(key)
+        return Grant(ShardRange(key[0], key[1], entry.start, entry.end), worker_id, self._epoch)
 
-    def shard_records_for(self, worker_id: str) -> int:
-        """A full shard, or less for a worker too slow to train one in ``target_shard_s``."""
-        s = self.settings
-        rate = self._rates.get(worker_id)
-        if rate is None:
-            return s.shard_records
-        return max(s.min_shard_records, min(s.shard_records, int(rate * s.target_shard_s)))
+    def _hold(
+        self, key: PartitionKey, entry: ShardEntry, worker_id: str, epoch: int, now_s: float
+    ) -> None:
+        self._partitions[key].lease(entry, worker_id, epoch, now_s, now_s + self.settings.lease_s)
+        self._leases.setdefault(worker_id, {})[(key, entry.start)] = None
+        self._dirty.add(key)
+
+    # -- heartbeats, hand-backs, expiry -----------------------------------------------
 
     def heartbeat(
         self, worker_id: str, held: Iterable[tuple[ShardRange, int]], now_s: float
-    ) -> list[tuple[ShardRange, Refusal]]:
+    ) -> list[tuple[ShardRange, ShardRefusal]]:
         """``worker_id`` is alive and holds ``held`` (ranges and their epochs).
 
-        Leases it holds are extended; a queued shard it holds (its grant was lost with a
-        restarted control app, or its lease expired while it was slow) is leased back to
-        it. Returns the ranges it should let go (leased to another, done, unknown).
+        Its leases are extended; a queued shard it holds is leased back to it when the
+        epoch proves it was its own (module docstring). Returns the ranges it must let
+        go, with the reason.
         """
-        refused: list[tuple[ShardRange, Refusal]] = []
+        refused: list[tuple[ShardRange, ShardRefusal]] = []
         self._heard_s = max(self._heard_s, now_s)
         for rng, epoch in held:
-            key = rng.key
-            shard, problem = self._find(rng)
-            if shard is None:
-                refused.append((rng, problem or Refusal.UNKNOWN_SHARD))
-                continue
-            if shard.state == DONE:
-                refused.append((rng, Refusal.ALREADY_DONE))
-            elif shard.state == QUEUED:
-                shard.state, shard.worker, shard.epoch = LEASED, worker_id, epoch
-                shard.granted_at_s = now_s
-                shard.deadline_s = now_s + self.settings.lease_s
-                self._epoch = max(self._epoch, epoch)
-                self._dirty.add(key)
-                log.info("shard %s reclaimed by its holder %s (epoch %d)", rng, worker_id, epoch)
-            elif shard.worker == worker_id and shard.epoch == epoch:
-                shard.deadline_s = now_s + self.settings.lease_s
-            else:
-                refused.append((rng, Refusal.NOT_HOLDER))
+            problem = self._held_by(worker_id, rng, epoch, now_s)
+            if problem is not None:
+                refused.append((rng, problem))
         return refused
+
+    def _held_by(
+        self, worker_id: str, rng: ShardRange, epoch: int, now_s: float
+    ) -> ShardRefusal | None:
+        entry, problem = self._find(rng)
+        part = self._partitions.get(rng.key)
+        if problem not in (None, ShardRefusal.UNKNOWN_SHARD) or part is None:
+            return problem
+        if not 1 <= epoch <= self._epoch:
+            return ShardRefusal.EPOCH_NOT_ISSUED
+        if entry is None:
+            entry = part.queued_containing(rng.start_offset, rng.end_offset)
+            if entry is None:
+                return problem
+        elif entry.state == LEASED:
+            if entry.worker == worker_id and entry.epoch == epoch:
+                entry.deadline_s = now_s + self.settings.lease_s
+                return None
+            return ShardRefusal.NOT_HOLDER
+        assert part is not None  # noqa: S101 - _find found an entry of it
+        own = (entry.last_worker, entry.last_epoch) == (worker_id, epoch)
+        # no holder on record: a grant the old process sent before its table write
+        lost = entry.restored and not entry.last_worker and epoch <= self._restored_epoch
+        if not (own or lost) or part.leased >= self.settings.max_leased_per_partition:
+            return ShardRefusal.NOT_HOLDER
+        entry, rest = part.carve(entry, rng.start_offset, rng.end_offset)
+        for piece in rest:
+            self._queue.push_front(rng.key, piece.start)
+        self._hold(rng.key, entry, worker_id, epoch, now_s)
+        log.info("shard %s reclaimed by its holder %s (epoch %d)", rng, worker_id, epoch)
+        return None
 
     def release(self, worker_id: str, ranges: Iterable[ShardRange]) -> int:
         """Requeue (first in line) the shards ``worker_id`` hands back; returns how many."""
         count = 0
         for rng in sorted(ranges, reverse=True):  # the earliest ends up first in line
-            shard, _ = self._find(rng)
-            if shard is not None and shard.state == LEASED and shard.worker == worker_id:
-                self._requeue(rng.key, shard)
+            entry, _ = self._find(rng)
+            if entry is not None and entry.state == LEASED and entry.worker == worker_id:
+                self._requeue(rng.key, entry)
                 count += 1
         return count
 
@@ -299,8 +303,7 @@ class ShardBook:
         """Requeue every shard ``worker_id`` holds (it left or died)."""
         ranges = [g.shard for g in self.held_by(worker_id)]
         self.release(worker_id, ranges)
-        self._rates.pop(worker_id, None)
-        self._last_done_s.pop(worker_id, None)
+        self.rates.forget(worker_id)
         self._waiting.pop(worker_id, None)
         return ranges
 
@@ -308,90 +311,87 @@ class ShardBook:
         """Requeue the shards whose holder sent no heartbeat within ``lease_s``.
 
         While the book heard from no worker at all for ``lease_s / 3`` (every live
-        worker heartbeats far more often) it is the coordinator that is deaf (its
-        agent or the broker stalled), not every holder dead at once: the time does not
-        count against the leases. Measured in ``streamtrain demo``: the control app's
-        agent stalled ~3 s twice under load and every lease of 6 live workers expired
-        at the same millisecond, each shard then trained twice."""
+        worker heartbeats far more often) it is the coordinator that is deaf (its agent
+        or the broker stalled), not every holder dead at once: the time does not count
+        against the leases (the control app's agent was seen to stall ~3 s under load,
+        and every lease of every live worker expired at the same moment)."""
         previous, self._expired_at_s = self._expired_at_s, now_s
+        leased = [self._entry(lease) for leases in self._leases.values() for lease in leases]
         if now_s - self._heard_s > self.settings.lease_s / 3:
             deaf_s = 0.0 if previous is None else max(0.0, now_s - previous)
-            for part in self._partitions.values():
-                for shard in part.shards.values():
-                    if shard.state == LEASED:
-                        shard.deadline_s += deaf_s
+            for _, entry in leased:
+                entry.deadline_s += deaf_s
             return []
-        expired: list[Grant] = []
-        for key, part in self._partitions.items():
-            for shard in part.shards.values():
-                if shard.state == LEASED and shard.deadline_s <= now_s:
-                    expired.append(
-                        Grant(
-                            ShardRange(key[0], key[1], shard.start, shard.end),
-                            shard.worker,
-                            shard.epoch,
-                        )
-                    )
-        for grant in sorted(expired, key=lambda g: g.shard, reverse=True):
-            part = self._partitions[grant.shard.key]
-            self._requeue(grant.shard.key, part.shards[grant.shard.start_offset])
+        expired = sorted(
+            (
+                Grant(ShardRange(key[0], key[1], e.start, e.end), e.worker, e.epoch)
+                for key, e in leased
+                if e.deadline_s <= now_s
+            ),
+            key=lambda g: g.shard,
+            reverse=True,
+        )
+        for grant in expired:
+            key = grant.shard.key
+            self._requeue(key, self._partitions[key].entries[grant.shard.start_offset])
         return expired
 
-    def _requeue(self, key: PartitionKey, shard: ShardEntry) -> None:
-        shard.state, shard.worker = QUEUED, ""
-        self._queue.appendleft((key, shard.start))
+    def _requeue(self, key: PartitionKey, entry: ShardEntry) -> None:
+        self._unhold(key, entry)
+        self._partitions[key].requeue(entry)
+        self._queue.push_front(key, entry.start)
         self._dirty.add(key)
+
+    def _unhold(self, key: PartitionKey, entry: ShardEntry) -> None:
+        leases = self._leases.get(entry.worker)
+        if leases is not None:
+            leases.pop((key, entry.start), None)
+            if not leases:
+                del self._leases[entry.worker]
 
     # -- done and committable ---------------------------------------------------------
 
-    def done(self, worker_id: str, rng: ShardRange, epoch: int, now_s: float) -> Refusal | None:
-        """Every record of ``rng`` was acknowledged by ``worker_id``; ``None`` if accepted.
-
-        A report from an earlier holder (another epoch) is accepted too: its records were
-        all trained, which is what done means.
+    def done(
+        self, worker_id: str, rng: ShardRange, epoch: int, now_s: float
+    ) -> ShardRefusal | None:
+        """Every record of ``rng``, as granted to ``worker_id`` under ``epoch``, was
+        trained; ``None`` if accepted. The report must come from the holder under its
+        epoch, or from the last holder whose lease expired (slow, but its records were
+        all trained, which is what done means): anyone else's is refused.
         """
         self._heard_s = max(self._heard_s, now_s)
-        shard, problem = self._find(rng)
-        if shard is None:
+        entry, problem = self._find(rng)
+        if entry is None:
             return problem
-        if shard.state == DONE:
-            return Refusal.ALREADY_DONE
-        if shard.state == LEASED and shard.worker == worker_id and shard.epoch == epoch:
-            # A worker trains its shards one after another: this one's work began when
-            # it was granted or when the worker's previous shard was done, the later.
-            began_s = max(shard.granted_at_s, self._last_done_s.get(worker_id, 0.0))
-            self._last_done_s[worker_id] = now_s
-            took_s = max(now_s - began_s, 1e-3)
-            sample = rng.records / took_s
-            old = self._rates.get(worker_id)
-            self._rates[worker_id] = (
-                sample if old is None else (1 - _RATE_WEIGHT) * old + _RATE_WEIGHT * sample
-            )
-        shard.state = DONE
-        self._advance(rng.key)
+        if not 1 <= epoch <= self._epoch:
+            return ShardRefusal.EPOCH_NOT_ISSUED
+        key = rng.key
+        holder = entry.state == LEASED and (entry.worker, entry.epoch) == (worker_id, epoch)
+        if not holder and (entry.last_worker, entry.last_epoch) != (worker_id, epoch):
+            return ShardRefusal.NOT_HOLDER
+        if holder:
+            self.rates.sample(worker_id, rng.records, entry.granted_at_s, now_s)
+        if entry.state == LEASED:
+            self._unhold(key, entry)
+        part = self._partitions[key]
+        part.mark_done(entry.start, entry.end)
+        self._dirty.add(key)
         return None
 
-    def _find(self, rng: ShardRange) -> tuple[ShardEntry | None, Refusal | None]:
+    def _find(self, rng: ShardRange) -> tuple[ShardEntry | None, ShardRefusal | None]:
         part = self._partitions.get(rng.key)
         if part is None:
-            return None, Refusal.UNKNOWN_PARTITION
+            return None, ShardRefusal.UNKNOWN_PARTITION
         if rng.start_offset >= rng.end_offset or rng.start_offset < 0:
-            return None, Refusal.MALFORMED
-        if rng.end_offset <= part.base:
-            return None, Refusal.ALREADY_DONE  # done, committable and forgotten
+            return None, ShardRefusal.MALFORMED
+        if part.is_done(rng.start_offset, rng.end_offset):
+            return None, ShardRefusal.ALREADY_DONE
         if rng.start_offset < part.base or rng.end_offset > part.cut_to:
-            return None, Refusal.OUT_OF_RANGE
-        shard = part.shards.get(rng.start_offset)
-        if shard is None or shard.end != rng.end_offset:
-            return None, Refusal.UNKNOWN_SHARD
-        return shard, None
-
-    def _advance(self, key: PartitionKey) -> None:
-        part = self._partitions[key]
-        while (shard := part.shards.get(part.base)) is not None and shard.state == DONE:
-            del part.shards[part.base]
-            part.base = shard.end
-        self._dirty.add(key)
+            return None, ShardRefusal.OUT_OF_RANGE
+        entry = part.entries.get(rng.start_offset)
+        if entry is None or entry.end != rng.end_offset:
+            return None, ShardRefusal.UNKNOWN_SHARD
+        return entry, None
 
     def committable(self) -> dict[PartitionKey, int]:
         """Per partition, the end of its contiguous done prefix, where it moved since the
@@ -408,47 +408,37 @@ class ShardBook:
     # -- reading the book -------------------------------------------------------------
 
     def held_by(self, worker_id: str) -> list[Grant]:
-        return [
-            Grant(ShardRange(key[0], key[1], s.start, s.end), s.worker, s.epoch)
-            for key, part in sorted(self._partitions.items())
-            for s in sorted(part.shards.values(), key=lambda s: s.start)
-            if s.state == LEASED and s.worker == worker_id
-        ]
+        grants = []
+        for lease in self._leases.get(worker_id, ()):
+            key, entry = self._entry(lease)
+            grants.append(
+                Grant(ShardRange(key[0], key[1], entry.start, entry.end), worker_id, entry.epoch)
+            )
+        return sorted(grants, key=lambda g: g.shard)
 
     def leases(self) -> list[Grant]:
         """Every leased shard (for tests and the page)."""
-        return [
-            Grant(ShardRange(key[0], key[1], s.start, s.end), s.worker, s.epoch)
-            for key, part in sorted(self._partitions.items())
-            for s in part.shards.values()
-            if s.state == LEASED
-        ]
+        return sorted(
+            (g for worker in self._leases for g in self.held_by(worker)), key=lambda g: g.shard
+        )
 
     def workers(self) -> set[str]:
-        return {g.worker_id for g in self.leases()}
+        return set(self._leases)
 
     def positions(self) -> dict[PartitionKey, tuple[int, int, int]]:
         """Per partition ``(base, cut_to, high_watermark)``."""
         return {key: (p.base, p.cut_to, p.hwm) for key, p in self._partitions.items()}
 
     def stats(self) -> BookStats:
-        states = collections.Counter(
-            s.state for p in self._partitions.values() for s in p.shards.values()
-        )
-        queued_records = sum(
-            s.end - s.start
-            for p in self._partitions.values()
-            for s in p.shards.values()
-            if s.state == QUEUED
-        )
+        parts = self._partitions.values()
         return BookStats(
             partitions=len(self._partitions),
-            queued_shards=states[QUEUED],
-            leased_shards=states[LEASED],
-            done_shards=states[DONE],
-            uncut_records=sum(p.hwm - p.cut_to for p in self._partitions.values()),
-            queued_records=queued_records,
-            workers=len(self.workers()),
+            queued_shards=sum(len(p.queued) for p in parts),
+            leased_shards=sum(p.leased for p in parts),
+            done_ranges=sum(len(p.done) for p in parts),
+            uncut_records=sum(p.uncut for p in parts),
+            queued_records=sum(p.queued_records() for p in parts),
+            workers=len(self._leases),
         )
 
     # -- snapshot and restore ---------------------------------------------------------
@@ -458,43 +448,50 @@ class ShardBook:
         return f"{key[0]}|{key[1]}"
 
     def take_dirty(self) -> dict[str, dict[str, Any]]:
-        """The snapshots of the partitions changed since the last call (for the table)."""
+        """The table values of the partitions changed since the last call."""
         dirty, self._dirty = self._dirty, set()
-        return {self.table_key(k): self._partition_snapshot(k) for k in sorted(dirty)}
+        return {
+            self.table_key(k): self._partitions[k].snapshot(k, self._epoch) for k in sorted(dirty)
+        }
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         self._dirty.clear()
-        return {self.table_key(k): self._partition_snapshot(k) for k in sorted(self._partitions)}
-
-    def _partition_snapshot(self, key: PartitionKey) -> dict[str, Any]:
-        return partition_snapshot(key, self._partitions[key], self._epoch)
+        return {
+            self.table_key(k): p.snapshot(k, self._epoch)
+            for k, p in sorted(self._partitions.items())
+        }
 
     def restore(self, snapshot: Iterable[Mapping[str, Any]], now_s: float) -> int:
         """Rebuild from :meth:`snapshot` values; returns the partitions restored.
 
-        Leases keep their holders with a fresh deadline; for ``lease_s`` nothing queued is
-        handed out (not after a first start). A malformed entry is logged and skipped.
+        Every value is validated; one a coordinator could not have written is logged and
+        skipped (its partition starts again where the job's group committed). Leases keep
+        their holders with a fresh deadline; for ``lease_s`` nothing queued is handed out
+        (not after a first start).
         """
         restored = 0
-        for entry in snapshot:
+        for value in snapshot:
             try:
                 key, part, epoch = parse_partition(
-                    entry, now_s=now_s, lease_s=self.settings.lease_s
+                    value, now_s=now_s, lease_s=self.settings.lease_s
                 )
-                self._epoch = max(self._epoch, epoch)
             except (KeyError, TypeError, ValueError) as exc:
-                log.warning("skipping a malformed shard table entry (%s): %r", exc, entry)
+                log.warning("skipping a shard table entry it cannot trust (%s): %.200r", exc, value)
                 continue
+            self._epoch = max(self._epoch, epoch)
             self._partitions[key] = part
             restored += 1
-        self._queue = collections.deque(
-            (key, s.start)
-            for key, part in sorted(self._partitions.items())
-            for s in sorted(part.shards.values(), key=lambda s: s.start)
-            if s.state == QUEUED
-        )
-        for key in list(self._partitions):
-            self._advance(key)
+        # Epochs go on above those in the table and above the time of this restore
+        # (ms x 1024), so a grant an earlier process sent is never issued again, even if
+        # its table write was lost; a holder may reclaim a gap under an epoch from before.
+        floor = int(now_s * 1000) * _EPOCHS_PER_MS
+        self._epoch = self._restored_epoch = min(max(self._epoch, floor), MAX_EPOCH)
+        self._queue.rebuild()
+        self._leases.clear()
+        for key, part in sorted(self._partitions.items()):
+            for entry in part.entries.values():
+                if entry.state == LEASED:
+                    self._leases.setdefault(entry.worker, {})[(key, entry.start)] = None
         self._dirty.clear()
         self._grace_until_s = now_s + self.settings.lease_s if restored else float("-inf")
         return restored

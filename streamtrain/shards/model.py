@@ -6,9 +6,12 @@ Owned here (pure):
   unit the control app hands out; it is its own identity (two shards of a partition
   never overlap, so ``(topic, partition, start_offset, end_offset)`` names one).
 * :class:`Grant`: a range leased to a worker under an ``epoch`` (a number the book
-  increases on every hand-out, so a stale holder can be told from the current one).
-* :class:`ShardSettings`: how shards are cut and leased (sizes, waits, lease time).
-* :class:`Refusal`: why a worker's report was ignored (logged by the caller).
+  increases on every hand-out, so a stale holder can be told from the current one;
+  never above :data:`MAX_EPOCH`).
+* :class:`ShardSettings`: how shards are cut and leased (sizes, waits, lease time,
+  how many are cut ahead and leased at once per partition).
+* :class:`ShardRefusal`: why a worker's report was ignored (logged by the caller).
+* :class:`BookStats`: the book's counts, for logs, metrics and the control app's page.
 """
 
 from __future__ import annotations
@@ -18,7 +21,20 @@ from enum import StrEnum
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["Grant", "Refusal", "ShardRange", "ShardSettings"]
+__all__ = [
+    "MAX_EPOCH",
+    "MAX_OFFSET",
+    "BookStats",
+    "Grant",
+    "ShardRange",
+    "ShardRefusal",
+    "ShardSettings",
+]
+
+#: Epochs and offsets are int64 on every wire and in every table (the protobuf epoch is
+#: a uint64, Kafka offsets an int64): a value above these is refused, never stored.
+MAX_EPOCH = 2**63 - 1
+MAX_OFFSET = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -52,7 +68,7 @@ class Grant:
     epoch: int
 
 
-class Refusal(StrEnum):
+class ShardRefusal(StrEnum):
     """Why a report from a worker was ignored (never a crash, never a commit)."""
 
     UNKNOWN_PARTITION = "unknown partition"
@@ -60,6 +76,7 @@ class Refusal(StrEnum):
     UNKNOWN_SHARD = "no such shard"
     ALREADY_DONE = "shard already done"
     NOT_HOLDER = "shard is leased to another worker"
+    EPOCH_NOT_ISSUED = "an epoch this coordinator did not issue for this shard"
     MALFORMED = "malformed"
 
 
@@ -88,7 +105,13 @@ class ShardSettings:
       shard sizes (a full shard, or what it trains in ``target_shard_s``): 3 by default,
       6 s of work at the measured rate, so a burst of queued records is shared among
       the workers instead of leased to the first one that asks. A worker always gets
-      at least one shard.
+      at least one shard;
+    * ``queued_shards_per_partition``: how many full shards a partition with a backlog
+      has cut ahead, waiting in the queue. The rest of a backlog stays one uncut range
+      (cut as the queue drains, or on demand when a worker finds the queue empty), so
+      the book and its table hold a few entries per partition whatever the backlog;
+    * ``max_leased_per_partition``: the most shards of one partition leased at once
+      (bounds the partition's table value: each lease is one entry in it).
     """
 
     shard_records: int = 1_000
@@ -98,6 +121,8 @@ class ShardSettings:
     target_shard_s: float = 2.0
     max_held_shards: int = 12
     max_held_full_shards: float = 3.0
+    queued_shards_per_partition: int = 4
+    max_leased_per_partition: int = 256
 
     def __post_init__(self) -> None:
         if self.shard_records < 1 or self.min_shard_records < 1:
@@ -113,5 +138,19 @@ class ShardSettings:
             raise ConfigError(
                 f"max_held_full_shards must be positive, got {self.max_held_full_shards}"
             )
-        if self.max_held_shards < 1:
-            raise ConfigError(f"max_held_shards must be at least 1, got {self.max_held_shards}")
+        for name in ("max_held_shards", "queued_shards_per_partition", "max_leased_per_partition"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class BookStats:
+    """Counts for logs, metrics and the control app's page."""
+
+    partitions: int
+    queued_shards: int
+    leased_shards: int
+    done_ranges: int
+    uncut_records: int
+    queued_records: int
+    workers: int

@@ -1,4 +1,4 @@
-"""Talking to workers of older releases during a rolling upgrade (issue #20).
+"""Talking to workers of older releases during a rolling upgrade.
 
 Owned here (pure: no sockets, no threads; the ForwardingUnit's thread drives it): the
 dialects of the shuffle protocol that older releases speak, and how a worker tells which
@@ -6,8 +6,9 @@ one a peer speaks. A worker of an older release announces no ``batch_schema_vers
 on ``<job>.members`` (:attr:`~streamtrain.shuffle.membership.PeerInfo.legacy`); every
 batch to it is written in the version-1 form. Two older releases exist:
 
-* :attr:`Dialect.ROUTED` (issue #18): its DEALERs connect with a routing id of worker
-  id, NUL and nonce; it answers RECEIVED before ACKED and sends no credit grants.
+* :attr:`Dialect.ROUTED` (the release before columnar batches): its DEALERs connect
+  with a routing id of worker id, NUL and nonce; it answers RECEIVED before ACKED and
+  sends no credit grants.
 * :attr:`Dialect.PLAIN` (the first release): its DEALERs connect with the bare worker
   id as routing id, and it answers a batch from any other routing id with nothing; it
   reads every answer but ACKED as a rejection (so it must never be sent RECEIVED), and

@@ -53,7 +53,7 @@ class PeerInfo:
 
     @property
     def legacy(self) -> bool:
-        """Whether it is a worker of a release before columnar batches (issue #20)."""
+        """Whether it is a worker of a release before columnar batches."""
         return self.batch_schema_version < BATCH_SCHEMA_VERSION
 
     def __post_init__(self) -> None:

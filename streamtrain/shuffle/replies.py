@@ -14,7 +14,7 @@ good costs a duplicate, never a record.
 RECEIVED is deferred (:meth:`Replies.received`): it goes out only if the batch's ACKED
 has not by :data:`RECEIVED_DELAY_S` after it was queued. A batch trained at once (the
 common case on a receiver that keeps up) is answered once, not twice; one that waits in
-the queue gets its RECEIVED a moment later, long before any ACK timeout (issue #20).
+the queue gets its RECEIVED a moment later, long before any ACK timeout.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ The ShuffleUnit is responsible for (KALE §3.5, Fig. 6):
 * the origin side of forwarding: overflow records handed to the ForwardingUnit (cut to
   fit a frame: a record too large for any frame is trained here instead), put back in
   front when a receiver rejected them or timed out, and acknowledged to the tracker only
-  when the receiver's ACK arrived (:meth:`ShuffleUnit.ack_forwarded`).
+  when the receiver's ACK arrived (:meth:`ShuffleUnit.ack_forwarded`). The overflow
+  buffer itself and the frame-size bound are :mod:`streamtrain.shuffle.overflow`'s.
 
 It is thread-safe: the consumer, the trainer and the ForwardingUnit's thread call it.
 It does no I/O.
@@ -32,34 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-
 from streamtrain.errors import ConfigError
-from streamtrain.records import Acknowledger, RecordColumns, drop_partitions
+from streamtrain.records import Acknowledger, RecordColumns
+from streamtrain.shuffle.overflow import Overflow
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.watermarks import basic_local_share, next_receiving
 
-__all__ = [
-    "FRAME_BYTES_PER_RECORD",
-    "FRAME_HEADER_BYTES",
-    "ShuffleListener",
-    "ShuffleUnit",
-    "ShuffledBatch",
-    "UnitStats",
-    "frame_bytes",
-]
-
-FRAME_BYTES_PER_RECORD = 40
-"""What a record adds to a ``RecordBatch`` frame beyond its payload, at most: its
-partition, offset, timestamp and length as varints, with their share of the tags."""
-FRAME_HEADER_BYTES = 2048
-"""The rest of a frame: job, batch id, origin worker, topic (each bounded well below)."""
-
-
-def frame_bytes(records: int, payload_bytes: int) -> int:
-    """An upper bound on the size of a ``RecordBatch`` frame of ``records`` records."""
-    return FRAME_HEADER_BYTES + FRAME_BYTES_PER_RECORD * records + payload_bytes
+__all__ = ["ShuffleListener", "ShuffleUnit", "ShuffledBatch", "UnitStats"]
 
 
 class ShuffleListener(Protocol):
@@ -131,9 +112,7 @@ class ShuffleUnit:
         self._changed = threading.Condition(self._lock)
         self._queue: deque[_Chunk] = deque()
         self._queue_records = 0
-        self._overflow: deque[RecordColumns] = deque()
-        self._overflow_records = 0
-        self._in_flight_records = 0
+        self._overflow = Overflow(settings.overflow_capacity_records)
         self._peer_count = 0
         self._receiving = settings.policy is not ShufflePolicy.NONE
         self._closed_to_peers = False
@@ -219,7 +198,7 @@ class ShuffleUnit:
         """Put the ``basic`` policy's shared part into the overflow; return what did not fit."""
         pending = shared
         while True:
-            room = self._settings.overflow_capacity_records - self._overflow_records
+            room = self._overflow.room
             if room >= len(pending):
                 self._push_overflow_locked(pending, front=False)
                 return None
@@ -242,10 +221,9 @@ class ShuffleUnit:
         if (
             placed < len(columns)
             and settings.policy is ShufflePolicy.ADVANCED
-            and self._overflow_records < settings.overflow_capacity_records
+            and self._overflow.room > 0
         ):
-            room = settings.overflow_capacity_records - self._overflow_records
-            extra = min(room, len(columns) - placed)
+            extra = min(self._overflow.room, len(columns) - placed)
             self._push_overflow_locked(columns.take(slice(placed, placed + extra)), front=False)
             placed += extra
         if placed == len(columns):
@@ -346,35 +324,19 @@ class ShuffleUnit:
         self, max_records: int, max_frame_bytes: float = math.inf
     ) -> RecordColumns | None:
         """Take up to ``max_records`` overflow records to forward (counted in flight), no
-        more than fit a frame of ``max_frame_bytes`` (:func:`frame_bytes`). A record too
-        large for any frame goes to the local queue instead (trained here)."""
+        more than fit a frame of ``max_frame_bytes``
+        (:func:`~streamtrain.shuffle.overflow.frame_bytes`). A record too large for any
+        frame goes to the local queue instead (trained here)."""
         with self._lock:
             while self._overflow and max_records >= 1:
-                head = self._overflow[0]
-                take = min(len(head), max_records, _fitting(head, max_frame_bytes))
-                if take == 0:  # the head record alone does not fit a frame
-                    self._keep_oversized_locked(head)
+                part = self._overflow.pop_for_frame(max_records, max_frame_bytes)
+                if part is None:  # the oldest record alone does not fit a frame
+                    self._oversized_kept += 1
+                    self._append_locked(_Chunk(self._overflow.take_head(1), None, None))
                     continue
-                if len(head) > take:
-                    part = head.take(slice(0, take))
-                    self._overflow[0] = head.take(slice(take, None))
-                else:
-                    part = self._overflow.popleft()
-                self._overflow_records -= len(part)
-                self._in_flight_records += len(part)
                 self._changed.notify_all()
                 return part
             return None
-
-    def _keep_oversized_locked(self, head: RecordColumns) -> None:
-        one = head.take(slice(0, 1))
-        if len(head) > 1:
-            self._overflow[0] = head.take(slice(1, None))
-        else:
-            self._overflow.popleft()
-        self._overflow_records -= 1
-        self._oversized_kept += 1
-        self._append_locked(_Chunk(one, None, None))
 
     def drop(self, topic: str, partitions: set[int]) -> int:
         """Remove this worker's own queued and overflow records of revoked partitions.
@@ -394,11 +356,10 @@ class ShuffleUnit:
                     chunk.columns = chunk.columns.without(topic, partitions)
                 if len(chunk.columns):
                     queue.append(chunk)
-            self._overflow, from_overflow = drop_partitions(self._overflow, topic, partitions)
+            from_overflow = self._overflow.drop(topic, partitions)
             queue_records = sum(len(chunk.columns) for chunk in queue)
             dropped = self._queue_records - queue_records + from_overflow
             self._queue, self._queue_records = queue, queue_records
-            self._overflow_records -= from_overflow
             self._refill_locked()
             self._changed.notify_all()
             return dropped
@@ -410,7 +371,7 @@ class ShuffleUnit:
     def return_overflow(self, columns: RecordColumns) -> None:
         """A forwarded batch came back (rejected, timed out, receiver gone): re-route it."""
         with self._lock:
-            self._in_flight_records -= len(columns)
+            self._overflow.landed(columns)
             self._push_overflow_locked(columns, front=True)
             self._refill_locked()
             self._changed.notify_all()
@@ -418,7 +379,7 @@ class ShuffleUnit:
     def ack_forwarded(self, columns: RecordColumns) -> None:
         """The receiver acknowledged a forwarded batch: now the tracker may count it."""
         with self._lock:
-            self._in_flight_records -= len(columns)
+            self._overflow.landed(columns)
             self._forwarded_acked += len(columns)
             self._changed.notify_all()
         self._ack_columns(columns)
@@ -427,8 +388,8 @@ class ShuffleUnit:
         with self._lock:
             return UnitStats(
                 queue_records=self._queue_records,
-                overflow_records=self._overflow_records,
-                in_flight_records=self._in_flight_records,
+                overflow_records=self._overflow.records,
+                in_flight_records=self._overflow.in_flight_records,
                 receiving=self._receiving,
                 local_records_in=self._local_in,
                 remote_records_in=self._remote_in,
@@ -447,11 +408,7 @@ class ShuffleUnit:
         self._changed.notify_all()
 
     def _push_overflow_locked(self, columns: RecordColumns, *, front: bool) -> None:
-        if front:
-            self._overflow.appendleft(columns)
-        else:
-            self._overflow.append(columns)
-        self._overflow_records += len(columns)
+        self._overflow.push(columns, front=front)
         if self._listener is not None:
             self._listener.overflow_ready()
 
@@ -463,13 +420,7 @@ class ShuffleUnit:
             return
         room = self._settings.queue_capacity_records - self._queue_records
         while room > 0 and self._overflow:
-            head = self._overflow[0]
-            if len(head) > room:
-                part = head.take(slice(0, room))
-                self._overflow[0] = head.take(slice(room, None))
-            else:
-                part = self._overflow.popleft()
-            self._overflow_records -= len(part)
+            part = self._overflow.take_head(room)
             room -= len(part)
             self._queue.append(_Chunk(part, None, None))
             self._queue_records += len(part)
@@ -495,14 +446,3 @@ class ShuffleUnit:
         self._transitions += 1
         if self._listener is not None:
             self._listener.state_changed(receiving, self._queue_records, self._sequence)
-
-
-def _fitting(columns: RecordColumns, max_frame_bytes: float) -> int:
-    """How many leading records of ``columns`` fit one frame of ``max_frame_bytes``."""
-    if math.isinf(max_frame_bytes) or frame_bytes(len(columns), columns.payload_bytes) <= (
-        max_frame_bytes
-    ):
-        return len(columns)
-    n = np.arange(1, len(columns) + 1, dtype=np.int64)
-    sizes = FRAME_HEADER_BYTES + FRAME_BYTES_PER_RECORD * n + columns.payload_bounds[1:]
-    return int(np.searchsorted(sizes, max_frame_bytes, side="right"))

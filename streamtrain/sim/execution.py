@@ -24,8 +24,8 @@ Owned here:
     policy"): every action, up or down, stops the job for the checkpoint, the new
     workers' preparation and the hand-over of every partition
     (60 + 420 + 4.5 s ≈ 8 min in ``group`` mode; KALE §1 reports ≈10 min);
-  - **two-phase** (DLRover-RM §5.2, "seamless migration"; issue #17 in the live
-    system): a scale-up prepares its new workers (they load the latest checkpoint)
+  - **two-phase** (DLRover-RM §5.2, "seamless migration"; the live system's
+    two-phase start): a scale-up prepares its new workers (they load the latest checkpoint)
     while the old ones train; then the job pauses only for the hand-over, as the live
     system measures it (``group``: every partition stalls; ``cooperative``,
     ``shards``: only the share that changes hands), plus ``two_phase_checkpoint_s``. A

@@ -36,7 +36,7 @@ __all__ = ["LiveEstimate", "ModeCost", "from_live", "measured_mode_costs"]
 
 
 class LiveEstimate(Protocol):
-    """One mode's live measurement (issue #17's ``ActionCostEstimate``): wall seconds;
+    """One mode's live measurement (the shape of ``ActionCostEstimate``): wall seconds;
     ``pause_s`` is the action's pause as full-stop seconds of the whole job."""
 
     @property

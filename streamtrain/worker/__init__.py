@@ -8,6 +8,8 @@ this package. Modules:
   :func:`load_app` (``module:function`` entry points, or the built-in MMoE example);
 * ``run``: :class:`WorkerRun` (limits and reporting), :class:`WorkerSummary` (the
   command's JSON line) and :func:`run_worker`, the training loop;
+* ``engines``: which engine (:mod:`streamtrain.elastic`) a worker trains its app on:
+  ``none`` (its own model copy), ``torchft`` or ``torchelastic`` (one model);
 * ``shuffle_queue``: :class:`ShuffleQueue`, a shuffle node behind the ingest consumer's
   record queue, and :func:`shuffled_consumer`, which wires tracker, node and consumer;
 * ``settings``: :func:`worker_shuffle_settings`, the shuffle settings a worker derives

@@ -1,7 +1,9 @@
 """What a worker trains: the training-app protocol and how an entry point is loaded.
 
 Owned here: the :class:`TrainingApp` protocol (a ``decoder`` and a ``step(batch)``),
-:func:`load_app` (``module:function`` entry points, or the built-in MMoE example) and
+:func:`load_app` (``module:function`` entry points returning a :class:`TrainingApp` or a
+:class:`~streamtrain.elastic.app.DistributedApp`, or the built-in MMoE example, which is
+both) and
 :func:`warm_start`, which calls an app's optional ``warm_start(worker_id)`` hook before
 the worker takes any data (a new worker of a running job loads the job's latest
 checkpoint there: two-phase scaling).
@@ -14,6 +16,7 @@ import os
 import sys
 from typing import Any, Protocol, runtime_checkable
 
+from streamtrain.elastic.app import DistributedApp
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.reader import Batch
@@ -36,7 +39,7 @@ class TrainingApp(Protocol):
     def step(self, batch: Batch) -> object: ...
 
 
-def load_app(entry_point: str | None, app_dir: str | None = ".") -> TrainingApp:
+def load_app(entry_point: str | None, app_dir: str | None = ".") -> TrainingApp | DistributedApp:
     """Call ``module:function`` (``None``: the built-in MMoE CTR example) for the app.
 
     ``app_dir`` is put first on ``sys.path`` so a module next to the caller imports.
@@ -64,15 +67,16 @@ def load_app(entry_point: str | None, app_dir: str | None = ".") -> TrainingApp:
     if not callable(target):
         raise ConfigError(f"entry point {entry_point!r} is not callable")
     app = target()
-    if not isinstance(app, TrainingApp):
+    if not isinstance(app, TrainingApp | DistributedApp):
         raise ConfigError(
             f"entry point {entry_point!r} returned {type(app).__name__}, which lacks a "
-            "`decoder` attribute and a `step(batch)` method"
+            "`decoder` attribute and a `step(batch)` method (or `model`, `optimizer` and "
+            "`forward_backward(batch)` for one model trained by every worker)"
         )
     return app
 
 
-def warm_start(app: TrainingApp, worker_id: str) -> bool:
+def warm_start(app: TrainingApp | DistributedApp, worker_id: str) -> bool:
     """Call ``app.warm_start(worker_id)`` if the app has one; whether it did."""
     hook = getattr(app, "warm_start", None)
     if not callable(hook):

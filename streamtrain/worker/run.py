@@ -16,6 +16,15 @@ hands back the shards it has not started and finishes the ones it reads (up to
 optional ``warm_start()`` runs (a new worker loads the job's latest checkpoint) and the
 worker announces itself (:mod:`streamtrain.worker.lifecycle`: STARTING, READY, DRAINING,
 LEFT) when ``WorkerRun.states_topic`` is set. Closing commits everything acknowledged.
+
+Every step goes through an engine (:mod:`streamtrain.worker.engines`): with ``--engine
+none`` a worker trains its own model as before; with ``torchft`` or ``torchelastic``
+every worker trains one model, so a worker steps every round (with nothing when no batch
+came within ``ElasticSettings.step_wait_s``), a joiner holds the job's weights before it
+says READY (and keeps stepping, with no data, until it takes data), a batch is
+acknowledged only once its step committed and is durable, handed back (``nack``) when
+it did not commit, and dead-lettered when its step refused it
+(:class:`~streamtrain.elastic.trainer.ElasticTrainer`).
 """
 
 from __future__ import annotations
@@ -30,12 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from streamtrain.config import AssignmentMode, KafkaSettings
+from streamtrain.elastic.app import DistributedApp
+from streamtrain.elastic.engine import Engine
+from streamtrain.elastic.settings import ElasticSettings, EngineKind
+from streamtrain.elastic.trainer import ElasticTrainer
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.consumer import IngestConsumer
 from streamtrain.ingest.idle import IdleClock
 from streamtrain.ingest.localqueue import LocalQueue
 from streamtrain.ingest.memory import memory_report, rss_bytes
 from streamtrain.ingest.metrics import WorkerMetrics
+from streamtrain.ingest.reader import Batch
 from streamtrain.ingest.reporting import (
     GroupSize,
     PoolSizeFile,
@@ -50,10 +64,11 @@ from streamtrain.shuffle.membership import Membership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.worker.app import TrainingApp, warm_start
+from streamtrain.worker.engines import worker_engine
 from streamtrain.worker.lifecycle import Lifecycle
 from streamtrain.worker.shuffle_queue import ShuffleQueue, shuffled_consumer
 
-__all__ = ["WorkerRun", "WorkerSummary", "run_worker", "shuffle_totals"]
+__all__ = ["WorkerRun", "WorkerSummary", "check_modes", "run_worker", "shuffle_totals"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +121,7 @@ class WorkerSummary:
     committed: Mapping[PartitionKey, int] = field(default_factory=dict)
     shuffle: Mapping[str, int] | None = None
     memory: Mapping[str, float | bool] | None = None
+    engine: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
@@ -127,6 +143,8 @@ class WorkerSummary:
             summary["shuffle"] = dict(self.shuffle)
         if self.memory is not None:
             summary["memory"] = dict(self.memory)
+        if self.engine is not None:
+            summary["engine"] = dict(self.engine)
         return summary
 
 
@@ -146,7 +164,7 @@ def shuffle_totals(node: ShuffleNode) -> dict[str, int]:
 def run_worker(
     kafka: KafkaSettings,
     settings: IngestSettings,
-    app: TrainingApp,
+    app: TrainingApp | DistributedApp,
     run: WorkerRun | None = None,
     *,
     stop: threading.Event | None = None,
@@ -154,25 +172,25 @@ def run_worker(
     on_metrics_url: Callable[[str], None] | None = None,
     shuffle: ShuffleSettings | None = None,
     membership: Membership | None = None,
+    elastic: ElasticSettings | None = None,
 ) -> WorkerSummary:
     """Train ``app`` on ``settings.topics`` until a limit of ``run`` is reached.
 
     With ``shuffle``, records pass through a :class:`~streamtrain.shuffle.node.ShuffleNode`
     (peers found through ``membership``, by default the job's ``<job>.members`` topic
     with the heartbeat of ``shuffle``): an overloaded worker forwards what overflows its
-    queue to idle peers, and trains what they forward to it. ``on_started`` gets the
-    running consumer; ``on_metrics_url`` the Prometheus URL.
+    queue to idle peers, and trains what they forward to it. ``elastic`` names the
+    engine (default ``none``: this worker's own model). ``on_started`` gets the running
+    consumer; ``on_metrics_url`` the Prometheus URL.
     """
     run = run or WorkerRun()
+    elastic = elastic or ElasticSettings(replica_id=settings.worker_id)
     metrics = WorkerMetrics()
     queue: ShuffleQueue | None = None
     consumer: IngestConsumer | ShardConsumer
     shards = settings.assignment is AssignmentMode.SHARDS
-    if shards and shuffle is not None:
-        raise ConfigError(
-            "--shuffle works with --assignment group or cooperative; with shards, free "
-            "workers pulling shards already balance hot partitions"
-        )
+    check_modes(settings.assignment, shuffle, elastic)
+    engine = worker_engine(app, elastic, stop)
     if shards:
         consumer = ShardConsumer(kafka, settings, app.decoder, metrics=metrics)
     elif shuffle is None:
@@ -189,6 +207,11 @@ def run_worker(
             kafka, settings, app.decoder, shuffle, membership, metrics=metrics
         )
     node = None if queue is None else queue.node
+    trainer = ElasticTrainer(
+        engine, source=consumer, dead_letter=_dead_letter_sink(consumer), metrics=metrics
+    )
+    trainer.observe(app)
+    step_wait_s = elastic.step_wait_s if trainer.steps_every_round else 0.5
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         close = getattr(app, "close", None)
@@ -196,22 +219,25 @@ def run_worker(
             stack.callback(close)
         lifecycle = stack.enter_context(Lifecycle(kafka, settings, run.states_topic))
         warm_start(app, settings.worker_id)
-        lifecycle.ready(run.admission_timeout_s)
-        if node is not None:
-            me = stack.enter_context(node).me
-            log.info("shuffle (%s) at %s", node.unit.settings.policy.value, me.data_endpoint)
-        baseline = _RssBaseline(rss_bytes())
-        stack.enter_context(consumer)
-        totals = None if node is None else (lambda: shuffle_totals(node))
-        _publish(stack, kafka, settings, run, metrics, on_metrics_url, totals)
+        engine.join()  # a joiner holds the job's current weights from here on
+        stack.callback(_leave, trainer, engine)
+        with trainer.idle_rounds():  # the others step on while this worker gets ready
+            lifecycle.ready(run.admission_timeout_s)
+            if node is not None:
+                me = stack.enter_context(node).me
+                log.info("shuffle (%s) at %s", node.unit.settings.policy.value, me.data_endpoint)
+            baseline = _RssBaseline(rss_bytes())
+            stack.enter_context(consumer)
+            totals = None if node is None else (lambda: shuffle_totals(node))
+            _publish(stack, kafka, settings, run, metrics, on_metrics_url, totals)
         if on_started is not None:
             on_started(consumer)
-        steps = _train(
-            consumer, app, settings.batch_records, run, metrics, queue, stop, started, baseline
-        )
+        loop = _Loop(consumer, trainer, settings.batch_records, step_wait_s, run, metrics)
+        steps = loop.train(queue, stop, started, baseline)
         lifecycle.draining()
         if isinstance(consumer, ShardConsumer) and stop is not None and stop.is_set():
-            steps += _drain(consumer, app, settings.batch_records, run, metrics)
+            steps += loop.drain(consumer)
+        _leave(trainer, engine)  # leave the quorum before the slower closing below
         if node is not None:
             node.stop_receiving()  # peers re-route what they would send while we close
     snapshot = metrics.snapshot()
@@ -225,7 +251,59 @@ def run_worker(
         committed=dict(consumer.last_committed),
         shuffle=None if node is None else shuffle_totals(node),
         memory=memory_report(baseline.rss_bytes, _queue_peak_bytes(consumer)),
+        engine=_engine_report(engine, trainer),
     )
+
+
+def _dead_letter_sink(
+    consumer: IngestConsumer | ShardConsumer,
+) -> Callable[[Batch, str], None] | None:
+    """Where a batch the step refused goes: the consumer's dead-letter topic (its offsets
+    are acknowledged once the dead letter is delivered)."""
+    dead_letters = consumer.dead_letters
+    if dead_letters is None:
+        return None
+    return lambda batch, why: dead_letters.send(batch.records, [why] * len(batch))
+
+
+def _leave(trainer: ElasticTrainer, engine: Engine) -> None:
+    """Hand back what is not durable, then leave the engine (idempotent)."""
+    trainer.close()
+    engine.leave()
+
+
+def _engine_report(engine: Engine, trainer: ElasticTrainer) -> dict[str, Any]:
+    totals = trainer.totals
+    return {
+        "kind": engine.kind.value,
+        "committed_step": engine.committed_step,
+        "durable_step": engine.durable_step,
+        "rounds": totals.rounds,
+        "rounds_failed": totals.rounds_failed,
+        "empty_rounds": totals.empty_rounds,
+        "records_acked": totals.records_acked,
+        "records_nacked": totals.records_nacked,
+        "records_refused": totals.records_refused,
+    }
+
+
+def check_modes(
+    assignment: AssignmentMode, shuffle: ShuffleSettings | None, elastic: ElasticSettings
+) -> None:
+    """Refuse the shuffle where it cannot work (ConfigError, before any I/O)."""
+    if shuffle is None:
+        return
+    if assignment is AssignmentMode.SHARDS:
+        raise ConfigError(
+            "--shuffle works with --assignment group or cooperative; with shards, free "
+            "workers pulling shards already balance hot partitions"
+        )
+    if elastic.engine is not EngineKind.NONE:
+        raise ConfigError(
+            "--shuffle trains a peer's records on this worker's model copy; with "
+            f"--engine {elastic.engine.value} every worker trains one model: use "
+            "--assignment shards"
+        )
 
 
 class _RssBaseline:
@@ -290,84 +368,94 @@ def _publish(
             on_metrics_url(url)
 
 
-def _drain(
-    consumer: ShardConsumer,
-    app: TrainingApp,
-    batch_records: int,
-    run: WorkerRun,
-    metrics: WorkerMetrics,
-) -> int:
-    """A leaving shard worker: hand back what it has not started, finish the rest."""
-    consumer.leave()
-    deadline = time.monotonic() + run.drain_timeout_s
-    steps = 0
-    while not consumer.drained and time.monotonic() < deadline:
-        batch = consumer.next_batch(batch_records, timeout_s=0.2)
-        if batch is None:
-            continue
-        step_started = time.monotonic()
-        app.step(batch)
-        metrics.add(busy_s=time.monotonic() - step_started)
-        batch.ack()
-        steps += 1
-    if not consumer.drained:
-        log.warning(
-            "leaving after %.0f s with shards unfinished: they are handed back", run.drain_timeout_s
-        )
-    return steps
+class _Loop:
+    """The training loop: batch (or nothing, on a collective engine), round, repeat."""
 
+    def __init__(
+        self,
+        consumer: IngestConsumer | ShardConsumer,
+        trainer: ElasticTrainer,
+        batch_records: int,
+        step_wait_s: float,
+        run: WorkerRun,
+        metrics: WorkerMetrics,
+    ) -> None:
+        self.consumer, self.trainer = consumer, trainer
+        self.batch_records, self.step_wait_s = batch_records, step_wait_s
+        self.run, self.metrics = run, metrics
 
-def _train(
-    consumer: IngestConsumer | ShardConsumer,
-    app: TrainingApp,
-    batch_records: int,
-    run: WorkerRun,
-    metrics: WorkerMetrics,
-    queue: ShuffleQueue | None,
-    stop: threading.Event | None,
-    started: float,
-    baseline: _RssBaseline | None = None,
-) -> int:
-    """The training loop: batch, step, acknowledge, until a limit; returns the steps."""
+    def _next(self, limit: int) -> Batch | None:
+        """The next batch within the step wait; a collective engine steps without one."""
+        batch = self.consumer.next_batch(limit, timeout_s=self.step_wait_s, ack_previous=False)
+        if batch is None and self.trainer.steps_every_round:
+            self.trainer.round(None)
+        return batch
 
-    def settled() -> bool:  # records waiting in the shuffle or at a peer: not idle
-        return queue is None or queue.settled
+    def train(
+        self,
+        queue: ShuffleQueue | None,
+        stop: threading.Event | None,
+        started: float,
+        baseline: _RssBaseline | None = None,
+    ) -> int:
+        """Until a limit: returns the steps that trained records of this worker."""
 
-    last_log = time.monotonic()
-    steps = trained = 0
-    idle = IdleClock(run.idle_exit_s)
-    while stop is None or not stop.is_set():
-        limit = batch_records
-        if run.max_records is not None:
-            limit = min(limit, run.max_records - trained)
-            if limit <= 0:
-                break
-        batch = consumer.next_batch(limit, timeout_s=0.5)
-        now = time.monotonic()
-        if batch is None:
-            if idle.expired(assigned=consumer.assigned_event.is_set(), settled=settled):
-                log.info("no record for %.1f s: stopping", run.idle_exit_s)
-                break
-            continue
-        idle.busy()
-        step_started = time.monotonic()
-        first = baseline is not None and not baseline.first_step_seen
-        rss_before = rss_bytes() if first else 0
-        app.step(batch)
-        metrics.add(busy_s=time.monotonic() - step_started)
-        if first and baseline is not None:
-            baseline.first_step(rss_bytes() - rss_before)
-        batch.ack()
-        steps += 1
-        trained += len(batch)
-        if now - last_log >= _PROGRESS_LOG_S:
-            last_log = now
-            log.info(
-                "trained %d records in %d steps (%.0f records/s); last loss %s%s",
-                trained,
-                steps,
-                trained / max(now - started, 1e-9),
-                getattr(app, "last_loss", "n/a"),
-                "" if queue is None else f"; shuffle {shuffle_totals(queue.node)}",
+        def settled() -> bool:  # records waiting in the shuffle or at a peer: not idle
+            return queue is None or queue.settled
+
+        run, trainer = self.run, self.trainer
+        last_log = time.monotonic()
+        steps = trained = 0
+        idle = IdleClock(run.idle_exit_s)
+        while stop is None or not stop.is_set():
+            limit = self.batch_records
+            if run.max_records is not None:
+                limit = min(limit, run.max_records - trained)
+                if limit <= 0:
+                    break
+            batch = self._next(limit)
+            now = time.monotonic()
+            if batch is None:
+                if idle.expired(assigned=self.consumer.assigned_event.is_set(), settled=settled):
+                    log.info("no record for %.1f s: stopping", run.idle_exit_s)
+                    break
+                continue
+            idle.busy()
+            first = baseline is not None and not baseline.first_step_seen
+            rss_before = rss_bytes() if first else 0
+            outcome = trainer.round(batch)
+            if first and baseline is not None:
+                baseline.first_step(rss_bytes() - rss_before)
+            steps += outcome.committed and outcome.records > 0
+            trained += outcome.records
+            if now - last_log >= _PROGRESS_LOG_S:
+                last_log = now
+                log.info(
+                    "trained %d records in %d steps (%.0f records/s); step %d of the job, "
+                    "%d worker(s); last loss %.4g%s",
+                    trained,
+                    steps,
+                    trained / max(now - started, 1e-9),
+                    outcome.step,
+                    outcome.world_size,
+                    outcome.loss,
+                    "" if queue is None else f"; shuffle {shuffle_totals(queue.node)}",
+                )
+        return steps
+
+    def drain(self, consumer: ShardConsumer) -> int:
+        """A leaving shard worker: hand back what it has not started, finish the rest."""
+        consumer.leave()
+        deadline = time.monotonic() + self.run.drain_timeout_s
+        steps = 0
+        while not consumer.drained and time.monotonic() < deadline:
+            batch = self._next(self.batch_records)
+            if batch is not None:
+                outcome = self.trainer.round(batch)
+                steps += outcome.committed and outcome.records > 0
+        if not consumer.drained:
+            log.warning(
+                "leaving after %.0f s with shards unfinished: they are handed back",
+                self.run.drain_timeout_s,
             )
-    return steps
+        return steps

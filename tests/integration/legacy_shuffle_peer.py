@@ -1,6 +1,6 @@
-"""A shuffle peer of the first release (before issues #18 and #20), for rolling-upgrade
-tests: its wire behaviour copied from that release (commit dd13f7a^), nothing imported
-from today's shuffle code.
+"""A shuffle peer of the first release (before nonce routing ids and columnar batches),
+for rolling-upgrade tests: its wire behaviour copied from that release's code, nothing
+imported from today's shuffle code.
 
 What it does as that release did:
 
@@ -17,7 +17,7 @@ What it does as that release did:
   coalesced grants of at least a quarter window (or when nothing is outstanding);
 * it broadcasts RECEIVING on its PUB and reads the other worker's state on a SUB.
 
-``routed=True`` makes it the release of issue #18 instead (still version-1 batches and
+``routed=True`` makes it the routed release instead (still version-1 batches and
 no ``batch_schema_version``): routing ids of worker id, NUL and nonce, RECEIVED before
 ACKED (it keeps waiting), credit that comes back with each answer, no grants sent.
 
@@ -167,7 +167,7 @@ class LegacyPeer:
         assert self._peer is not None
         dealer = self.context.socket(zmq.DEALER)
         dealer.linger = 0
-        # the first release: the bare worker id; issue #18's: worker id, NUL, nonce
+        # the first release: the bare worker id; the routed one: worker id, NUL, nonce
         dealer.routing_id = self.worker.encode() + (b"\x00legacy-nonce" if self.routed else b"")
         dealer.connect(self._peer.data_endpoint)
         sub = self.context.socket(zmq.SUB)
@@ -234,7 +234,7 @@ class LegacyPeer:
             except zmq.Again:
                 return
             if kind == KIND_CREDIT and self.routed:
-                self.grants_received += 1  # issue #18's release ignores grants
+                self.grants_received += 1  # the routed release ignores grants
                 continue
             if kind == KIND_CREDIT:
                 grant = CreditGrant()
@@ -248,7 +248,7 @@ class LegacyPeer:
             if ack.reason:
                 self.reasons[ack.reason] += 1
             if self.routed and ack.status == BatchAck.RECEIVED:
-                continue  # issue #18's release: queued there, keep waiting for ACKED
+                continue  # the routed release: queued there, keep waiting for ACKED
             flight = self._in_flight.pop(ack.batch_id, None)
             if flight is None:
                 continue
@@ -284,7 +284,7 @@ class LegacyPeer:
                 return
             name, separator, _ = route.partition(b"\x00")
             if self.routed and not separator:
-                self.dropped_frames += 1  # issue #18's release: a bare id is not a sender
+                self.dropped_frames += 1  # the routed release: a bare id is not a sender
                 continue
             sender = (name if self.routed else route).decode("utf-8", errors="replace")
             header = RecordBatch()
@@ -312,7 +312,7 @@ class LegacyPeer:
             self._answer(route, message.batch_id, BatchAck.ACKED, "")
             account.outstanding -= records
             if self.routed:
-                continue  # issue #18's release sends no grants
+                continue  # the routed release sends no grants
             account.ungranted += records
             if account.ungranted >= max(self.window_records // 4, 1) or not account.outstanding:
                 grant = CreditGrant(

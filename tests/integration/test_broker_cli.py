@@ -133,10 +133,10 @@ def test_durable_broker_cli_stops_both_its_broker_and_its_s3_server():
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_durable_broker_with_clients_connected_stops_without_being_killed(sig):
-    """Issue #18: `broker --durable` needed SIGKILL to stop. The CLI stopped Tansu with
-    SIGTERM, on which Tansu waits for its clients to disconnect; with a producer and a
-    consumer connected it was still running after the stop timeout and was killed
-    ("ignored SIGTERM; killing it"). Now it is stopped with SIGINT (Tansu exits at once)
+    """`broker --durable` must stop without SIGKILL. On SIGTERM Tansu waits for its
+    clients to disconnect, so with a producer and a consumer connected it would outlive
+    the stop timeout and be killed ("ignored SIGTERM; killing it"). So it is stopped
+    with SIGINT (Tansu exits at once)
     and killed only if it has not exited after the timeout: the broker and its S3
     server end, and nothing had to be killed."""
     with start_broker_cli("--durable") as cli:

@@ -1,6 +1,6 @@
 """The durable embedded broker: records and committed offsets survive a broker kill -9.
 
-The fault tests and the chaos benchmark (issue #18) take the broker away for real with
+The fault tests and the chaos benchmark take the broker away for real with
 this: the Tansu process is SIGKILLed (clients see refused connections, not a pause) and
 started again on the same port, its data on a local S3 server that outlived it.
 """

@@ -1,4 +1,4 @@
-"""The fault-injection soak of issue #18, short: ``python -m benchmarks.chaos --once``.
+"""The fault-injection soak, short: ``python -m benchmarks.chaos --once``.
 
 Every fault kind once in a run of more than 2 minutes (kill -9 of a sending and of a
 receiving worker, kill -9 and restart of the durable broker, kill -9 and restart of the

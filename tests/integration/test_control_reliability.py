@@ -1,5 +1,5 @@
-"""The control app (`streamtrain lag run`) under faults of issue #18: a broker that is
-really gone for 60 s (item 6) and several instances of the app (item 9).
+"""The control app (`streamtrain lag run`) under faults: a broker that is really gone
+for 60 s and several instances of the app.
 
 Real pieces: `lag run` processes (Faust), the embedded broker (durable, killed with
 SIGKILL and restarted on the same port, for the outage).
@@ -44,9 +44,9 @@ def _commit(settings, group, topic, partitions):
 
 
 def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tmp_path):
-    """Issue #18, item 6: the app counted a send done once Faust *enqueued* it; with the
+    """The app counted a send done once Faust *enqueued* it; with the
     broker process gone (not paused: SIGSTOP keeps TCP open and hid this) aiokafka fails
-    the batch after its request timeout and the alert was lost. Now a send leaves the
+    the batch after its request timeout and the alert was lost. A send leaves the
     outbox only once its delivery future is confirmed: the CRITICAL alert the app
     raises during a 60-s outage reaches the alerts topic after the broker is back.
 
@@ -104,9 +104,9 @@ def _planner(port):
 
 
 def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_path):
-    """Issue #18, item 9: every instance took the samples of its partitions but only the
+    """Every instance took the samples of its partitions but only the
     leader drained them, so the follower's list grew without bound and the leader
-    missed samples. Now a follower forwards them to the leader: the leader accepts every
+    missed samples. A follower forwards them to the leader: the leader accepts every
     sample of a 4-partition samples topic and nothing waits at the follower.
 
     Before the fix (every instance taking its partitions' samples itself, the ``/planner``

@@ -126,7 +126,7 @@ def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_pa
         produce(2_000)
         # The leave waits for the join's rebalance to end (c trains): Tansu 0.6.0 wedges
         # a cooperative group whose leader leaves mid-rebalance (it keeps answering with
-        # the gone member as leader, so no one assigns; docs/benchmarks.md, issue #17).
+        # the gone member as leader, so no one assigns; docs/benchmarks.md).
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not has_trained(tmp_path, "c"):
             produce(partitions)  # a record per partition: c trains once it owns one

@@ -1,4 +1,4 @@
-"""A dead letter the broker could not take is retried until it can (issue #18 item 8).
+"""A dead letter the broker could not take is retried until it can.
 
 The durable embedded broker is killed (SIGKILL: connections refused, not paused) while a
 dead letter is on its way, and restarted on the same port with its data; the dead
@@ -38,7 +38,7 @@ def _dead_letters(bootstrap, topic):
 
 
 def test_a_dead_letter_that_failed_during_an_outage_is_retried_and_then_acknowledged():
-    """Issue #18 item 8: a failed dead-letter delivery was never retried, so its record
+    """A failed dead-letter delivery was never retried, so its record
     held back its partition's commit for the life of the process."""
     with EmbeddedBroker(EmbeddedBrokerSettings(durable=True)) as broker:
         kafka = broker.kafka_settings()

@@ -83,8 +83,8 @@ def test_torch_dataset_trains_mmoe_and_commits_what_was_trained(ctr_topic):
 
 @pytest.mark.parametrize("steps_per_execution", [1, 2])
 def test_keras_fit_on_a_tf_dataset_acks_one_batch_per_step(ctr_topic, steps_per_execution):
-    """With ``steps_per_execution=2`` Keras calls back every second step (issue #18 item
-    10: the callback then acknowledged half of the trained batches)."""
+    """With ``steps_per_execution=2`` Keras calls back every second step (a callback
+    that acknowledged one batch per call would leave half of them unacknowledged)."""
     tf: Any = importlib.import_module("tensorflow")  # no type stubs
     keras = tf.keras
     settings, topic = ctr_topic

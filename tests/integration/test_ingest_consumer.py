@@ -279,7 +279,7 @@ def test_worker_publishes_throughput_samples(broker):
     assert summary.records_trained == 400
     assert summary.steps == 8
     assert summary.committed == {(topic, 0): 200, (topic, 1): 200}
-    memory = summary.to_json()["memory"]  # issue #20: RSS against the local queue's bytes
+    memory = summary.to_json()["memory"]  # RSS against the local queue's bytes
     assert memory["queue_peak_mib"] > 0
     assert memory["rss_bound_mib"] == pytest.approx(2 * memory["queue_peak_mib"] + 32, abs=0.2)
     assert memory["within_bound"] is (memory["rss_growth_mib"] <= memory["rss_bound_mib"])

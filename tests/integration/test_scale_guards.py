@@ -1,6 +1,6 @@
-"""Applying commands safely (issue #18): a bad command never crash-loops ``scale apply``
-(item 3), worker counts are bounded and the local pool never spawns in a loop (item 4),
-and a webhook's URL (which may hold a token) stays out of alert text (item 10).
+"""Applying commands safely: a bad command never crash-loops ``scale apply``, worker
+counts are bounded and the local pool never spawns in a loop, and a webhook's URL (which
+may hold a token) stays out of alert text.
 
 Real pieces: the embedded broker, a real HTTP endpoint on 127.0.0.1, the real
 CommandConsumer with its commits, real worker subprocesses.
@@ -110,9 +110,9 @@ def _committed(settings, group, topic):
 
 
 def test_a_bad_command_id_ends_failed_and_committed_and_the_next_one_applies(broker, endpoint):
-    """Issue #18, item 3: a command_id with CR/LF or outside Latin-1 made header encoding
+    """A command_id with CR/LF or outside Latin-1 made header encoding
     raise inside the webhook executor; the applier re-raised and CommandConsumer.poll
-    raised before committing, so every restart re-read the same command. Now each ends
+    raised before committing, so every restart re-read the same command. Each ends
     as a FAILED outcome with an alert, its offset is committed, and the good command
     after it is applied; a restarted consumer re-reads none of them."""
     settings = broker.kafka_settings()
@@ -147,7 +147,7 @@ def test_a_bad_command_id_ends_failed_and_committed_and_the_next_one_applies(bro
 
 
 def test_a_failing_webhook_keeps_its_token_out_of_the_alert(broker, endpoint):
-    """Issue #18, item 10: the webhook URL may hold a token; an apply that fails puts the
+    """The webhook URL may hold a token; an apply that fails puts the
     executor's error in an alert, which must not carry the URL's path or query."""
     settings = broker.kafka_settings()
     suffix = uuid.uuid4().hex[:8]
@@ -173,7 +173,7 @@ CRASHER = [sys.executable, "-c", "raise SystemExit(3)"]
 
 
 def test_the_pool_refuses_a_count_above_its_bound_before_starting_anything():
-    """Issue #18, item 4: scale_to(4e9) used to start processes in a loop."""
+    """scale_to(4e9) is refused before any process starts, not spawned in a loop."""
     with LocalProcessPool(SLEEPER, max_workers=3, grace_s=2) as pool:
         with pytest.raises(ExecutorError, match=r"0\.\.3") as info:
             pool.scale_to(4_000_000_000)
@@ -183,7 +183,7 @@ def test_the_pool_refuses_a_count_above_its_bound_before_starting_anything():
 
 
 def test_a_crash_looping_worker_is_replaced_with_backoff_not_in_a_loop():
-    """Issue #18, item 4: with replace_dead, a worker that dies at once used to be
+    """With replace_dead, a worker that dies at once must not be
     restarted on every reap, forever. The second quick death in a row starts a backoff
     that doubles; an explicit scale refills the slot at once."""
     pool = LocalProcessPool(

@@ -382,3 +382,87 @@ def test_control_app_restart_loses_no_shard_and_hands_none_out_twice(job):
         by_worker = {w: {row[0] for row in rows} for w, rows in job.trained().items()}
         both = by_worker.get("w0", set()) & by_worker.get("w1", set())
         assert not both, f"{len(both)} records trained by both workers, e.g. {sorted(both)[:5]}"
+
+
+def changelog_value_sizes(job):
+    """The sizes of every value the control app wrote to its shard table's changelog."""
+    consumer = Consumer(
+        job.kafka.confluent_config(
+            **{"group.id": f"{job.name}-reader", "enable.auto.commit": False}
+        )
+    )
+    topic = f"{job.name}-control-shards-changelog"
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        sizes, read, deadline = [], 0, time.monotonic() + 60
+        while time.monotonic() < deadline and read < high - low:
+            messages = consumer.consume(10_000, 0.5)
+            read += len(messages)
+            sizes += [len(v) for m in messages if m.error() is None and (v := m.value())]
+    finally:
+        consumer.close()
+    return sizes
+
+
+def test_a_backlog_keeps_the_shard_table_small(job):
+    """30,000 records waiting in 10-record shards: cut all at once, one partition's table
+    value would hold 1,500 shards (~50 KB, and 1 MB, the broker's message limit, at
+    ~30,000 shards); cut as the queue drains, it holds a few. Training on meanwhile
+    commits nothing untrained."""
+    job.create(2)
+    job.produce(30_000)
+    with running(job):
+        job.start_control("--shard-records", "10")
+        for name in ("w0", "w1"):
+            job.start_worker(name, delay_s=0.0)
+        wait_for(lambda: len(job.trained_ids()) > 2_000, what="the backlog to be trained")
+        sizes = changelog_value_sizes(job)
+        assert sizes, "the shard table wrote nothing"
+        assert max(sizes) <= 4_096, f"largest shard table value {max(sizes)} bytes"
+        job.check_alive()
+        committed_within_trained(job)
+
+
+def test_a_topic_created_after_the_control_app_started_is_found_and_trained(job):
+    """Discovery is retried until the job's topic exists (it is listed again every
+    --shard-discover-interval-s; partitions added to a topic are found the same way, which
+    the embedded broker cannot show: it does not support CreatePartitions)."""
+    job.partitions = 2
+    with running(job):
+        job.start_control("--shard-discover-interval-s", "1")
+        time.sleep(5.0)  # a few ticks find nothing
+        job.create(2)
+        job.start_worker("w0", delay_s=0.0)
+        job.produce(400)
+        assert job.wait_all_trained_and_committed(), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        assert job.committed() == {0: 200, 1: 200}
+
+
+def test_a_worker_stalled_past_its_lease_loses_nothing(job):
+    """SIGSTOP a worker holding shards for three leases: its shards go to the other
+    worker; on SIGCONT it is told to let go, and its stale records count for nothing."""
+    job.create(4)
+    with running(job):
+        job.start_control("--shard-lease-s", "2")
+        for name in ("w0", "w1"):
+            job.start_worker(name, delay_s=0.05)
+        job.produce(3_000)
+        wait_for(lambda: len(job.trained().get("w1", [])) > 100, what="w1 to train")
+        job.workers["w1"].send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(6.0)
+            job.produce(1_000)
+        finally:
+            job.workers["w1"].send_signal(signal.SIGCONT)
+        job.produce(1_000)
+        assert job.wait_all_trained_and_committed(), (
+            f"trained {len(job.trained_ids())} of {job.produced}, committed {job.committed()}"
+        )
+        assert job.trained_ids() == set(range(job.produced))
+        committed_within_trained(job)
+    log = next(job.dir.glob("control-*.log")).read_text()
+    assert "sent no heartbeat" in log

@@ -1,7 +1,6 @@
 """Flow control and timeouts between real nodes over ZeroMQ on 127.0.0.1 (no broker):
-credit that cannot leak (issue #18 item 7), answers that cannot vanish (item 7), an ACK
-timeout that does not count the receiver's queue and an immediate answer to a newer
-schema version (item 10)."""
+credit that cannot leak, answers that cannot vanish, an ACK timeout that does not count
+the receiver's queue and an immediate answer to a newer schema version."""
 
 import threading
 import time
@@ -105,7 +104,7 @@ class GrantlessReceiver:
 
 
 def test_credit_comes_back_with_the_acks_even_if_no_grant_ever_does(directory):
-    """Issue #18 item 7: credit came back only through grants, so lost grants drove a
+    """Credit came back only through grants, so lost grants drove a
     receiver's credit to 0 and it was never chosen again (here: after one window)."""
     acks = RecordingAcknowledger()
     origin = _node(directory, "origin", acks)
@@ -141,7 +140,7 @@ def _batch(batch_id="b1"):
 
 
 def test_an_answer_to_a_sender_that_is_away_is_counted_and_sent_when_it_is_back(directory):
-    """Issue #18 item 7: answers went through a ROUTER without ``ROUTER_MANDATORY``, so
+    """Answers went through a ROUTER without ``ROUTER_MANDATORY``, so
     one to a momentarily unknown identity vanished and ``control_send_failures`` could
     never count it."""
     directory.announce(PeerInfo("known", "tcp://127.0.0.1:9", "tcp://127.0.0.1:9", 1))
@@ -170,7 +169,7 @@ def test_an_answer_to_a_sender_that_is_away_is_counted_and_sent_when_it_is_back(
 
 
 def test_the_ack_timeout_does_not_count_the_wait_in_a_slow_receivers_queue(directory):
-    """Issue #18 item 10: the ACK timeout counted the time a batch waited in the
+    """The ACK timeout counted the time a batch waited in the
     receiver's queue, so every batch forwarded to a trainer slower than the window per
     timeout timed out and was trained twice."""
     acks = RecordingAcknowledger()
@@ -196,7 +195,7 @@ def test_the_ack_timeout_does_not_count_the_wait_in_a_slow_receivers_queue(direc
 
 
 def test_a_batch_of_a_newer_schema_version_is_answered_at_once(directory):
-    """Issue #18 item 10: a frame with a newer ``schema_version`` was dropped without an
+    """A frame with a newer ``schema_version`` was dropped without an
     answer, costing its sender a whole ACK timeout per batch during a rolling upgrade."""
     directory.announce(PeerInfo("known", "tcp://127.0.0.1:9", "tcp://127.0.0.1:9", 1))
     receiver = _node(directory, "receiver")

@@ -373,7 +373,7 @@ class _MembershipThatBreaks:
 
 
 def test_a_dead_forwarding_thread_fails_the_worker_loudly():
-    """Issue #18 item 1: a forwarding thread that died must stop the worker with its
+    """A forwarding thread that died must stop the worker with its
     error, not leave batches in flight that can never be answered."""
     settings = ShuffleSettings(job="job-f", worker_id="fragile", **SMALL)
     acks = RecordingAcknowledger()

@@ -119,7 +119,7 @@ def test_malformed_member_records_are_counted(broker):
 
 
 def test_unusable_announcements_are_dropped_and_the_shuffle_keeps_working(broker):
-    """Issue #18 item 1: one record announcing ``tcp://nohost``, a 9-byte key or
+    """One record announcing ``tcp://nohost``, a 9-byte key or
     ``tcp://*:5555`` made ``connect()`` raise on every worker's forwarding thread, whose
     socket was left unowned, so closing hung and no batch ever timed out; a record with
     a far-future heartbeat or a huge interval stayed "live" for as long as it liked."""

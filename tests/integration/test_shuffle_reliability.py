@@ -8,8 +8,8 @@ committable to the broker, as a worker does; the two receivers train slowly, so 
 queue up at them. Every record id must end up trained at least once (checked as a set
 over the workers' flushed training logs) and the group's committed offset, read from
 the broker, must reach N: the peers' ACKs came back to the real tracker, and the commit
-never passed a record that was not trained (issue #18 item 11: these tests used a
-recording acknowledger and no commits).
+never passed a record that was not trained (a recording acknowledger without commits
+would not show that).
 """
 
 import contextlib

@@ -1,4 +1,4 @@
-"""The shuffle's open doors (issue #18 item 2): CURVE on the sockets (members talk,
+"""The shuffle's doors: CURVE on the sockets (members talk,
 everybody else is refused and counted), routing ids nobody can take over, bounded
 frames, state events only from their own worker, batches only of the job's topics."""
 
@@ -158,7 +158,7 @@ def _answers(socket, until_status, timeout_ms=10_000):
 
 
 def test_nobody_can_take_over_a_connected_members_routing_id():
-    """Issue #18 item 2: ``router_handover=1`` let a second connection under a member's
+    """``router_handover=1`` let a second connection under a member's
     routing id take it over, and with it the member's ACKs and credit."""
     directory = MemberDirectory()
     _member(directory)
@@ -184,7 +184,7 @@ def test_nobody_can_take_over_a_connected_members_routing_id():
 
 
 def test_frames_beyond_the_bound_are_refused_and_batches_are_cut_to_fit():
-    """Issue #18 item 2: no ``MAXMSGSIZE`` bounded a frame, so any member could make a
+    """No ``MAXMSGSIZE`` bounded a frame, so any member could make a
     receiver buffer a frame of any size."""
     directory = MemberDirectory()
     _member(directory)
@@ -237,7 +237,7 @@ def test_a_sender_cuts_batches_to_the_frame_bound_and_keeps_what_cannot_fit():
 
 
 def test_only_a_worker_itself_can_say_it_left():
-    """Issue #18 item 2: one SUB socket read every peer's events, so any member could
+    """One SUB socket read every peer's events, so any member could
     publish ``LEFT`` (or a receiver state) in another worker's name."""
     directory = MemberDirectory()
     with zmq.Context() as context:
@@ -275,7 +275,7 @@ def test_only_a_worker_itself_can_say_it_left():
 
 
 def test_a_batch_of_a_topic_the_job_does_not_read_is_refused():
-    """Issue #18 item 2: a peer's batch could name any topic, and its undecodable records
+    """A peer's batch could name any topic, and its undecodable records
     made the receiver create and write ``<topic>.dlq``."""
     directory = MemberDirectory()
     _member(directory)

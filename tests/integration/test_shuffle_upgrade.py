@@ -1,9 +1,9 @@
-"""A rolling upgrade of the shuffle (issue #20): workers of older releases and of this
+"""A rolling upgrade of the shuffle: workers of older releases and of this
 one exchange batches both ways without losing a record, over real ZeroMQ sockets on
 127.0.0.1 (no broker). The older workers are :mod:`tests.integration.legacy_shuffle_peer`:
 the first release (version-1 batches, bare routing ids, credit from grants only, any
-answer but ACKED read as a rejection) and issue #18's (version-1 batches, RECEIVED, no
-grants)."""
+answer but ACKED read as a rejection) and the routed release (version-1 batches,
+RECEIVED, no grants)."""
 
 import threading
 

@@ -116,7 +116,7 @@ def _kill(process):
 
 
 def test_kill_9_of_the_receiver_and_then_the_sender_mid_run_loses_no_record(broker, tmp_path):
-    """Issue #18 item 11: the real end-to-end path had no fault injection. Here the idle
+    """Faults on the real end-to-end path: the idle
     peer is killed -9 while it trains the hot worker's records, and restarted; then the
     hot worker is killed -9 while batches of its are at the peer, and restarted. Every
     record is trained at least once and every partition is committed to its end."""

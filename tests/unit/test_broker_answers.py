@@ -1,6 +1,6 @@
 """streamtrain.kafka.broker_answers: the plain TCP check that keeps long-lived admin
-clients from sending requests into a broker outage (issue #18: librdkafka aborted the
-control app and the workers when the durable broker was killed and came back)."""
+clients from sending requests into a broker outage (librdkafka aborts the
+process when such requests are in flight as a killed broker comes back)."""
 
 import socket
 

@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "demo",
     "keda",
     "cluster",
+    "lighthouse",
 }
 
 

@@ -68,6 +68,20 @@ def test_concat_refuses_mixed_chunks(other):
         RecordColumns.concat([])
 
 
+def test_lease_ids_follow_the_records_through_take_and_concat():
+    a = chunk([0, 0, 0], [1, 2, 3], [b"a", b"b", b"c"]).leased(np.array([7, 7, 8]))
+    b = chunk([1], [9], [b"d"]).leased(np.array([9]))
+    for picked in (a.take(np.array([0, 2])), a.take(slice(1, 3))):
+        assert picked.lease_ids is not None and picked.lease_ids.tolist() == [7, 8]
+    joined = RecordColumns.concat([a, b]).lease_ids
+    assert joined is not None and joined.tolist() == [7, 7, 8, 9]
+    assert chunk([0], [1]).lease_ids is None
+    with pytest.raises(ConfigError):
+        RecordColumns.concat([a, chunk([0], [4])])  # lease ids on some only
+    with pytest.raises(ConfigError):
+        chunk([0, 0], [1, 2]).leased(np.array([1]))  # one per record
+
+
 def test_payload_bytes_and_lengths():
     records = chunk([0, 0, 0], [0, 1, 2], [b"", b"xy", b"z"])
     assert records.payload_bytes == 3

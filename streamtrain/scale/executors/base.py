@@ -27,12 +27,18 @@ Owned here:
     handler, whereas a result travels the same road as every other failure. An
     executor that raises something other than an ``ExecutorError`` (a bug, a request
     the HTTP client refuses to build) is logged with its traceback and reported as
-    ``"failed"`` too, never raised (issue #18, item 3: one bad command crash-looped
-    ``scale apply``).
-  - **Never out of order** (issue #18, item 10). The newest ``created_at_ms`` applied
+    ``"failed"`` too, never raised, so one bad command cannot crash-loop
+    ``scale apply``.
+  - **Never out of order**: an outbox may re-send an older command after a newer one.
+    The newest ``created_at_ms`` applied
     per job is kept (in memory and in the journal); a command created before it is not
     applied: outcome ``"superseded"`` (not a failure: a newer decision already holds).
     Commands with the same ``created_at_ms`` are applied in arrival order.
+  - **Nothing from the future.** A command created more than ``max_clock_skew_s``
+    after now (the wall clock) is refused like an invalid one, never applied and never
+    journaled: applied, a command dated a year ahead would make every later command
+    ``"superseded"`` for a year, also after a restart. A journal line dated so (left by
+    an older build) is skipped when the journal is read, with one warning.
   - ``on_result`` sees every result: applied, duplicate and failed.
 
 Why re-applying is safe: scaling *to* N is idempotent, so when ``scale_to`` succeeds
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -128,8 +135,12 @@ class ApplierSettings:
     journal_path: Path | None = None
     max_target_workers: int | None = None  # a guard against a runaway planner
     allow_scale_to_zero: bool = False  # else a target of 0 (an unset field) is refused
+    max_clock_skew_s: float = 60.0  # commands created further in the future are refused
 
     def __post_init__(self) -> None:
+        skew = self.max_clock_skew_s
+        if not (math.isfinite(skew) and skew >= 0):
+            raise ConfigError(f"the clock skew allowed is at least 0 s, got {skew}")
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be at least 1, got {self.max_attempts}")
         if not 0 <= self.backoff_initial_s <= self.backoff_max_s:
@@ -166,12 +177,14 @@ class CommandApplier:
         on_result: Callable[[ApplyResult], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.executor = executor
         self.settings = settings or ApplierSettings()
         self._on_result = on_result
         self._sleep = sleep
         self._clock = clock
+        self._wall_clock = wall_clock
         self._lock = threading.Lock()
         self._applied: OrderedDict[str, int | None] = OrderedDict()
         self._newest_ms: dict[str, int] = {}  # per job: created_at_ms of the newest applied
@@ -303,7 +316,18 @@ class CommandApplier:
                 "target_workers 0 refused (an unset field decodes to 0): allow scale-to-zero "
                 "to apply it"
             )
+        ahead_s = self._ahead_s(command.created_at_ms)
+        if ahead_s is not None:
+            return (
+                f"created {ahead_s:,.0f} s in the future (clock skew allowed: "
+                f"{self.settings.max_clock_skew_s:g} s): not applied, not journaled"
+            )
         return None
+
+    def _ahead_s(self, created_at_ms: int) -> float | None:
+        """How far beyond now + the clock skew allowed ``created_at_ms`` is, or None."""
+        ahead_s = created_at_ms / 1000 - self._wall_clock()
+        return ahead_s if ahead_s > self.settings.max_clock_skew_s else None
 
     def _current_workers_or_none(self) -> int | None:
         try:
@@ -410,6 +434,7 @@ class CommandApplier:
         except OSError as exc:
             return f"the command journal {path} cannot be read ({exc}); fix it and redeliver"
         lines = text.splitlines()
+        future = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -425,7 +450,18 @@ class CommandApplier:
                 after = workers_after if isinstance(workers_after, int) else None
                 self._remember_id(command_id, after)
             if isinstance(job, str) and isinstance(created_at_ms, int):
+                if self._ahead_s(created_at_ms) is not None:
+                    future += 1  # left by a build that applied such commands
+                    continue
                 self._remember_newest(job, created_at_ms)
+        if future:
+            log.warning(
+                "skipped %d entries of the command journal %s dated in the future (clock "
+                "skew allowed: %g s): they no longer hold back newer commands",
+                future,
+                path,
+                self.settings.max_clock_skew_s,
+            )
         self._journal_lines = len(lines)
         self._journal_loaded = True
         log.info("loaded %d applied command ids from %s", len(self._applied), path)

@@ -34,11 +34,12 @@ its environment; a replaced worker keeps its slot's id and index.
   worker's shards back at once with
   :meth:`~streamtrain.scale.executors.shard_release.ShardRelease.worker_gone`.
 
-* **Never spawns in a loop** (issue #18, item 4): ``scale_to`` above ``max_workers``
-  (default 64) is refused, not retriable, before any process starts; and a slot whose
-  worker keeps dying young (within ``min_uptime_s`` of its start) is refilled by
-  :meth:`~LocalProcessPool.reap` only after a backoff that doubles with each quick
-  death (``restart_backoff_s`` up to ``max_restart_backoff_s``), logged at ERROR.
+* **Never spawns in a loop** (a command for 4e9 workers must not fork forever):
+  ``scale_to`` above ``max_workers`` (default 64) is refused, not retriable, before any
+  process starts; and a slot whose worker keeps dying young (within ``min_uptime_s`` of
+  its start) is refilled by :meth:`~LocalProcessPool.reap` only after a backoff that
+  doubles with each quick death (``restart_backoff_s`` up to ``max_restart_backoff_s``),
+  logged at ERROR.
 
 Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
 """

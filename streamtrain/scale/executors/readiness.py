@@ -45,6 +45,7 @@ class Readiness:
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
         self._sequence = 0
+        self.undecodable = wire.DecodeFailures("worker state", log)
 
     def start(self) -> Readiness:
         create_topic(self.kafka, self.topic, 1, exist_ok=True)
@@ -87,9 +88,9 @@ class Readiness:
                     if message.error() is not None:
                         continue
                     try:
-                        event = wire.decode(dp.WorkerStateEvent, message.value() or b"")
-                    except SchemaError as exc:
-                        log.warning("ignoring an unreadable worker state: %s", exc)
+                        event = wire.decode(dp.WorkerStateEvent, message.value())
+                    except SchemaError as exc:  # counted by kind, each kind logged once
+                        self.undecodable.add(exc, self.topic)
                         continue
                     if event.state == dp.WorkerStateEvent.ADMITTED or not event.worker_id:
                         continue

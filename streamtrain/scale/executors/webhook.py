@@ -18,8 +18,8 @@ Owned here:
 
 A command whose id cannot travel in an HTTP header (control characters, characters
 outside Latin-1) fails at once, not retriable, and so does any other request the HTTP
-client refuses to build: one bad command must not crash the applier's loop (issue #18,
-item 3). Error texts and logs name an endpoint by :func:`redact_url` (scheme, host and
+client refuses to build: one bad command must not crash the applier's loop. Error
+texts and logs name an endpoint by :func:`redact_url` (scheme, host and
 port): a webhook URL often carries a token in its path or query.
 
 Both answer ``current_workers`` from an optional status source (``status_url``,

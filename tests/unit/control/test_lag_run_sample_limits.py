@@ -1,4 +1,4 @@
-"""`lag run` wires the sample limits of issue #18, item 5 to its options and variables."""
+"""`lag run` wires the sample limits (clock skew, pool size, rates) to its options and variables."""
 
 import pytest
 from click.testing import CliRunner

@@ -62,7 +62,7 @@ def test_samples_are_decoded_and_bad_ones_counted():
 
 
 def test_a_null_sample_value_is_counted_not_a_crash():
-    """Issue #18, item 10: a null value (a tombstone on the samples topic) crashed the
+    """A null value (a tombstone on the samples topic) crashed the
     samples agent."""
     a = agent()
     a.take(None)
@@ -71,8 +71,8 @@ def test_a_null_sample_value_is_counted_not_a_crash():
 
 
 def test_samples_waiting_for_the_planner_are_bounded():
-    """Issue #18, item 9: an instance that is not the leader never drained its samples;
-    whatever waits is bounded now, the oldest pushed out and counted."""
+    """An instance that is not the leader never drained its samples;
+    whatever waits is bounded, the oldest pushed out and counted."""
     a = agent()
     limit = a.new_samples.maxlen
     assert limit is not None
@@ -127,8 +127,8 @@ def test_arrival_steps_whose_send_failed_are_written_again():
 
 
 def test_an_unsent_command_is_not_resent_after_a_newer_one():
-    """Issue #18, item 10: the outbox re-sent older commands first; only the newest
-    decision is sent now (the applier also refuses an older one)."""
+    """The outbox re-sent older commands first; only the newest
+    decision is sent (the applier also refuses an older one)."""
     a = agent()
     first, _ = a.plan([sample(T0)], lag(T0, 30.0), T0 + 0.5)
     a.command_outbox.extend(first)  # its send failed

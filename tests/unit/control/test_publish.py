@@ -32,7 +32,7 @@ def test_an_empty_batch():
 
 
 def test_a_send_counts_only_once_its_delivery_future_is_confirmed():
-    """Issue #18, item 6: a Faust send returns once the message is *enqueued*, with a
+    """A Faust send returns once the message is *enqueued*, with a
     delivery future that aiokafka fails after its request timeout when the broker is
     gone; such a send must be reported failed (so it stays in the outbox), and one whose
     future never resolves fails by the timeout."""

@@ -2,10 +2,12 @@
 
 import logging
 
+import numpy as np
+
 from streamtrain import wire
-from streamtrain.control.shards import ShardCoordinator, ShardJobSettings
+from streamtrain.control.shard_coordinator import ShardCoordinator, ShardJobSettings
 from streamtrain.proto import control_plane_pb2 as pb
-from streamtrain.shards import ShardSettings
+from streamtrain.shards import ShardClient, ShardSettings
 
 T = "clicks"
 
@@ -93,3 +95,77 @@ def test_a_holder_of_a_shard_leased_to_another_is_told_to_let_go():
     assert other.shards[0].start_offset == grant.shards[0].start_offset
     answer = c.handle(update(held=[grant.shards[0]]), now_s=10.2)
     assert answer is not None and [r.start_offset for r in answer.revoked] == [0]
+
+
+def test_a_stalled_worker_that_gets_a_split_piece_back_commits_nothing_untrained():
+    """Through the coordinator and a worker's client: A stalls past its lease with
+    1000..1599 of [1000,2000) queued; a slow peer takes a split piece; one answer to A
+    revokes [1000,2000) and grants [1200,2000). A's stale records count for nothing, so
+    [1200,2000) is done only once A trained its own 1200..1999."""
+    c = ShardCoordinator(ShardJobSettings(job="ctr", topics=(T,)))
+    c.tick({(T, 0): 3000}, {(T, 0): 0}, now_s=0.0)
+
+    def send(client, now_s, want=None):
+        message = client.update(now_s * 10)  # due: ten heartbeat intervals a second
+        if want is not None:
+            message.want_shards = want
+        answer = c.handle(wire.encode(message), now_s)
+        if answer is not None:
+            client.apply(answer)
+        return answer
+
+    a = ShardClient("ctr", "A", prefetch_shards=1)
+    b = ShardClient("ctr", "B", prefetch_shards=1)
+    send(b, 0.0, want=1)
+    b.ack(b.accept(T, 0, np.arange(0, 1000, dtype=np.int64)))
+    send(b, 10.0, want=0)  # 1000 records in 10 s: a slow worker
+    send(a, 10.0, want=1)
+    stale = a.accept(T, 0, np.arange(1000, 1600, dtype=np.int64))
+    for t in (11.0, 12.0, 13.0, 14.0):  # A stalls; B heartbeats
+        send(b, t, want=0)
+        c.tick({(T, 0): 3000}, {}, t)
+    send(b, 14.1, want=1)
+    [piece] = b.holdings.grants()
+    assert piece.shard.end_offset < 2000
+    answer = send(a, 14.2, want=1)
+    assert [r.start_offset for r in answer.revoked] == [1000]
+    [again] = a.holdings.grants()
+    assert again.shard.start_offset == piece.shard.end_offset
+    fresh = a.accept(T, 0, np.arange(again.shard.start_offset, 2000, dtype=np.int64))
+    a.ack(stale)  # the stale batch is trained first: counts for nothing
+    a.ack(fresh[: 1600 - again.shard.start_offset])  # then the new copies up to 1599
+    b.ack(b.accept(T, 0, np.arange(piece.shard.start_offset, piece.shard.end_offset)))
+    send(b, 14.3, want=0)
+    send(a, 14.3, want=0)
+    assert c.book.committable() == {(T, 0): piece.shard.end_offset}  # 1600.. untrained
+    a.ack(fresh[1600 - again.shard.start_offset :])
+    send(a, 14.4, want=0)
+    assert c.book.committable() == {(T, 0): 2000}
+
+
+def test_one_update_that_raises_is_counted_and_the_next_is_served(monkeypatch, caplog):
+    c = coordinator()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(c.book, "heartbeat", broken)
+    caplog.set_level(logging.ERROR)
+    assert c.handle(update(want_shards=1), now_s=0.1) is None
+    assert c.failed == 1 and "could not be applied" in caplog.text
+    monkeypatch.undo()
+    assert c.handle(update(want_shards=1), now_s=0.2) is not None
+    assert c.state_json()["failed"] == 1
+
+
+def test_an_epoch_the_coordinator_never_issued_is_refused_and_grants_go_on(caplog):
+    c = coordinator()
+    caplog.set_level(logging.WARNING)
+    answer = c.handle(update(held=[rng(0, 0, 10, epoch=2**64 - 1)]), now_s=0.1)
+    assert [r.start_offset for r in answer.revoked] == [0]
+    assert "did not issue" in caplog.text
+    grant = c.handle(
+        wire.encode(pb.ShardUpdate(job="job", worker_id="v", want_shards=2)), now_s=0.2
+    )
+    assert [s.epoch for s in grant.shards] == [1, 2]
+    assert c.failed == 0

@@ -1,4 +1,4 @@
-"""The demo dashboard's POST /api/burst is the page's own only (issue #18, item 10: CSRF).
+"""The demo dashboard's POST /api/burst is the page's own only (no cross-site request forgery).
 
 A real server on a loopback port; ``burst`` counts its calls."""
 

@@ -42,8 +42,8 @@ def test_defaults_are_the_forecasters_and_round_trip_through_options():
     now = dict(SAVED_BEFORE)
     now["smooth_s"] = 60 * now.pop("smooth_steps")  # the window is in seconds now
     now["baseline_median"] = False  # settings added since: their default is the old way
-    now["train_steps"] = 1200  # twice the steps since (issue #19: 600 left it undertrained)
-    now["mstl_weight"] = 0.5  # combined with MSTL since (issue #19)
+    now["train_steps"] = 1200  # 600 left it undertrained
+    now["mstl_weight"] = 0.5  # combined with MSTL by default
     now["adapt_weight"] = True
     assert settings.options() == now
     saved = FedformerSettings.from_options(**SAVED_BEFORE)

@@ -106,7 +106,7 @@ def test_tf_feed_callback_mode_acks_oldest_per_step():
 
 
 def test_keras_callback_acks_every_step_of_an_execution():
-    """Issue #18 item 10: with ``steps_per_execution=N`` Keras calls back once per N
+    """With ``steps_per_execution=N`` Keras calls back once per N
     steps, and the callback acknowledged one batch per call: N - 1 of every N trained
     batches stayed unacknowledged (commits fell behind, and a restart re-trained them)."""
     source = FakeSource(10)

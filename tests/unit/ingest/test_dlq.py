@@ -1,5 +1,5 @@
 """The dead-letter queue's decisions that need no broker, and the replication factor new
-topics get (issue #18 items 2 and 8)."""
+topics get."""
 
 from streamtrain.config import KafkaSettings
 from streamtrain.ingest.dlq import DeadLetterQueue
@@ -8,7 +8,7 @@ from streamtrain.testing import records
 
 
 def test_only_the_workers_own_topics_are_dead_lettered():
-    """Issue #18 item 2: a peer's batch could make a worker create and write any
+    """A peer's batch could make a worker create and write any
     ``<topic>.dlq``; records of a topic the worker does not read are refused."""
     acknowledged: list[object] = []
     dlq = DeadLetterQueue(
@@ -25,7 +25,7 @@ def test_only_the_workers_own_topics_are_dead_lettered():
 
 
 def test_new_topics_take_the_clusters_replication_factor():
-    """Issue #18 item 8: DLQ, members and control topics were created with replication
+    """DLQ, members and control topics were created with replication
     factor 1 whatever the cluster."""
     assert replication_factor_for(None, 1) == 1
     assert replication_factor_for(None, 5) == 3  # min(3, brokers)

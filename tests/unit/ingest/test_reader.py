@@ -135,3 +135,33 @@ def test_a_source_that_lingers_is_not_waited_for_twice(source_lingers, max_recor
     batch = reader.next_batch(max_records, timeout_s=1.0)
     assert batch is not None and batch.records.offsets.tolist() == [5, 6]
     assert source.lingers == [(max_records or 4, expected)]
+
+
+def test_a_handed_back_batch_is_handed_out_again_first_and_acked_once():
+    reader, _, acked, metrics = setup([b"a", b"b", b"c", b"d"], RawDecoder(), linger_s=0)
+    first = reader.next_batch(2, 0.1, ack_previous=False)
+    first.nack()  # its step did not commit
+    first.nack()
+    first.ack()  # a batch ends once: handed back, it is not acknowledged
+    assert acked == []
+    again = reader.next_batch(2, 0.1, ack_previous=False)
+    assert again.records.offsets.tolist() == [0, 1]
+    assert again["payload"].tolist() == first["payload"].tolist()
+    after = reader.next_batch(2, 0.1, ack_previous=False)
+    assert after.records.offsets.tolist() == [2, 3]
+    again.ack()
+    after.ack()
+    assert sorted(acked) == [0, 1, 2, 3]
+    assert metrics.snapshot().records_trained == 4
+    assert reader.next_batch(2, 0.05, ack_previous=False) is None
+
+
+def test_a_batch_without_a_hand_back_does_nothing_on_nack():
+    from streamtrain.ingest.reader import Batch
+    from streamtrain.testing import records
+
+    acked: list[object] = []
+    batch = Batch(records(0, 2), {}, acked.append)
+    batch.nack()
+    batch.ack()
+    assert acked == [] and batch.acked

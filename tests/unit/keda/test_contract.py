@@ -80,7 +80,7 @@ def test_the_low_end_escapes_the_tolerance_where_the_plan_itself_would_not():
     assert _lands(14, 15) == 14
     # from 20 workers, one fewer is within the tolerance whatever the value
     assert _lands(19, 20) == 20
-    # one more from 11 workers up is within the tolerance (documented in the README);
+    # one more from 11 workers up is within the tolerance (documented in docs/integrations.md);
     # at 10 the ratio 1.1 is a hair above 1 + 0.1 in floating point, as in Go: applied
     assert _lands(12, 11) == 11
     assert _lands(11, 10) == 11

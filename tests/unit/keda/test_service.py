@@ -82,7 +82,8 @@ def test_the_four_methods_answer_the_plan():
     "metadata,message",
     [
         ({}, "scalerMetadata needs 'job'"),
-        ({"job": "nope"}, "unknown job 'nope'"),
+        ({"job": "a", "jobFromEnv": "b"}, "names two jobs"),
+        ({"job": "x" * 100_000}, "(100,000 characters) is longer than 249"),
     ],
 )
 def test_bad_metadata_is_invalid_argument_with_a_clear_message(metadata, message):
@@ -111,6 +112,44 @@ def test_bad_metadata_is_invalid_argument_with_a_clear_message(metadata, message
     for code, details in run(scenario()):
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert message in details
+        assert len(details) < 1000  # a name is quoted to 200 characters, never whole
+
+
+def test_job_from_env_names_the_job():
+    """KEDA resolves ``jobFromEnv`` from the scale target's environment and passes the
+    value on under that key."""
+    book = PlanBook()
+    book.add_command(command("ctr", 5))
+
+    async def scenario():
+        async with Harness(book) as stub:
+            request = es.GetMetricsRequest(scaledObjectRef=ref(jobFromEnv="ctr"))
+            return await stub.GetMetrics(request)
+
+    assert run(scenario()).metricValues[0].metricValue == 5
+
+
+def test_a_job_not_seen_yet_gets_its_metric_spec_and_unavailable_metrics():
+    """Without --job, a job whose planner has not published yet: GetMetricSpec depends
+    on the name alone (KEDA builds its HPA now, without a back-off), GetMetrics is
+    UNAVAILABLE (KEDA retries, or applies its fallback) until the plan appears."""
+    book = PlanBook()
+    book.add_command(command("ctr", 2))
+
+    async def scenario():
+        async with Harness(book) as stub:
+            spec = await stub.GetMetricSpec(ref(job="later"))
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.GetMetrics(es.GetMetricsRequest(scaledObjectRef=ref(job="later")))
+            book.add_command(command("later", 3))
+            values = await stub.GetMetrics(es.GetMetricsRequest(scaledObjectRef=ref(job="later")))
+            return spec, info.value, values
+
+    spec, error, values = run(scenario())
+    assert spec.metricSpecs[0].metricName == metric_name("later")
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert "no plan for job 'later' yet" in error.details() and "'ctr'" in error.details()
+    assert values.metricValues[0].metricValue == 3
 
 
 def test_a_metric_the_job_does_not_have_is_invalid_argument():

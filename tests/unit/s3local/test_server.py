@@ -1,6 +1,7 @@
 """The local S3 server of the durable broker: what Tansu's object store relies on.
 
-The store (pure: listing, conditional writes) and one real HTTP round trip on loopback.
+The store (pure: listing, conditional writes) and real HTTP round trips on loopback,
+signed as Tansu signs them (the refusals are in test_checks.py).
 """
 
 import http.client
@@ -10,7 +11,9 @@ import threading
 import pytest
 
 from streamtrain.errors import ConfigError
+from streamtrain.s3local.checks import Credentials, sign
 from streamtrain.s3local.server import STATS_PATH, PreconditionFailed, S3Store, serve
+from streamtrain.s3local.store import Cursor
 
 
 def _store(*keys):
@@ -25,7 +28,7 @@ def test_a_list_returns_the_keys_under_a_prefix_in_order_and_pages_on():
     objects, prefixes, more = store.list("t/p0/", "", "", 1000)
     assert [k for k, _ in objects] == ["t/p0/a", "t/p0/b"] and prefixes == [] and more is None
     first, _, more = store.list("t/", "", "", 2)
-    assert [k for k, _ in first] == ["t/p0/a", "t/p0/b"] and more == "t/p0/b"
+    assert [k for k, _ in first] == ["t/p0/a", "t/p0/b"] and more == Cursor("t/p0/b")
     rest, _, more = store.list("t/", more, "", 2)
     assert [k for k, _ in rest] == ["t/p0x", "t/p1/b"] and more is None
 
@@ -83,17 +86,78 @@ def test_a_listed_object_shows_its_latest_version():
     )
 
 
-def test_the_server_answers_put_get_head_list_and_errors_over_http():
-    server = serve("127.0.0.1", 0, "bkt")
+def test_paging_past_a_common_prefix_never_repeats_it():
+    """A continuation token on a common prefix listed it again: with max-keys=1 and a
+    delimiter the pages never ended, at the default there were duplicates at the page
+    boundaries."""
+    store = _store("a/b/1", "a/b/2", "a/c", "a/d/1", "a/d/2", "a/e")
+    for page_keys in (1, 2, 3):
+        seen, after = [], Cursor("")
+        for _ in range(20):
+            objects, prefixes, more = store.list("a/", after, "/", page_keys)
+            seen += [k for k, _ in objects] + prefixes
+            if more is None:
+                break
+            after = more
+        assert sorted(seen) == ["a/b/", "a/c", "a/d/", "a/e"], (page_keys, seen)
+
+
+CREDENTIALS = Credentials("STTEST", "secret-for-the-test")
+
+
+def serving(bucket="bkt"):
+    server = serve("127.0.0.1", 0, bucket, CREDENTIALS)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
-    port = server.server_address[1]
+    return server, thread
+
+
+def stop(server, thread):
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def signed_caller(port):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
 
     def call(method, path, body=None, headers=None):
-        connection.request(method, path, body=body, headers=headers or {})
+        signed = sign(method, path, f"127.0.0.1:{port}", body or b"", CREDENTIALS)
+        connection.request(method, path, body=body, headers=signed | (headers or {}))
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read()
+
+    return connection, call
+
+
+def test_signed_list_pages_follow_their_tokens_to_the_end():
+    server, thread = serving()
+    connection, call = signed_caller(server.server_address[1])
+    try:
+        for key in ("a/b/1", "a/b/2", "a/c"):
+            assert call("PUT", f"/bkt/{key}", b"x")[0] == 200
+        pages, token = [], ""
+        for _ in range(10):
+            query = "list-type=2&prefix=a%2F&delimiter=%2F&max-keys=1"
+            path = f"/bkt?{query}" + (f"&continuation-token={token}" if token else "")
+            status, _, body = call("GET", path)
+            assert status == 200, body
+            text = body.decode()
+            pages.append([p.split("<")[0] for p in text.split("<Prefix>")[2:]])
+            pages[-1] += [k.split("<")[0] for k in text.split("<Key>")[1:]]
+            if "<NextContinuationToken>" not in text:
+                break
+            token = text.split("<NextContinuationToken>")[1].split("<")[0]
+        assert pages == [["a/b/"], ["a/c"]]
+    finally:
+        connection.close()
+        stop(server, thread)
+
+
+def test_the_server_answers_put_get_head_list_and_errors_over_http():
+    server, thread = serving()
+    port = server.server_address[1]
+    connection, call = signed_caller(port)
 
     try:
         status, headers, _ = call("PUT", "/bkt/x/1.batch", b"abc", {"If-None-Match": "*"})
@@ -117,9 +181,7 @@ def test_the_server_answers_put_get_head_list_and_errors_over_http():
         assert status == 200 and (stats["puts"], stats["creates"], stats["lists"]) == (1, 1, 1)
     finally:
         connection.close()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        stop(server, thread)
 
 
 def test_the_server_refuses_to_bind_beyond_loopback():

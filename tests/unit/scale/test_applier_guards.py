@@ -1,6 +1,5 @@
-"""CommandApplier guards of issue #18: worker-count limits (item 4) and command order
-(item 10); no real executor (the pool's and the consumer's sides are in
-tests/integration/test_scale_guards.py)."""
+"""CommandApplier guards: worker-count limits and command order; no real executor (the
+pool's and the consumer's sides are in tests/integration/test_scale_guards.py)."""
 
 import pytest
 
@@ -45,7 +44,7 @@ def applier(settings=None, results=None):
 
 
 def test_a_target_of_zero_is_refused_unless_scale_to_zero_is_asked_for():
-    """Issue #18, item 4: an unset target_workers decodes to 0; it must not stop the job."""
+    """An unset target_workers decodes to 0; it must not stop the job."""
     refusing, executor = applier()
     result = refusing.apply(command("zero", target=0))
     assert (result.outcome, result.attempts) == (Outcome.FAILED, 0)
@@ -57,7 +56,7 @@ def test_a_target_of_zero_is_refused_unless_scale_to_zero_is_asked_for():
 
 
 def test_an_absurd_count_is_refused_even_without_a_configured_bound():
-    """Issue #18, item 4: 4e9 workers (or anything past MAX_TARGET_WORKERS) is never
+    """4e9 workers (or anything past MAX_TARGET_WORKERS) is never
     handed to an executor, whatever max_target_workers says."""
     results: list[ApplyResult] = []
     unbounded, executor = applier(ApplierSettings(), results)
@@ -74,7 +73,7 @@ def test_an_absurd_count_is_refused_even_without_a_configured_bound():
 
 
 def test_an_older_command_than_one_applied_is_superseded_not_applied(tmp_path):
-    """Issue #18, item 10: the outbox may re-send an older command after a newer one; the
+    """The outbox may re-send an older command after a newer one; the
     applier compares created_at_ms per job and refuses the older, across a restart too
     (the journal keeps the newest time)."""
     journal = tmp_path / "applied.jsonl"
@@ -114,6 +113,6 @@ def test_a_compacted_journal_keeps_the_newest_time(tmp_path):
     ],
 )
 def test_redacted_urls_keep_no_secret(url, shown):
-    """Issue #18, item 10: a webhook URL may hold a token; what is shown keeps only the
+    """A webhook URL may hold a token; what is shown keeps only the
     scheme, host and port."""
     assert redact_url(url) == shown

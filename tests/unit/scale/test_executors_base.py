@@ -309,7 +309,7 @@ def test_the_callback_sees_every_result():
 
 
 def test_an_executor_bug_is_reported_not_raised():
-    """Issue #18, item 3: a crash in the executor ends as a FAILED result (the command
+    """A crash in the executor ends as a FAILED result (the command
     consumer commits it) instead of an exception that crash-loops ``scale apply``."""
 
     class Broken(FakeExecutor):

@@ -212,7 +212,7 @@ def test_bad_settings():
 
 
 def test_the_status_counts_samples_from_the_future_as_skewed():
-    """Issue #18, item 5 (what the first half left): a sample an hour ahead is refused
+    """A sample an hour ahead is refused
     and shows on /planner as ``skewed``, apart from the other rejections."""
     p = planner(samples=SampleSettings(bucket_s=1.0, max_clock_skew_s=60.0))
     assert p.add_sample(sample(2, 10.0, T0 + 3600), T0) is not None

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.shards import Grant, Refusal, ShardBook, ShardRange, ShardSettings
+from streamtrain.shards import Grant, ShardBook, ShardRange, ShardRefusal, ShardSettings
 
 T = "clicks"
 
@@ -117,13 +117,13 @@ def test_done_reports_advance_the_contiguous_prefix_only():
 @pytest.mark.parametrize(
     ("rng", "refusal"),
     [
-        (ShardRange(T, 9, 0, 10), Refusal.UNKNOWN_PARTITION),
-        (ShardRange("other", 0, 0, 10), Refusal.UNKNOWN_PARTITION),
-        (ShardRange(T, 0, 10, 10), Refusal.MALFORMED),
-        (ShardRange(T, 0, -5, 3), Refusal.MALFORMED),
-        (ShardRange(T, 0, 15, 50), Refusal.OUT_OF_RANGE),
-        (ShardRange(T, 0, 5, 15), Refusal.UNKNOWN_SHARD),
-        (ShardRange(T, 0, 0, 5), Refusal.ALREADY_DONE),
+        (ShardRange(T, 9, 0, 10), ShardRefusal.UNKNOWN_PARTITION),
+        (ShardRange("other", 0, 0, 10), ShardRefusal.UNKNOWN_PARTITION),
+        (ShardRange(T, 0, 10, 10), ShardRefusal.MALFORMED),
+        (ShardRange(T, 0, -5, 3), ShardRefusal.MALFORMED),
+        (ShardRange(T, 0, 15, 50), ShardRefusal.OUT_OF_RANGE),
+        (ShardRange(T, 0, 5, 15), ShardRefusal.UNKNOWN_SHARD),
+        (ShardRange(T, 0, 0, 5), ShardRefusal.ALREADY_DONE),
     ],
 )
 def test_bad_reports_are_refused_and_change_nothing(rng, refusal):
@@ -141,7 +141,7 @@ def test_a_report_for_a_shard_done_twice_is_refused_the_second_time():
     b.observe(T, 0, 20, 0, now_s=0.0)
     _g0, g1 = b.request("a", 2, now_s=0.0)
     assert b.done("a", g1.shard, g1.epoch, now_s=0.5) is None
-    assert b.done("a", g1.shard, g1.epoch, now_s=0.5) is Refusal.ALREADY_DONE
+    assert b.done("a", g1.shard, g1.epoch, now_s=0.5) is ShardRefusal.ALREADY_DONE
     assert b.committable() == {}  # 0..5 is still in training
 
 
@@ -157,43 +157,45 @@ def test_a_slow_worker_gets_smaller_shards():
     assert fast.shard.records == 1000 or fast.shard.start_offset == g.shard.end_offset
 
 
-def test_small_queued_shards_of_a_partition_go_out_together_up_to_a_shard():
-    """A backlog cut every max_wait_s is many small shards; one grant carries a
-    worker's shard size of them (demo: 8 shards of ~37 records per grant round trip
-    capped a worker at ~300 of its 400 records/s)."""
+def test_small_cuts_no_worker_took_grow_into_one_shard_of_a_useful_size():
+    """A partition cut every max_wait_s while no worker asks would hold many small
+    shards, each costing a grant round trip (8 shards of ~37 records per round trip
+    capped a demo worker at ~300 of its 400 records/s): an untaken small shard grows
+    instead, up to a full shard."""
     b = book(shard_records=100, max_wait_s=0.5)
-    for i in range(1, 9):  # 30 records every 0.5 s, each cut on its own
+    for i in range(1, 9):  # 30 records every 0.5 s
         b.observe(T, 0, 30 * i, 0, now_s=0.5 * (i - 1))
         b.observe(T, 0, 30 * i, 0, now_s=0.5 * i)
-    assert b.stats().queued_shards == 8
+    assert b.stats().queued_shards == 3
     first, second = b.request("a", 2, now_s=5.0)
-    assert first.shard == ShardRange(T, 0, 0, 90)  # three of 30: a fourth would pass 100
-    assert second.shard == ShardRange(T, 0, 90, 180)  # the continuation, coalesced too
+    assert first.shard == ShardRange(T, 0, 0, 100)
+    assert second.shard == ShardRange(T, 0, 100, 200)  # the continuation
     [other] = b.request("b", 1, now_s=5.0)
-    assert other.shard == ShardRange(T, 0, 180, 240)
+    assert other.shard == ShardRange(T, 0, 200, 240)
     assert b.done("a", first.shard, first.epoch, now_s=6.0) is None
-    assert b.committable() == {(T, 0): 90}
+    assert b.committable() == {(T, 0): 100}
     restored = ShardBook(b.settings)
     restored.restore(json.loads(json.dumps(b.snapshot())).values(), now_s=6.0)
     assert restored.done("a", second.shard, second.epoch, now_s=6.5) is None
-    assert restored.committable() == {(T, 0): 180}
+    assert restored.committable() == {(T, 0): 200}
 
 
-def test_coalescing_stops_at_a_shard_that_is_not_queued():
-    b = book(shard_records=100, max_wait_s=0.05)
-    for i in range(3):  # three shards of 10, each cut on its own
-        b.observe(T, 0, 10 * (i + 1), 0, now_s=float(i))
-        b.observe(T, 0, 10 * (i + 1), 0, now_s=i + 0.5)
-    assert b.stats().queued_shards == 3
-    b.settings = ShardSettings(shard_records=10, max_wait_s=0.05)  # no room to coalesce
-    [a] = b.request("a", 1, now_s=3.0)
-    assert a.shard == ShardRange(T, 0, 0, 10)
-    b.settings = ShardSettings(shard_records=100, max_wait_s=0.05)
-    [rest] = b.request("b", 1, now_s=3.0)
-    assert rest.shard == ShardRange(T, 0, 10, 30)
-    b.release("a", [a.shard])
-    [again] = b.request("c", 1, now_s=3.0)
-    assert again.shard == ShardRange(T, 0, 0, 10)  # its follower is leased to b
+def test_queued_neighbours_go_out_together_but_not_past_a_leased_shard():
+    """Queued shards next to each other (the gaps of a restored table, shards handed
+    back) go out as one, up to the worker's shard size, and stop at a leased one."""
+    small = book(shard_records=10)
+    small.observe(T, 0, 30, 0, now_s=0.0)
+    a = small.request("a", 3, now_s=0.0)
+    assert [g.shard.end_offset for g in a] == [10, 20, 30]
+    table = json.loads(json.dumps(small.snapshot()))
+    table["clicks|0"]["leased"] = [x for x in table["clicks|0"]["leased"] if x[0] == 10]
+    b = book(shard_records=100)
+    b.restore(table.values(), now_s=0.0)  # [0,10) and [20,30) queued, [10,20) leased
+    [c] = b.request("c", 1, now_s=10.0)
+    assert c.shard == ShardRange(T, 0, 0, 10)  # its follower is leased to a
+    assert b.release("a", [ShardRange(T, 0, 10, 20)]) == 1
+    [d] = b.request("d", 1, now_s=10.0)
+    assert d.shard == ShardRange(T, 0, 10, 30)
 
 
 def test_a_burst_is_shared_a_worker_holds_max_held_full_shards_of_records():
@@ -225,7 +227,12 @@ def test_a_queued_shard_claimed_by_a_heartbeat_is_leased_back_to_the_claimant():
     assert [x.worker_id for x in b.leases()] == ["a"]
     [other] = b.request("b", 1, now_s=10.0)
     assert other.shard != g.shard
-    assert b.heartbeat("b", [(g.shard, 99)], now_s=10.0) == [(g.shard, Refusal.NOT_HOLDER)]
+    assert b.heartbeat("b", [(g.shard, g.epoch)], now_s=10.0) == [
+        (g.shard, ShardRefusal.NOT_HOLDER)
+    ]
+    assert b.heartbeat("b", [(g.shard, 99)], now_s=10.0) == [
+        (g.shard, ShardRefusal.EPOCH_NOT_ISSUED)
+    ]
 
 
 def test_restore_keeps_leases_and_hands_out_nothing_during_the_grace():

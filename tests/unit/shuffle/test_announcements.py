@@ -1,4 +1,4 @@
-"""What a worker may announce (issue #18 item 1): endpoints, keys, heartbeats, worker ids;
+"""What a worker may announce: endpoints, keys, heartbeats, worker ids;
 and the settings that decide what a worker announces and whether it authenticates."""
 
 from typing import Any
@@ -100,7 +100,7 @@ def test_loopback_and_wildcards():
 
 
 def test_a_peer_with_an_unusable_announcement_cannot_exist():
-    """Issue #18 item 1: ``tcp://nohost``, a 9-byte key or ``tcp://*:5555`` reached
+    """``tcp://nohost``, a 9-byte key or ``tcp://*:5555`` reached
     ``connect()`` on the forwarding thread, which raised and hung the whole shuffle."""
     good: dict[str, Any] = {
         "worker_id": "w",
@@ -121,7 +121,7 @@ def test_a_peer_with_an_unusable_announcement_cannot_exist():
 
 
 def test_what_a_worker_announces_is_never_a_wildcard():
-    """Issue #18 item 1: a fixed-port ``ShuffleSettings`` announced ``tcp://*:5555``."""
+    """A fixed-port ``ShuffleSettings`` announced ``tcp://*:5555``."""
     with pytest.raises(ConfigError, match="advertise_host"):
         ShuffleSettings(job="j", worker_id="w", host=WILDCARD, curve=CurveKeys.generate())
     settings = ShuffleSettings(
@@ -139,7 +139,7 @@ def test_what_a_worker_announces_is_never_a_wildcard():
 
 
 def test_the_shuffle_authenticates_beyond_loopback():
-    """Issue #18 item 2: nothing required CURVE on a shuffle listening on the network."""
+    """Nothing required CURVE on a shuffle listening on the network."""
     with pytest.raises(ConfigError, match="must authenticate"):
         ShuffleSettings(job="j", worker_id="w", host="10.0.0.7")
     assert ShuffleSettings(job="j", worker_id="w", host="10.0.0.7", curve=CurveKeys.generate())

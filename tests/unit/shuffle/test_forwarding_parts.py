@@ -122,7 +122,7 @@ def _newer(origin="w1", job="j", batch_id="b-9"):
 
 
 def test_a_batch_of_a_newer_schema_version_is_answered_rejected():
-    """Issue #18 item 10: a newer ``schema_version`` was dropped without an answer, so each
+    """A newer ``schema_version`` was dropped without an answer, so each
     cost its sender a whole ACK timeout during a rolling upgrade."""
     refusal = check_batch("w1", _newer(), members={"w1"}, job="j", curve=False)
     assert isinstance(refusal, Refusal)
@@ -133,7 +133,7 @@ def test_a_batch_of_a_newer_schema_version_is_answered_rejected():
 
 
 def test_a_batch_of_a_topic_the_job_does_not_read_is_refused():
-    """Issue #18 item 2: a peer's batch must not make this worker dead-letter (and so
+    """A peer's batch must not make this worker dead-letter (and so
     create) arbitrary ``<topic>.dlq`` topics."""
     got = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False, topics={"other"})
     assert isinstance(got, Refusal) and got.why is Drop.FOREIGN_TOPIC
@@ -183,7 +183,7 @@ def test_state_events_of_the_peer_whose_socket_they_came_on():
 
 
 def test_nobody_announces_another_workers_state_or_departure():
-    """Issue #18 item 2: a forged ``LEFT`` marked another worker gone; events now count
+    """A forged ``LEFT`` marked another worker gone; events now count
     only from the peer whose SUB socket they arrived on."""
     for state in (WorkerStateEvent.LEFT, WorkerStateEvent.RECEIVING):
         forged = [codec.KIND_STATE, _event("w2", state=state)]

@@ -76,7 +76,7 @@ def test_credit_and_suppression_gate_availability():
 
 
 def test_credit_heals_itself_whatever_answers_are_lost():
-    """Issue #18 item 7: credit came back only through CreditGrant messages, and a grant
+    """Credit came back only through CreditGrant messages, and a grant
     sent to a momentarily unknown identity vanished: repeated blips drove a peer's credit
     to 0 for good. Credit is now the window less what is in flight, and every batch
     leaves the in-flight set exactly once (answered, timed out or its receiver gone)."""

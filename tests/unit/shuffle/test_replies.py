@@ -63,7 +63,7 @@ def test_a_current_sender_gets_received_and_no_grants():
 
 
 def test_received_waits_and_is_not_sent_once_the_batch_is_acked():
-    """Issue #20: a batch trained at once is answered once (ACKED), not twice; one that
+    """A batch trained at once is answered once (ACKED), not twice; one that
     waits in the queue gets RECEIVED after RECEIVED_DELAY_S."""
     from streamtrain.shuffle.replies import RECEIVED_DELAY_S
 

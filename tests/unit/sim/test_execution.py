@@ -89,7 +89,7 @@ def test_bad_costs():
 
 def test_the_live_measurement_converts_to_whole_job_pauses_at_a_real_jobs_prep():
     @dataclass(frozen=True)
-    class Live:  # the shape of issue #17's ActionCostEstimate
+    class Live:  # the shape of scale.action_costs.ActionCostEstimate
         prep_s: float
         prep_spread_s: float
         pause_s: float

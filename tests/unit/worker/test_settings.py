@@ -59,7 +59,7 @@ def test_bad_values_are_config_errors():
 
 
 def test_curve_is_the_default_beyond_loopback_only():
-    """Issue #18 item 2: the shuffle was open by default (CURVE off) wherever it bound."""
+    """The shuffle authenticates (CURVE) wherever it binds beyond loopback, by default."""
 
     def settings(host, **kw):
         return worker_shuffle_settings(

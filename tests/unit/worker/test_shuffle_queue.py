@@ -50,7 +50,7 @@ def test_whole_chunk_acknowledgement_reaches_the_tracker():
 
 
 def test_a_record_waiting_for_its_dead_letter_holds_back_only_its_own_offset():
-    """Issue #18 item 8: one record whose dead letter was not delivered held back the
+    """One record whose dead letter was not delivered held back the
     acknowledgement of its whole chunk."""
     queue, acks, _ = _queue()
     queue.put(records(0, 10))

@@ -140,7 +140,7 @@ def test_the_command_line_loads_neither_ingest_nor_zeromq():
 
 
 def test_a_wildcard_shuffle_host_needs_an_address_to_announce():
-    """Issue #18 item 1: a fixed-port bind on ``*`` announced ``tcp://*:5555``, which
+    """A fixed-port bind on ``*`` announced ``tcp://*:5555``, which
     made every peer's shuffle thread fail to connect."""
     result = CliRunner().invoke(
         worker,
@@ -152,7 +152,7 @@ def test_a_wildcard_shuffle_host_needs_an_address_to_announce():
 
 
 def test_no_curve_beyond_loopback_is_refused():
-    """Issue #18 item 2: the shuffle must authenticate whenever it listens beyond
+    """The shuffle must authenticate whenever it listens beyond
     loopback."""
     result = CliRunner().invoke(
         worker,
@@ -166,7 +166,7 @@ def test_no_curve_beyond_loopback_is_refused():
 
 
 def test_the_default_batch_is_the_benchmarks_best_and_help_says_so():
-    """Issue #20: the worker's default batch is the fastest size benchmarks/ingest.py
+    """The worker's default batch is the fastest size benchmarks/ingest.py
     measured (docs/benchmarks.md), and --help says where it comes from."""
     option = next(p for p in worker.params if p.name == "batch_records")
     assert option.default == 1_024

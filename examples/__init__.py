@@ -1,0 +1,1 @@
+"""Examples that run: `.venv/bin/python examples/<name>.py`."""

@@ -1,0 +1,205 @@
+"""The control app's shard coordinator (``streamtrain lag run --shards-job J``), minus I/O.
+
+Owned here:
+
+* :class:`ShardJobSettings`: which job's topics are cut into shards, the book's
+  :class:`~streamtrain.shards.model.ShardSettings`, the topics, how often to cut/expire,
+  commit and look for new partitions;
+* :class:`ShardCoordinator`: turns a worker's ``ShardUpdate`` into book calls and the
+  ``ShardGrant`` to answer with. A malformed update, one for another job, a report for
+  an unknown or already-done shard, an offset range outside the partition or an epoch
+  the book never issued is logged (one clear line) and ignored: never a crash, never a
+  commit past untrained records. Each update is isolated: one that raises anyway is
+  logged with its traceback and counted (``failed``), and the next one is served.
+  :meth:`~ShardCoordinator.tick` feeds the newest offsets to the book, expires silent
+  holders and serves the workers waiting for shards.
+
+The Kafka side is :mod:`streamtrain.control.shard_offsets`; the Faust wiring
+:mod:`streamtrain.control.shard_agent`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtrain import wire
+from streamtrain.errors import ConfigError, SchemaError
+from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.shards.book import ShardBook
+from streamtrain.shards.messages import default_topics, from_range, grant_range, to_range
+from streamtrain.shards.model import Grant, ShardRange, ShardRefusal, ShardSettings
+from streamtrain.shards.partition import MAX_WORKER_ID_CHARS, PartitionKey
+
+__all__ = ["ShardCoordinator", "ShardJobSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardJobSettings:
+    """The shard coordinator of one job. Topic names default to ``<job>.shards`` and
+    ``<job>.shard-grants``; ``discover_interval_s`` is how often the job's topics are
+    listed again for partitions added since."""
+
+    job: str
+    topics: tuple[str, ...]
+    book: ShardSettings = field(default_factory=ShardSettings)
+    tick_s: float = 0.25
+    commit_interval_s: float = 1.0
+    discover_interval_s: float = 30.0
+    updates_topic: str = ""
+    grants_topic: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.job.strip():
+            raise ConfigError("the shard job must not be empty")
+        if not self.topics:
+            raise ConfigError(f"shards for job {self.job!r} need the job's --topic")
+        if min(self.tick_s, self.commit_interval_s, self.discover_interval_s) <= 0:
+            raise ConfigError("the shard tick, commit and discovery intervals must be positive")
+        updates, grants = default_topics(self.job)
+        object.__setattr__(self, "updates_topic", self.updates_topic or updates)
+        object.__setattr__(self, "grants_topic", self.grants_topic or grants)
+
+
+class ShardCoordinator:
+    """One job's :class:`ShardBook` behind the wire messages (module docstring)."""
+
+    def __init__(self, settings: ShardJobSettings) -> None:
+        self.settings = settings
+        self.book = ShardBook(settings.book)
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.updates = 0
+        self.failed = 0  # updates and ticks that raised: logged, counted, skipped
+        self.restored = False
+
+    def handle(self, data: bytes, now_s: float) -> pb.ShardGrant | None:
+        """One ``ShardUpdate``; the grant to send back, if any. Never raises."""
+        self.updates += 1
+        try:
+            return self._handle(data, now_s)
+        except Exception:
+            self.failed += 1
+            log.exception("a shard update could not be applied; it was skipped")
+            return None
+
+    def _handle(self, data: bytes, now_s: float) -> pb.ShardGrant | None:
+        try:
+            update = wire.decode(pb.ShardUpdate, data)
+        except SchemaError as exc:
+            self._refuse(f"a malformed shard update ({exc})", ShardRefusal.MALFORMED)
+            return None
+        worker = update.worker_id
+        if update.job != self.settings.job or not 0 < len(worker) <= MAX_WORKER_ID_CHARS:
+            self._refuse(
+                f"a shard update for job {update.job[:200]!r} from worker {worker[:200]!r} "
+                f"(this coordinator serves {self.settings.job!r} and needs a worker id of "
+                f"1-{MAX_WORKER_ID_CHARS} characters)",
+                ShardRefusal.MALFORMED,
+            )
+            return None
+        for message in update.done:
+            parsed = self._parse(worker, message)
+            if parsed is not None:
+                refusal = self.book.done(worker, parsed[0], parsed[1], now_s)
+                if refusal is not None:
+                    self._refuse(f"done report of {worker} for {parsed[0]}", refusal)
+        returned = [p[0] for m in update.returned if (p := self._parse(worker, m)) is not None]
+        if returned:
+            log.info(
+                "worker %s handed back %d shard(s)", worker, self.book.release(worker, returned)
+            )
+        held = [p for m in update.held if (p := self._parse(worker, m)) is not None]
+        if update.leaving:
+            gone = self.book.forget_worker(worker)
+            log.info("worker %s left; %d shard(s) back in the queue", worker, len(gone))
+            return None
+        revoked = self.book.heartbeat(worker, held, now_s)
+        for rng, refusal in revoked:
+            self.refused[refusal.name] += 1
+            level = logging.WARNING if refusal == ShardRefusal.EPOCH_NOT_ISSUED else logging.INFO
+            log.log(level, "worker %s holds %s, which it must let go: %s", worker, rng, refusal)
+        # ``want_shards`` is beyond what the update lists as held: leases the worker does
+        # not list yet are grants on their way to it, and count against it
+        listed = {rng for rng, _ in held}
+        in_flight = [g for g in self.book.held_by(worker) if g.shard not in listed]
+        want = max(0, update.want_shards - len(in_flight))
+        grants = self.book.request(worker, want, now_s)
+        if not grants and not revoked:
+            return None
+        return self._grant_message(worker, grants, [rng for rng, _ in revoked])
+
+    def _grant_message(
+        self, worker: str, grants: list[Grant], revoked: list[ShardRange] | None = None
+    ) -> pb.ShardGrant:
+        return pb.ShardGrant(
+            job=self.settings.job,
+            worker_id=worker,
+            shards=[grant_range(g) for g in grants],
+            revoked=[to_range(rng) for rng in revoked or ()],
+        )
+
+    def _parse(self, worker: str, message: pb.ShardUpdate.Range) -> tuple[ShardRange, int] | None:
+        parsed = from_range(message)
+        if parsed is None:
+            self._refuse(f"a shard of {worker} naming no partition", ShardRefusal.MALFORMED)
+        return parsed
+
+    def _refuse(self, what: str, refusal: ShardRefusal) -> None:
+        self.refused[refusal.name] += 1
+        log.warning("ignoring %s: %s", what, refusal.value)
+
+    def tick(
+        self,
+        high_watermarks: dict[PartitionKey, int],
+        starts: dict[PartitionKey, int],
+        now_s: float,
+    ) -> list[pb.ShardGrant]:
+        """Cut what arrived, requeue the shards of silent holders, and serve the workers
+        waiting for shards; returns the grants to send. Never raises (a tick that
+        fails is logged and counted, and the next one tries again)."""
+        try:
+            return self._tick(high_watermarks, starts, now_s)
+        except Exception:
+            self.failed += 1
+            log.exception("a shard tick failed; the next tick tries again")
+            return []
+
+    def _tick(
+        self,
+        high_watermarks: dict[PartitionKey, int],
+        starts: dict[PartitionKey, int],
+        now_s: float,
+    ) -> list[pb.ShardGrant]:
+        self.book.observe_all(high_watermarks, starts, now_s)
+        expired = self.book.expire(now_s)
+        for grant in expired:
+            log.warning(
+                "worker %s sent no heartbeat for %.1f s: shard %s back in the queue",
+                grant.worker_id,
+                self.settings.book.lease_s,
+                grant.shard,
+            )
+        by_worker: dict[str, list[Grant]] = {}
+        for grant in self.book.serve_waiting(now_s):
+            by_worker.setdefault(grant.worker_id, []).append(grant)
+        return [self._grant_message(w, grants) for w, grants in sorted(by_worker.items())]
+
+    def state_json(self) -> dict[str, Any]:
+        stats = self.book.stats()
+        return {
+            "job": self.settings.job,
+            "partitions": stats.partitions,
+            "queued_shards": stats.queued_shards,
+            "leased_shards": stats.leased_shards,
+            "queued_records": stats.queued_records,
+            "uncut_records": stats.uncut_records,
+            "workers": sorted(self.book.workers()),
+            "epoch": self.book.epoch,
+            "updates": self.updates,
+            "failed": self.failed,
+            "refused": dict(self.refused),
+        }

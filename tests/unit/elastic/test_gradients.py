@@ -1,0 +1,117 @@
+"""A worker's share of a step: gradients weighted by records sum to the gradient of the
+mean loss over every record; a batch that cannot be trained is refused, not shared."""
+
+import numpy as np
+import pytest
+import torch
+
+from streamtrain.elastic.app import TrainingParts
+from streamtrain.elastic.gradients import (
+    GradientBuffer,
+    LocalStep,
+    count_vector,
+    fingerprint,
+    read_counts,
+)
+from streamtrain.errors import ElasticError
+from streamtrain.ingest.decoders import RawDecoder
+from streamtrain.ingest.reader import Batch
+from streamtrain.testing import records
+
+
+def mean_loss(model, x, y):
+    return torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+
+
+def batch_of(x, y):
+    n = x.shape[0]
+    return Batch(records(0, n), {"x": x.numpy(), "y": y.numpy()}, lambda _: None)
+
+
+def app(seed=0, fail_with=None):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+
+    def forward_backward(model, batch):
+        if fail_with is not None:
+            raise fail_with
+        loss = mean_loss(model, torch.from_numpy(batch["x"]), torch.from_numpy(batch["y"]))
+        loss.backward()
+        return float(loss.detach())
+
+    return TrainingParts(
+        RawDecoder(), model, torch.optim.SGD(model.parameters(), lr=0.1), forward_backward
+    )
+
+
+@pytest.mark.parametrize("sizes", [(3, 7), (1, 0, 9), (5, 5, 5, 1)])
+def test_weighted_shares_sum_to_the_gradient_of_all_records(sizes):
+    rng = np.random.default_rng(0)
+    data = [
+        (
+            torch.from_numpy(rng.normal(size=(n, 3)).astype(np.float32)),
+            torch.from_numpy(rng.normal(size=n).astype(np.float32)),
+        )
+        for n in sizes
+    ]
+    workers = [app() for _ in sizes]
+    summed, counts = None, torch.zeros(3, dtype=torch.float64)
+    for worker, (x, y) in zip(workers, data, strict=True):
+        contribution = LocalStep(worker).run(batch_of(x, y) if len(y) else None)
+        assert contribution.records == len(y)
+        share = GradientBuffer(worker.model).pack(contribution.records)
+        summed = share if summed is None else summed + share
+        counts += count_vector(contribution.records)
+    total, participants, _ = read_counts(counts)
+    assert (total, participants) == (sum(sizes), len(sizes))
+    assert summed is not None
+    GradientBuffer(workers[0].model).unpack(summed, total)
+    one = app()
+    x = torch.cat([x for x, _ in data])
+    y = torch.cat([y for _, y in data])
+    mean_loss(one.model, x, y).backward()
+    for got, want in zip(workers[0].model.parameters(), one.model.parameters(), strict=True):
+        assert torch.allclose(got.grad, want.grad, atol=1e-6)
+
+
+def test_an_empty_share_is_zeros_and_skips_the_forward_pass():
+    worker = app(fail_with=AssertionError("no forward pass for no data"))
+    contribution = LocalStep(worker).run(None)
+    assert contribution.records == 0 and contribution.refused is None
+    assert not GradientBuffer(worker.model).pack(0).any()
+
+
+def test_a_nan_loss_is_refused_and_contributes_nothing():
+    worker = app()
+    x = torch.full((4, 3), float("nan"))
+    contribution = LocalStep(worker).run(batch_of(x, torch.zeros(4)))
+    assert contribution.records == 0 and "loss is nan" in str(contribution.refused)
+    assert all(p.grad is None for p in worker.model.parameters())
+
+
+def test_a_data_error_is_refused_and_too_many_in_a_row_stop_the_worker():
+    worker = app(fail_with=IndexError("index 7 is out of bounds"))
+    step = LocalStep(worker, max_bad_batches=3)
+    batch = batch_of(torch.zeros(2, 3), torch.zeros(2))
+    for _ in range(2):
+        assert "index 7" in str(step.run(batch).refused)
+    with pytest.raises(ElasticError, match="3 batches in a row"):
+        step.run(batch)
+
+
+def test_a_good_batch_resets_the_count_of_bad_ones():
+    worker = app()
+    step = LocalStep(worker, max_bad_batches=2)
+    bad = batch_of(torch.full((2, 3), float("inf")), torch.zeros(2))
+    good = batch_of(torch.zeros(2, 3), torch.zeros(2))
+    for _ in range(5):
+        assert step.run(bad).refused is not None
+        assert step.run(good).refused is None
+
+
+def test_the_fingerprint_tells_different_weights_apart():
+    a, b = app(seed=0), app(seed=0)
+    assert torch.equal(fingerprint(a.model), fingerprint(b.model))
+    with torch.no_grad():
+        next(b.model.parameters())[0, 0] += 1e-6
+    assert not torch.equal(fingerprint(a.model), fingerprint(b.model))
