@@ -166,14 +166,15 @@ def _serving(spec: ServingSpec, days: int) -> IntArray:
 
 def build_inputs(scenario: Scenario, progress: Callable[[str], None] | None = None) -> PoolInputs:
     """Everything the allocators replay (module docstring)."""
+    # the cheap checks first: a bad serving trace or offline job fails before the replays
+    serving = _serving(scenario.serving, scenario.days)
+    jobs = offline_jobs(scenario.offline)
+    if any(math.isinf(j.deadline_s) for j in jobs):
+        raise ConfigError("offline deadlines must be finite")
     online = []
     for spec in scenario.online:
         if progress is not None:
             progress(f"replaying online job {spec.name} ({spec.policy}) alone and in the pool")
         online.append(_online(spec, scenario))
     minutes = scenario.days * DAY_S // MINUTE_S
-    serving = _serving(scenario.serving, scenario.days)
-    jobs = offline_jobs(scenario.offline)
-    if any(math.isinf(j.deadline_s) for j in jobs):
-        raise ConfigError("offline deadlines must be finite")
     return PoolInputs(scenario, minutes, tuple(online), serving, jobs)
