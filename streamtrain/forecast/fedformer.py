@@ -59,7 +59,7 @@ horizon and with the level; combined with MSTL's at the same level with the same
 
 Fine-tuning (``fit_from``): a fit that starts from an earlier fit's network (``auto``'s
 later validation folds and its daily refits, :mod:`streamtrain.forecast.folds`) trains
-``finetune_steps`` steps at a third of the learning rate instead of ``train_steps`` from
+``finetune_steps`` steps at ``finetune_learning_rate`` instead of ``train_steps`` from
 scratch, and keeps the starting weights unless training beats them on the validation
 windows; when its validation error is more than ``RETRAIN_RATIO`` (2) times the previous
 fit's, the model is trained from scratch instead (measured on the call-centre shape: a

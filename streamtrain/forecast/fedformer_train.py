@@ -37,7 +37,6 @@ __all__ = ["QUANTILE_GRID", "build_network", "run_network", "train_network"]
 
 FloatArray = NDArray[np.float64]
 _MIN_STD = 0.01  # log-scale units: about 1 % of the rate
-FINETUNE_RATE = 1 / 3  # a fine-tune's learning rate, of the settings' (from trained weights)
 
 
 def build_network(net: NetConfig) -> FedformerNet:
@@ -85,7 +84,7 @@ def train_network(
     """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE).
 
     With ``init`` (a fitted network's weights), fine-tune: start from them and train
-    ``finetune_steps`` steps at a third of the learning rate; the starting weights count
+    ``finetune_steps`` steps at ``finetune_learning_rate``; the starting weights count
     as a candidate for the best, so a fine-tune never ends worse on the validation
     windows than the weights it started from (0 steps: those weights, with error
     quantiles from this history's validation windows)."""
@@ -115,7 +114,7 @@ def train_network(
 
     rng = np.random.default_rng(seed)
     steps = s.train_steps if init is None else s.finetune_steps
-    rate = s.learning_rate if init is None else s.learning_rate * FINETUNE_RATE
+    rate = s.learning_rate if init is None else s.finetune_learning_rate
     with _threads(s.threads):
         torch.manual_seed(seed)
         net = build_network(s.net)

@@ -48,7 +48,8 @@ so each daily fit makes one new fit and one new walk per candidate. The statisti
 models and the naive choose and forecast the same with or without the cache; the
 transformer's first fold is, with one, the previous day's fine-tuned fit. With
 ``workers`` above one, the ``parallel`` candidates (``auto``: the transformer) run in a
-worker process while the others run here; the results are the same as in one process.
+worker process while the others run here, unless the cache holds their first fold's
+fit; the results are the same as in one process.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
@@ -253,9 +254,15 @@ class SelectForecaster:
 
     def _validate(self, values: FloatArray, folds: list[tuple[int, int]]) -> dict[str, FloatArray]:
         """Each candidate's validation forecasts over every fold, concatenated (the
-        ``parallel`` candidates in worker processes while the others run here)."""
+        ``parallel`` candidates in worker processes while the others run here, when
+        their first fold is not cached: a day's refit that continues the previous
+        day's fits is cheaper here than a new process)."""
         plans = [self._plan(name, values, folds) for name in self.candidates]
-        remote = set(self.parallel) if self.workers > 1 else set()
+        remote = {
+            p.name
+            for p in plans
+            if self.workers > 1 and p.name in self.parallel and folds[0][0] not in p.known_fits
+        }
         forecasts: dict[str, FloatArray] = {}
         for plan, result in zip(plans, run_plans(plans, remote), strict=True):
             name = plan.name

@@ -113,7 +113,7 @@ def test_beats_both_seasonal_naives_on_a_held_out_week_with_trend():
     settings = EvalSettings(
         horizon_steps=30, test_steps=7 * 1440, stride_steps=60, season_steps=1440
     )
-    small = FedformerSettings(train_steps=250)
+    small = FedformerSettings(train_steps=150)
     fed = rolling_origin(values, lambda: FedformerForecaster(small, seed=0), settings)
     daily = rolling_origin(values, lambda: SeasonalNaive(86_400), settings)
     weekly = rolling_origin(values, lambda: SeasonalNaive(7 * 86_400), settings)

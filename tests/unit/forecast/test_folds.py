@@ -164,3 +164,21 @@ def test_the_cache_hands_out_copies_of_fits_and_walks():
     walk = cache.get_walk("k", "d", 5)
     assert walk is not None and walk.model is not model and cache.walk_hits == 1
     assert cache.get_walk("k", "d", 6) is None and cache.get("k", "other") is None
+
+
+def test_a_parallel_candidate_goes_to_a_process_only_to_be_trained_from_scratch():
+    cache = FitCache()
+
+    def chooser():
+        return SelectForecaster(
+            make, ["warm", "mean"], val_steps=200, horizon_steps=10, stride_steps=10,
+            folds=3, fold_steps=100, cache=cache, workers=2, parallel=("warm",),
+        )  # fmt: skip
+
+    chooser().fit(VALUES[:900])
+    # day one: nothing cached, so warm's folds (and its refit) ran in the worker process
+    assert [f for f in Mean.fits if f[0] == "warm"] == []
+    Mean.fits = []
+    chooser().fit(VALUES)
+    # day two continues day one's cached fits: the one fine-tune is made here
+    assert sorted(f for f in Mean.fits if f[0] == "warm") == [("warm", 1000, 900)]
