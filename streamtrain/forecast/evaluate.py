@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.base import Forecaster, quantiles_or_point
 
 __all__ = [
     "EvalSettings",
@@ -180,11 +180,7 @@ def _origins(n: int, settings: EvalSettings) -> range:
 
 
 def _band(model: Forecaster, horizon: int, levels: tuple[float, float]) -> list[FloatArray]:
-    method = getattr(model, "predict_quantiles", None)
-    if method is None:
-        point = np.asarray(model.predict(horizon), dtype=np.float64)
-        return [point, point]
-    raw = method(horizon, list(levels))
+    raw = quantiles_or_point(model, horizon, levels)  # no error model: a zero-width band
     return [np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in levels]
 
 

@@ -23,8 +23,8 @@ The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them acro
 fits; measured, it changed nothing).
 
 In every such case the naive answers, ``source_`` says which model answered and
-``reason_`` why, and a warning is logged when the source changes. The naive is the
-weekly seasonal naive once the history holds a week, the daily one before.
+``reason_`` why, and a warning is logged when the source changes. The naive repeats
+the season :func:`~streamtrain.forecast.base.naive_period_s` picks.
 """
 
 from __future__ import annotations
@@ -45,11 +45,13 @@ from streamtrain.forecast.base import (
     Validated,
     as_history,
     as_new_points,
+    check_levels,
     hands_over,
+    naive_period_s,
     seasonal_scale,
 )
 from streamtrain.forecast.tracking import RecentErrors
-from streamtrain.units import DAY_S, WEEK_S
+from streamtrain.units import DAY_S
 
 __all__ = ["FallbackForecaster"]
 
@@ -95,9 +97,8 @@ class FallbackForecaster:
 
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
-        week = WEEK_S // self.step_s
-        period = WEEK_S if values.shape[0] >= week else DAY_S
-        self.fallback_ = SeasonalNaive(period, step_s=self.step_s).fit(values)
+        period_s = naive_period_s(values.shape[0], self.step_s)
+        self.fallback_ = SeasonalNaive(period_s, step_s=self.step_s).fit(values)
         self._scale = seasonal_scale(values, DAY_S // self.step_s)
         if not self.carry_errors:
             self.errors.clear()
@@ -197,15 +198,16 @@ class FallbackForecaster:
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """The main model's quantiles when it answers and has them; otherwise the point
         forecast of whichever model answers, for every level."""
+        levels = check_levels(levels)
         point = self.predict(horizon)
-        if self.source_ == self.main.name and hasattr(self.main, "predict_quantiles"):
+        if self.source_ == self.main.name:
             try:
-                result: dict[float, FloatArray] = self.main.predict_quantiles(horizon, list(levels))
+                result = self.main.predict_quantiles(horizon, levels)
             except _FAILURES as exc:
                 log.warning("%s: quantiles failed (%s); using the point forecast", self.name, exc)
             else:
                 return result
-        return {float(level): point.copy() for level in levels}
+        return {level: point.copy() for level in levels}
 
     # -- persistence --------------------------------------------------------------------
 

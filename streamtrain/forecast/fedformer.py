@@ -93,7 +93,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
+from streamtrain.forecast.base import (
+    as_history,
+    as_new_points,
+    check_horizon,
+    check_levels,
+    fill_gaps,
+)
 from streamtrain.forecast.evaluate import default_horizon_steps
 from streamtrain.forecast.fedformer_data import (
     LogScale,
@@ -450,8 +456,7 @@ class FedformerForecaster:
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Forecast quantiles from the validation errors (see the module docstring)."""
         check_horizon(horizon)
-        if any(not 0 < q < 1 for q in levels):
-            raise ConfigError("quantile levels must be in (0, 1)")
+        levels = check_levels(levels)
         base_z, residual = self._forecast_z(horizon)
         _, scale, quantiles, _ = self._state()
         out: dict[float, FloatArray] = {}
@@ -459,7 +464,7 @@ class FedformerForecaster:
             per_block = np.array([np.interp(level, QUANTILE_GRID, col) for col in quantiles.T])
             shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon)
             own = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
-            out[float(level)] = self._with_mstl(own, horizon, float(level))
+            out[level] = self._with_mstl(own, horizon, level)
         return out
 
     # -- persistence (streamtrain.forecast.fedformer_store) ------------------------------

@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, quantiles_or_point
+from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.folds import Walk
 
 __all__ = ["CachedFit", "FitCache"]
@@ -145,7 +145,7 @@ class CachedFit:
         return self._model().predict(horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        return quantiles_or_point(self._model(), horizon, levels)
+        return self._model().predict_quantiles(horizon, levels)
 
     def update(self, new_points: FloatArray) -> Self:
         self._model().update(new_points)

@@ -49,6 +49,7 @@ from streamtrain.forecast.base import (
     SeasonalNaive,
     as_history,
     as_new_points,
+    check_levels,
     hands_over,
     seasonal_scale,
     worse_than_naive,
@@ -230,17 +231,16 @@ class LiveForecaster:
         return forecast if forecast is not None else self.naive.predict(horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+        levels = check_levels(levels)
         point = self.predict(horizon)
-        model: Any = self.model_ if self.source_ == self.name else self.naive
-        method = getattr(model, "predict_quantiles", None)
-        if method is not None:
-            try:
-                result: dict[float, FloatArray] = method(horizon, list(levels))
-            except _FAILURES as exc:
-                log.warning("forecaster %s: quantiles failed: %s", self.name, exc)
-            else:
-                return result
-        return {float(q): point.copy() for q in levels}
+        model: Forecaster = self.naive
+        if self.source_ == self.name and self.model_ is not None:
+            model = self.model_
+        try:
+            return model.predict_quantiles(horizon, levels)
+        except _FAILURES as exc:
+            log.warning("forecaster %s: quantiles failed: %s", self.name, exc)
+        return {q: point.copy() for q in levels}
 
     def save(self, path: str | Path) -> None:
         if self.model_ is None:

@@ -86,6 +86,7 @@ from streamtrain.forecast.base import (
     as_history,
     as_new_points,
     check_horizon,
+    check_levels,
     quantiles_or_point,
 )
 from streamtrain.forecast.fitcache import FitCache
@@ -439,8 +440,9 @@ class SelectForecaster:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         check_horizon(horizon)
+        levels = check_levels(levels)
         parts = [(quantiles_or_point(m, horizon, levels), w) for m, w in self._kept()]
-        return {float(q): np.sum([w * p[float(q)] for p, w in parts], axis=0) for q in levels}
+        return {q: np.sum([w * p[q] for p, w in parts], axis=0) for q in levels}
 
     # -- persistence --------------------------------------------------------------------
 

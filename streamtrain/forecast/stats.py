@@ -45,7 +45,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
+from streamtrain.forecast.base import (
+    as_history,
+    as_new_points,
+    check_horizon,
+    check_levels,
+    fill_gaps,
+)
 from streamtrain.units import DAY_S, HOUR_S, WEEK_S
 
 __all__ = ["STATS_KINDS", "StatsForecaster"]
@@ -262,10 +268,8 @@ class StatsForecaster:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Quantiles from statsforecast's normal intervals (module docstring)."""
-        if any(not 0 < q < 1 for q in levels):
-            raise ConfigError("quantile levels must be in (0, 1)")
         normal = NormalDist()
-        return {float(q): self._per_step(horizon, normal.inv_cdf(q)) for q in levels}
+        return {q: self._per_step(horizon, normal.inv_cdf(q)) for q in check_levels(levels)}
 
     # -- persistence --------------------------------------------------------------------
 

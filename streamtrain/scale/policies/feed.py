@@ -48,12 +48,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.base import NAIVE_NAMES, Forecaster, check_levels, naive_period_s
 from streamtrain.forecast.fitcache import FitCache
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.scale.policy import ForecasterFactory, Observation
 from streamtrain.scale.trigger import relative_error
-from streamtrain.units import DAY_S, WEEK_S
+from streamtrain.units import DAY_S
 
 __all__ = [
     "FORECASTER_CHOICES",
@@ -87,8 +87,7 @@ def forecaster_factory(
     def factory(history_steps: int) -> Forecaster:
         chosen = name
         if name == "seasonal_naive":
-            weekly = history_steps * step_s >= 2 * WEEK_S
-            chosen = "seasonal_naive_weekly" if weekly else "seasonal_naive_daily"
+            chosen = NAIVE_NAMES[naive_period_s(history_steps, step_s)]
         return make_forecaster(chosen, step_s=step_s, seed=seed, **options)
 
     return factory
@@ -108,21 +107,14 @@ class Forecast:
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-    method: Callable[..., object] | None = getattr(model, "predict_quantiles", None)
-    if method is None or not levels:
+    if not levels:
         return {}
     try:
-        raw = method(horizon, list(levels))
+        raw = model.predict_quantiles(horizon, levels)
     except (ForecastError, ValueError, RuntimeError) as exc:
         log.debug("predict_quantiles failed (%s)", exc)
         return {}
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[float, FloatArray] = {}
-    for level in levels:
-        if level in raw:
-            out[float(level)] = np.maximum(np.asarray(raw[level], dtype=np.float64), 0.0)
-    return out
+    return {q: np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in check_levels(levels)}
 
 
 def precompute(
@@ -280,8 +272,7 @@ class ForecastFeed:
         forecast; else the point forecast times the ``level`` quantile of past
         ``actual / forecast`` ratios at the same lead (at least 1; the point forecast
         until 20 ratios exist for a lead)."""
-        if not 0 < level < 1:
-            raise ConfigError(f"a quantile level is in (0, 1), got {level}")
+        (level,) = check_levels([level])
         point = self.forecast(obs, horizon_steps)
         _, end, key = self._positions(obs)
         entry = self.cache[key]

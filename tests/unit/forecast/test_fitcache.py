@@ -29,6 +29,9 @@ class Counting:
     def predict(self, horizon):
         return np.full(horizon, float(np.mean(self.values)))
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("no error model")
+
     def save(self, path):
         raise NotImplementedError
 

@@ -35,6 +35,9 @@ class Mean:
         type(self).origins.append(len(self.values))
         return np.full(horizon, float(np.mean(self.values)))
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("no error model")
+
     def save(self, path):
         raise NotImplementedError
 

@@ -37,6 +37,9 @@ class Spy:
         self.log.append(len(self.seen))
         return np.full(horizon, float(np.mean(self.seen)))
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("the spy has no error model")  # the protocol's way to say so
+
     def save(self, path):
         raise NotImplementedError
 
