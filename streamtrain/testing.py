@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from streamtrain.errors import ForecastError
 from streamtrain.records import RecordColumns
 
 if TYPE_CHECKING:
@@ -69,6 +70,11 @@ class ScriptedForecaster:
     def predict(self, horizon: int) -> NDArray[np.float64]:
         out = self.profile[self.n : self.n + horizon]
         return np.pad(out, (0, horizon - out.size), mode="edge")
+
+    def predict_quantiles(
+        self, horizon: int, levels: Sequence[float]
+    ) -> dict[float, NDArray[np.float64]]:
+        raise ForecastError("a scripted forecaster has no error model")
 
     def save(self, path: str | Path) -> None:
         raise NotImplementedError("a scripted forecaster has nothing to save")

@@ -2,8 +2,14 @@
 
 ``forecast eval`` runs the rolling-origin harness of :mod:`streamtrain.forecast.evaluate`
 on a trace CSV at its own resolution (or ``--step-s``) and prints one row per model and
-the MASE of each horizon step (or ``--json``); progress goes to stderr; ``--plot``
-draws actual vs forecast with the quantile band (:mod:`streamtrain.forecast.plot`).
+the MASE of each horizon step (or ``--json``); progress (fits done out of all, with an
+estimate of the time left: :class:`~streamtrain.commands.progress.Meter`) goes to
+stderr, none with ``--json``; ``--plot`` draws actual vs forecast with the quantile
+band (:mod:`streamtrain.forecast.plot`). Fits go through one
+:class:`~streamtrain.forecast.fitcache.FitCache`, as in ``benchmarks.forecast``: every
+model is seeded and deterministic, so a fit made twice on the same history (``auto``'s
+validation folds overlap from one daily refit to the next, and its candidates are the
+other models) is made once.
 ``trace synth`` writes a synthetic trace CSV to stdout. All of the work lives in
 :mod:`streamtrain.forecast`; this module parses, calls and prints.
 """
@@ -17,6 +23,7 @@ from pathlib import Path
 import click
 
 from streamtrain.commands.common import handle_errors, option
+from streamtrain.commands.progress import Meter
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.evaluate import (
@@ -24,8 +31,10 @@ from streamtrain.forecast.evaluate import (
     Scores,
     default_horizon_steps,
     evaluate,
+    planned_fits,
 )
-from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
+from streamtrain.forecast.fitcache import CachedFit, FitCache
+from streamtrain.forecast.registry import FORECASTER_NAMES, fit_key, make_forecaster
 from streamtrain.forecast.series import SHAPES, make_trace
 from streamtrain.forecast.trace import load_trace, native_step_s, write_trace
 from streamtrain.units import DAY_S, MINUTE_S
@@ -33,12 +42,23 @@ from streamtrain.units import DAY_S, MINUTE_S
 __all__ = ["forecast", "trace"]
 
 DEFAULT_MODELS = "seasonal_naive_daily,seasonal_naive_weekly,ets,mstl,fedformer,auto"
+AUTO_HELP = (
+    "auto: the best of the seasonal naive, AutoETS, MSTL and the transformer (or an "
+    "inverse-error ensemble of the best few), chosen on daily validation folds over the "
+    "last week (AutoETS or MSTL unless another is better on every day), behind a "
+    "seasonal-naive safety net; its folds reuse the previous day's fits, the "
+    "transformer is fine-tuned from its previous fit and validated in a second process."
+)
 BAND = (0.1, 0.9)
 
 
 @click.group()
 def forecast() -> None:
-    """Traffic forecasters (KALE §3.2): evaluate them on a trace."""
+    """Traffic forecasters (KALE §3.2): evaluate them on a trace.
+
+    auto, the default of the live planner and of simulate, picks per series: see
+    `forecast eval --help`.
+    """
 
 
 def _parse_models(text: str) -> list[str]:
@@ -54,8 +74,14 @@ def _parse_models(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _factory(name: str, step_s: int, seed: int) -> Callable[[], Forecaster]:
-    return lambda: make_forecaster(name, step_s=step_s, seed=seed)
+def _factory(name: str, step_s: int, seed: int, cache: FitCache) -> Callable[[], Forecaster]:
+    """Models whose fits go through ``cache``: ``auto``'s validation folds of one day are
+    the previous day's, and its candidates' fits are the other models' (module
+    docstring)."""
+    if name == "auto":
+        return lambda: make_forecaster(name, step_s=step_s, seed=seed, cache=cache)
+    key = fit_key(name, step_s=step_s, seed=seed)
+    return lambda: CachedFit(cache, key, lambda: make_forecaster(name, step_s=step_s, seed=seed))
 
 
 def _minutes_to_steps(flag: str, minutes: float, step_s: int) -> int:
@@ -95,7 +121,7 @@ def _row(name: str, s: Scores) -> str:
     env="FORECAST_MODELS",
     default=DEFAULT_MODELS,
     show_default=True,
-    help=f"Comma-separated models: {', '.join(FORECASTER_NAMES)}.",
+    help=f"Comma-separated models: {', '.join(FORECASTER_NAMES)}. {AUTO_HELP}",
 )
 @option(
     "--test-days",
@@ -159,7 +185,9 @@ def eval_command(
     Forecasts are clipped at 0; gap steps are not scored. The trace is read at its own
     resolution unless --step-s says otherwise; every model works at any step that
     divides a day. --plot draws each model's forecasts with their 10-90 % quantile band
-    over the test period.
+    over the test period. A model fitted twice on the same history is fitted once (auto's
+    validation folds overlap from one refit to the next). Progress on stderr: fits done
+    out of all, with an estimate of the time left (none with --json).
     """
     names = _parse_models(models)
     step_s = step_s or native_step_s(trace_path)
@@ -179,19 +207,30 @@ def eval_command(
             else 0
         ),
     )
-    factories = {name: _factory(name, step_s, seed) for name in names}
+    cache = FitCache()
+    factories = {name: _factory(name, step_s, seed, cache) for name in names}
     click.echo(
         f"{loaded.name}: {len(loaded)} steps of {step_s} s, {loaded.gaps} gaps; testing on the "
         f"last {test_days:g} days, horizon {horizon_min:g} min, models {', '.join(names)}",
         err=True,
     )
-    results = evaluate(
-        loaded.records_per_s,
-        factories,
-        settings,
-        progress=lambda m: click.echo(m, err=True),
-        band=BAND if plot_path is not None else None,
-    )
+    fits = planned_fits(len(loaded), settings) * len(names)
+    meter = Meter(fits, "fits", quiet=as_json, stream=click.get_text_stream("stderr"))
+
+    def on_fit(name: str, steps: int, fit_s: float) -> None:
+        meter.done(f"{name}: fitted on {steps} steps ({fit_s:.1f} s)")
+
+    try:
+        results = evaluate(
+            loaded.records_per_s,
+            factories,
+            settings,
+            progress=None if as_json else meter.note,
+            band=BAND if plot_path is not None else None,
+            on_fit=on_fit,
+        )
+    finally:
+        meter.close()
     if plot_path is not None:
         from streamtrain.forecast.plot import plot_eval
 

@@ -1,13 +1,16 @@
 """The planner's forecaster options of ``streamtrain lag run``: ``--forecaster``,
-``--refit-every``, ``--plan-quantile`` (and the fit timeout), each with its
-``STREAMTRAIN_PLAN_*`` variable, and :func:`forecaster_settings`, their values as
-:class:`~streamtrain.scale.planner_settings.PlannerSettings` keywords.
+``--refit-every``, ``--plan-quantile``, the fit timeout and ``--forecaster-option``
+(the model's own options, e.g. ``train_steps=100``), each with its
+``STREAMTRAIN_PLAN_*`` variable; :func:`forecaster_settings`, their values as
+:class:`~streamtrain.scale.planner_settings.PlannerSettings` keywords; and
+:func:`parse_model_options`, ``KEY=VALUE`` pairs read as a model's options.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -16,7 +19,7 @@ from streamtrain.commands.common import option
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.registry import FORECASTER_NAMES
 
-__all__ = ["forecaster_options", "forecaster_settings", "parse_duration_s"]
+__all__ = ["forecaster_options", "forecaster_settings", "parse_duration_s", "parse_model_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -31,6 +34,22 @@ def parse_duration_s(text: str, flag: str = "--refit-every") -> float:
     if seconds <= 0:
         raise ConfigError(f"{flag} must be positive, got {text!r}")
     return seconds
+
+
+def parse_model_options(pairs: Sequence[str], flag: str = "--forecaster-option") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs -> options; a value is read as JSON when it parses (``100``,
+    ``0.5``, ``true``), as text otherwise. Whether the model knows the key is checked
+    where the model is made."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} {pair!r} is not KEY=VALUE")
+        try:
+            options[key.strip()] = json.loads(text)
+        except ValueError:
+            options[key.strip()] = text
+    return options
 
 
 def forecaster_options(command: F) -> F:
@@ -70,6 +89,14 @@ def forecaster_options(command: F) -> F:
             help="A fit still running after this long (wall clock, also under "
             "--plan-time-scale) is late: alert, seasonal naive meanwhile.",
         ),
+        option(
+            "--forecaster-option",
+            env="PLAN_FORECASTER_OPTIONS",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="An option of the model (repeatable), e.g. train_steps=100 for a quicker "
+            "transformer; see `streamtrain forecast eval --help` for the models.",
+        ),
     ]
     for add in reversed(options):
         command = add(command)
@@ -77,7 +104,11 @@ def forecaster_options(command: F) -> F:
 
 
 def forecaster_settings(
-    forecaster: str, refit_every: str, plan_quantile: float | None, forecaster_fit_timeout: str
+    forecaster: str,
+    refit_every: str,
+    plan_quantile: float | None,
+    forecaster_fit_timeout: str,
+    forecaster_option: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The options' values as planner-settings keywords."""
     return {
@@ -85,4 +116,5 @@ def forecaster_settings(
         "refit_every_s": parse_duration_s(refit_every),
         "plan_quantile": plan_quantile,
         "fit_timeout_s": parse_duration_s(forecaster_fit_timeout, "--forecaster-fit-timeout"),
+        "forecaster_options": parse_model_options(forecaster_option),
     }

@@ -257,7 +257,13 @@ def lag_run(
     forecasting = forecaster_settings(
         *(
             opts.pop(k)
-            for k in ("forecaster", "refit_every", "plan_quantile", "forecaster_fit_timeout")
+            for k in (
+                "forecaster",
+                "refit_every",
+                "plan_quantile",
+                "forecaster_fit_timeout",
+                "forecaster_option",
+            )
         )
     )
     plan = take_planner_options(opts, groups, forecasting)

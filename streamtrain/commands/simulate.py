@@ -4,14 +4,18 @@ Parses options, loads (or synthesizes) the trace, tunes the baselines on the day
 before the replayed ones (:mod:`streamtrain.sim.tuning`), calls
 :func:`streamtrain.sim.runner.simulate` over ``--seeds`` runs and prints KALE Table 3
 for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--json``;
-``--plot`` writes workers and lag over time (first seed). Progress goes to stderr,
-results to stdout. All of the modelling lives in :mod:`streamtrain.sim`.
+``--plot`` writes workers and lag over time (first seed). Results go to stdout; to
+stderr go the run's notes and its progress (the forecaster's fits and the seeds, with
+an estimate of the time left; none with ``--json``). All of the modelling lives in
+:mod:`streamtrain.sim`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from streamtrain.commands.common import handle_errors, option
+from streamtrain.commands.progress import Meter, duration_text
 from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import load_trace, synth_trace
@@ -219,8 +224,12 @@ def _costs(checkpoint_s: float, two_phase_s: float, means: dict[str, float]) -> 
     type=click.Choice(FORECASTER_CHOICES),
     default=DEFAULT_FORECASTER,
     show_default=True,
-    help="Forecaster for madu, kale and streamtrain (a registry name; auto: the "
-    "FEDformer-style model with a seasonal-naive fallback, fitted once a simulated day).",
+    help="Forecaster for madu, kale and streamtrain, fitted once a simulated day (a "
+    "registry name; auto: the best of the seasonal naive, AutoETS, MSTL and the "
+    "transformer, or an inverse-error ensemble of the best few, on daily validation "
+    "folds over the last week, behind a seasonal-naive safety net; each day's fit "
+    "reuses the previous day's folds and fine-tunes the transformer from its previous "
+    "fit; see `forecast eval --help`).",
 )
 @option(
     "--tune/--no-tune",
@@ -319,8 +328,7 @@ def simulate(
     else:
         trace = load_trace(trace_path, step_s=step_s)
 
-    def progress(message: str) -> None:
-        click.echo(message, err=True)
+    progress = _Progress(quiet=as_json)
 
     tuned = False
     if tune:
@@ -346,11 +354,43 @@ def simulate(
         click.echo(format_paper_table(report.summary()))
     else:
         click.echo(format_table(report.summary()))
+    progress.close()
     if plot_path is not None:
         from streamtrain.sim.plot import plot_report
 
         written = plot_report(report, plot_path)
         click.echo(f"wrote {written}", err=True)
+
+
+class _Progress:
+    """The runner's messages on stderr: the forecaster's fits (``forecasting: fit k/K``)
+    and the seeds (``seed s done (k/N)``, given an estimate of the time left here) are
+    progress, on one line rewritten in place on a terminal and none with ``--json``;
+    the rest (the trace, the tuned settings, warnings) are printed as they come."""
+
+    _SEED = re.compile(r"seed \d+ done \((\d+)/(\d+)\)")
+
+    def __init__(self, quiet: bool) -> None:
+        self.meter = Meter(0, "", quiet=quiet, stream=click.get_text_stream("stderr"))
+        self.seeds_started: float | None = None
+
+    def __call__(self, message: str) -> None:
+        seed = self._SEED.fullmatch(message)
+        if message.startswith("simulating "):
+            self.seeds_started = time.perf_counter()
+        if seed is not None and self.seeds_started is not None:
+            done, total = int(seed.group(1)), int(seed.group(2))
+            spent = time.perf_counter() - self.seeds_started
+            if done < total:
+                message += f"; about {duration_text(spent / done * (total - done))} left"
+            self.meter.show(message, last=done >= total)
+        elif message.startswith("forecasting: fit "):
+            self.meter.show(message)
+        else:
+            self.meter.note(message)
+
+    def close(self) -> None:
+        self.meter.close()
 
 
 def _scenario(path: Path, as_json: bool) -> None:

@@ -47,7 +47,12 @@ from typing import Any
 from google.protobuf import json_format
 
 from streamtrain.control.faust_app import new_faust_app
-from streamtrain.control.planner_agent import PlannerAgent, add_planner, forecast_pool
+from streamtrain.control.planner_agent import (
+    PlannerAgent,
+    add_planner,
+    forecast_pool,
+    stop_forecast_pool,
+)
 from streamtrain.control.planner_metrics import PlannerCollector
 from streamtrain.control.publish import publish
 from streamtrain.control.service import LagAppSettings, LagService
@@ -125,9 +130,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         agent = PlannerAgent(Planner(planner, fit_submit=submit), settings.heartbeat_interval_s)
         add_planner(app, service, agent, alerts, history_topic, history)
         service.extra_collectors.append(PlannerCollector(agent))
-        app.on_before_shutdown.connect(
-            lambda *_args, **_kw: pool.shutdown(wait=False, cancel_futures=True)
-        )
+        app.on_before_shutdown.connect(lambda *_args, **_kw: stop_forecast_pool(pool))
     if settings.shards is not None:
         from streamtrain.control.shard_agent import add_shards
 

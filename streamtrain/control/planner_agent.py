@@ -64,6 +64,7 @@ __all__ = [
     "PlannerAgent",
     "add_planner",
     "forecast_pool",
+    "stop_forecast_pool",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,16 @@ def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
         return pool.submit(fit_and_save, job)
 
     return pool, submit
+
+
+def stop_forecast_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop the fit process now: a fit still running is of no use after shutdown (only
+    a finished fit is ever named live), and waiting for it would hold the exit."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public handle in 3.11
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 class PlannerAgent:

@@ -3,19 +3,28 @@
 Owned here:
 
 * :class:`Forecaster`: the protocol every model follows (statsforecast's shape):
-  ``fit(history) -> self``, ``predict(horizon) -> ndarray``, ``update(new_points) ->
+  ``fit(history) -> self``, ``predict(horizon) -> ndarray``,
+  ``predict_quantiles(horizon, levels) -> {level: ndarray}``, ``update(new_points) ->
   self`` (append observations without retraining), fitted state in trailing-underscore
-  attributes, ``save(path)`` / ``load(path)``. ``history`` is a
-  regular series of records/s, one value per ``step_s`` (60 s by default), oldest
-  first, with ``NaN`` for missing steps; forecasts are never negative.
+  attributes, ``save(path)`` / ``load(path)``. ``history`` is a regular series of
+  records/s, one value per ``step_s`` (60 s by default), oldest first, with ``NaN`` for
+  missing steps; forecasts are never negative. A model with no error model of its own
+  raises :class:`ForecastError` from ``predict_quantiles``, and each caller does what
+  suits it (the policies' feed scales the point forecast by its past errors; a wrapper
+  or an ensemble answers the point forecast at every level: :func:`quantiles_or_point`).
+  :func:`check_levels` is the one check of quantile levels.
 * :func:`fill_gaps`: the one gap rule shared by models that need a complete series:
   a missing step takes the value one season earlier, else one season later, else is
   linearly interpolated between its neighbours.
 * :class:`SeasonalNaive`: the forecast is the last observed season repeated
   (``seasonal_naive_daily``, ``seasonal_naive_weekly``; ``seasonal_naive`` picks the
-  week once the history holds two weeks, the day before). Its quantiles are the
+  season by :func:`naive_period_s`, the one rule every safety net and policy uses: the
+  week once the history holds two weeks, so that the week's seasonal differences
+  exist for its quantiles, the day before). Its quantiles are the
   empirical quantiles of the seasonal differences ``y(t) - y(t - season)`` over the
   last four seasons, added to the point forecast.
+* :class:`WarmStart`: the optional ``fit_from(previous, history)`` of a model that
+  can continue from an earlier fit of itself (``auto``'s folds and daily refits).
 * :func:`worse_than_naive`: the safety net's one rule (``auto`` and the live planner):
   a model's recent error counts as worse than the seasonal naive's only when it exceeds
   it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
@@ -43,15 +52,19 @@ from streamtrain.units import DAY_S, WEEK_S
 __all__ = [
     "NAIVE_MARGIN",
     "NAIVE_MARGIN_MASE",
+    "NAIVE_NAMES",
     "QUANTILE_GRID",
     "Forecaster",
     "SeasonalNaive",
     "Validated",
+    "WarmStart",
     "as_history",
     "as_new_points",
     "check_horizon",
+    "check_levels",
     "fill_gaps",
     "hands_over",
+    "naive_period_s",
     "quantiles_or_point",
     "seasonal_scale",
     "worse_than_naive",
@@ -73,6 +86,10 @@ class Forecaster(Protocol):
 
     def predict(self, horizon: int) -> FloatArray: ...
 
+    def predict_quantiles(
+        self, horizon: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]: ...
+
     def update(self, new_points: FloatArray) -> Self: ...
 
     def save(self, path: str | Path) -> None: ...
@@ -81,14 +98,33 @@ class Forecaster(Protocol):
 def quantiles_or_point(
     model: Forecaster, horizon: int, levels: Sequence[float]
 ) -> dict[float, FloatArray]:
-    """``model``'s quantile forecasts at ``levels``, or its point forecast at every level
-    when it gives no quantiles."""
-    method = getattr(model, "predict_quantiles", None)
-    if method is None:
+    """``model``'s quantiles at ``levels``; its point forecast at every level when it has
+    no error model of its own (what a wrapper or an ensemble answers for it)."""
+    levels = check_levels(levels)
+    try:
+        return model.predict_quantiles(horizon, levels)
+    except ForecastError:
         point = model.predict(horizon)
-        return {float(q): point.copy() for q in levels}
-    result: dict[float, FloatArray] = method(horizon, list(levels))
-    return result
+        return {q: point.copy() for q in levels}
+
+
+def check_levels(levels: Sequence[float]) -> list[float]:
+    """``levels`` as floats; a :class:`ConfigError` unless every one is in (0, 1)."""
+    out = [float(q) for q in levels]
+    bad = [q for q in out if not 0 < q < 1]  # NaN fails too
+    if bad:
+        raise ConfigError(f"quantile levels must be in (0, 1), got {bad}")
+    return out
+
+
+# The names of the two seasonal naives, by the season they repeat.
+NAIVE_NAMES = {DAY_S: "seasonal_naive_daily", WEEK_S: "seasonal_naive_weekly"}
+
+
+def naive_period_s(history_steps: int, step_s: int) -> int:
+    """The season a seasonal naive repeats after ``history_steps`` steps of ``step_s``
+    (module docstring): the week from two weeks of history, the day before."""
+    return WEEK_S if history_steps * step_s >= 2 * WEEK_S else DAY_S
 
 
 def as_history(history: FloatArray | list[float], *, min_length: int = 1) -> FloatArray:
@@ -172,9 +208,10 @@ class SeasonalNaive:
         self.adaptive = period_s == 0
         self.period_s = period_s or DAY_S
         self.step_s = step_s
-        default = {DAY_S: "seasonal_naive_daily", WEEK_S: "seasonal_naive_weekly"}
         fallback = "seasonal_naive" if self.adaptive else f"seasonal_naive_{period_s}s"
-        self.name = name or ("seasonal_naive" if self.adaptive else default.get(period_s, fallback))
+        self.name = name or (
+            "seasonal_naive" if self.adaptive else NAIVE_NAMES.get(period_s, fallback)
+        )
         self.last_season_: FloatArray | None = None
         self.spread_: FloatArray | None = None  # quantiles of seasonal differences
 
@@ -185,7 +222,7 @@ class SeasonalNaive:
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
         if self.adaptive:
-            self.period_s = WEEK_S if values.shape[0] * self.step_s >= 2 * WEEK_S else DAY_S
+            self.period_s = naive_period_s(values.shape[0], self.step_s)
         season = self.season
         if values.shape[0] < season:
             # Less than one season: the best naive guess is the last value, flat.
@@ -202,9 +239,8 @@ class SeasonalNaive:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """The point forecast plus the seasonal differences' quantiles (module docstring)."""
+        levels = check_levels(levels)
         point = self.predict(horizon)
-        if any(not 0 < q < 1 for q in levels):
-            raise ConfigError("quantile levels must be in (0, 1)")
         spread = self.spread_ if self.spread_ is not None else np.zeros(QUANTILE_GRID.size)
         return {
             float(q): np.maximum(point + float(np.interp(q, QUANTILE_GRID, spread)), 0.0)
@@ -275,6 +311,16 @@ def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
     """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
     floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
     return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor
+
+
+@runtime_checkable
+class WarmStart(Protocol):
+    """A model that can fit starting from an earlier fit of the same model on an earlier
+    part of the same series (the transformer: fine-tuned from its weights instead of
+    trained from scratch). ``fit_from`` with a ``previous`` that does not match fits
+    from scratch."""
+
+    def fit_from(self, previous: object, history: FloatArray) -> Self: ...
 
 
 @runtime_checkable

@@ -13,6 +13,8 @@ Owned here:
 * :func:`evaluate`: :func:`rolling_origin` for several models on the same split.
 
 Fit time is the mean wall time of a ``fit``; predict time the mean of a ``predict``.
+Each fit is reported to ``on_fit`` (a progress meter; :func:`planned_fits` says how
+many there will be), or else as a ``progress`` line.
 :func:`default_horizon_steps` is ``forecast eval``'s default horizon: 30 minutes, or two
 steps on series of 15-minute steps and coarser. :class:`Scores` also holds the MASE of
 each horizon step (``mase_by_step``).
@@ -30,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.base import Forecaster, quantiles_or_point
 
 __all__ = [
     "EvalSettings",
@@ -40,12 +42,14 @@ __all__ = [
     "default_horizon_steps",
     "evaluate",
     "mase_scale",
+    "planned_fits",
     "rolling_origin",
     "score",
 ]
 
 FloatArray = NDArray[np.float64]
 Progress = Callable[[str], None]
+OnFit = Callable[[str, int, float], None]  # (model, history steps, fit seconds)
 
 
 def default_horizon_steps(step_s: int) -> int:
@@ -176,11 +180,7 @@ def _origins(n: int, settings: EvalSettings) -> range:
 
 
 def _band(model: Forecaster, horizon: int, levels: tuple[float, float]) -> list[FloatArray]:
-    method = getattr(model, "predict_quantiles", None)
-    if method is None:
-        point = np.asarray(model.predict(horizon), dtype=np.float64)
-        return [point, point]
-    raw = method(horizon, list(levels))
+    raw = quantiles_or_point(model, horizon, levels)  # no error model: a zero-width band
     return [np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in levels]
 
 
@@ -195,6 +195,16 @@ def by_step(actual: FloatArray, forecast: FloatArray, scale: float) -> tuple[flo
     )
 
 
+def planned_fits(n: int, settings: EvalSettings) -> int:
+    """How many fits :func:`rolling_origin` makes of one model on ``n`` steps."""
+    count, fitted_at = 0, None
+    for origin in _origins(n, settings):
+        due = settings.refit_every_steps > 0 and fitted_at is not None
+        if fitted_at is None or (due and origin - fitted_at >= settings.refit_every_steps):
+            count, fitted_at = count + 1, origin
+    return count
+
+
 def rolling_origin(
     values: FloatArray,
     factory: Callable[[], Forecaster],
@@ -203,6 +213,7 @@ def rolling_origin(
     name: str = "model",
     progress: Progress | None = None,
     band: tuple[float, float] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Scores:
     """Evaluate the models ``factory`` makes on ``values`` (see the module docstring);
     with ``band``, also keep the forecasts and those quantiles (:class:`Trail`)."""
@@ -226,7 +237,9 @@ def rolling_origin(
                 model.fit(values[:origin])
                 fit_times.append(time.perf_counter() - started)
                 fitted_at = origin
-                if progress is not None:
+                if on_fit is not None:
+                    on_fit(name, origin, fit_times[-1])
+                elif progress is not None:
                     progress(f"{name}: fitted on {origin} steps ({fit_times[-1]:.1f} s)")
             elif origin > seen:
                 model.update(values[seen:origin])
@@ -272,6 +285,7 @@ def evaluate(
     *,
     progress: Progress | None = None,
     band: tuple[float, float] | None = None,
+    on_fit: OnFit | None = None,
 ) -> dict[str, Scores]:
     """:func:`rolling_origin` for each named model, on the same split and scale."""
     results: dict[str, Scores] = {}
@@ -279,6 +293,6 @@ def evaluate(
         if progress is not None:
             progress(f"[{index}/{len(factories)}] {name}")
         results[name] = rolling_origin(
-            values, factory, settings, name=name, progress=progress, band=band
+            values, factory, settings, name=name, progress=progress, band=band, on_fit=on_fit
         )
     return results

@@ -23,15 +23,14 @@ The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them acro
 fits; measured, it changed nothing).
 
 In every such case the naive answers, ``source_`` says which model answered and
-``reason_`` why, and a warning is logged when the source changes. The naive is the
-weekly seasonal naive once the history holds a week, the daily one before.
+``reason_`` why, and a warning is logged when the source changes. The naive repeats
+the season :func:`~streamtrain.forecast.base.naive_period_s` picks.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -39,17 +38,20 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.errors import ForecastError
 from streamtrain.forecast.base import (
     Forecaster,
     SeasonalNaive,
     Validated,
     as_history,
     as_new_points,
+    check_levels,
     hands_over,
+    naive_period_s,
     seasonal_scale,
 )
-from streamtrain.units import DAY_S, WEEK_S
+from streamtrain.forecast.tracking import RecentErrors
+from streamtrain.units import DAY_S
 
 __all__ = ["FallbackForecaster"]
 
@@ -75,8 +77,7 @@ class FallbackForecaster:
         trust_validated: bool = True,
         carry_errors: bool = False,
     ) -> None:
-        if track_steps < 1 or window_steps < 1 or min_tracked < 1:
-            raise ConfigError("track_steps, window_steps and min_tracked must be positive")
+        self.errors = RecentErrors(track_steps, window_steps, min_tracked)
         self.main = main
         self.step_s = step_s
         self.track_steps = track_steps
@@ -90,20 +91,17 @@ class FallbackForecaster:
         self.main_error_: str | None = None
         self.source_: str | None = None
         self.reason_: str | None = None
-        self._errors: deque[tuple[float, float]] = deque(maxlen=window_steps)
         self._scale = float("nan")
-        self._pending: tuple[FloatArray | None, FloatArray] | None = None
 
     # -- fitting and updates ------------------------------------------------------------
 
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
-        week = WEEK_S // self.step_s
-        period = WEEK_S if values.shape[0] >= week else DAY_S
-        self.fallback_ = SeasonalNaive(period, step_s=self.step_s).fit(values)
+        period_s = naive_period_s(values.shape[0], self.step_s)
+        self.fallback_ = SeasonalNaive(period_s, step_s=self.step_s).fit(values)
         self._scale = seasonal_scale(values, DAY_S // self.step_s)
         if not self.carry_errors:
-            self._errors.clear()
+            self.errors.clear()
         try:
             self.main.fit(values)
         except _FAILURES as exc:
@@ -118,7 +116,7 @@ class FallbackForecaster:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
-        self._score(values)
+        self.errors.score(values)
         self.fallback_.update(values)
         if self.main_ok_:
             try:
@@ -141,19 +139,7 @@ class FallbackForecaster:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         main = self._try_main(self.track_steps) if self.main_ok_ else None
-        self._pending = (main, self.fallback_.predict(self.track_steps))
-
-    def _score(self, actual: FloatArray) -> None:
-        if self._pending is None:
-            return
-        main, naive = self._pending
-        self._pending = None
-        if main is None:
-            return
-        count = min(actual.shape[0], self.track_steps)
-        for i in range(count):
-            if not np.isnan(actual[i]):
-                self._errors.append((abs(main[i] - actual[i]), abs(naive[i] - actual[i])))
+        self.errors.remember(main, self.fallback_.predict(self.track_steps))
 
     @property
     def trusted_(self) -> bool:
@@ -163,11 +149,9 @@ class FallbackForecaster:
         return self.trust_validated and isinstance(self.main, Validated) and self.main.trusted_
 
     def recent_mae(self) -> tuple[float, float] | None:
-        """(main, naive) mean absolute error over the tracked window, once long enough."""
-        if len(self._errors) < self.min_tracked:
-            return None
-        errors = np.asarray(self._errors)
-        return float(errors[:, 0].mean()), float(errors[:, 1].mean())
+        """(main, naive) mean absolute error over the tracked window, once long enough
+        (:class:`~streamtrain.forecast.tracking.RecentErrors`)."""
+        return self.errors.mae()
 
     # -- prediction ---------------------------------------------------------------------
 
@@ -214,15 +198,16 @@ class FallbackForecaster:
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """The main model's quantiles when it answers and has them; otherwise the point
         forecast of whichever model answers, for every level."""
+        levels = check_levels(levels)
         point = self.predict(horizon)
-        if self.source_ == self.main.name and hasattr(self.main, "predict_quantiles"):
+        if self.source_ == self.main.name:
             try:
-                result: dict[float, FloatArray] = self.main.predict_quantiles(horizon, list(levels))
+                result = self.main.predict_quantiles(horizon, levels)
             except _FAILURES as exc:
                 log.warning("%s: quantiles failed (%s); using the point forecast", self.name, exc)
             else:
                 return result
-        return {float(level): point.copy() for level in levels}
+        return {level: point.copy() for level in levels}
 
     # -- persistence --------------------------------------------------------------------
 

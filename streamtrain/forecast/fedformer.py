@@ -57,30 +57,49 @@ Quantiles: the empirical quantiles of the validation errors (last ``val_fraction
 the windows) per horizon block, added in the log scale, so intervals widen with the
 horizon and with the level; combined with MSTL's at the same level with the same ``w``.
 
-Save/load: one ``.npz`` (no pickles) with the network, and MSTL's kept history, from
-which ``load`` re-estimates MSTL (as :meth:`StatsForecaster.load
-<streamtrain.forecast.stats.StatsForecaster.load>` does) before telling it the steps
-that came after its fit (at most half the kept history), and the errors that set ``w``.
-A model saved right after its fit (what the live planner saves) reloads as it was; one
-saved later is re-estimated on what MSTL still keeps (its last five weeks), so once the
-history is longer than that its MSTL half is close to, not the same as, the saved one.
+Fine-tuning (``fit_from``): a fit that starts from an earlier fit's network (``auto``'s
+later validation folds and its daily refits, :mod:`streamtrain.forecast.folds`) trains
+``finetune_steps`` steps at ``finetune_learning_rate`` instead of ``train_steps`` from
+scratch, and keeps the starting weights unless training beats them on the validation
+windows; when its validation error is more than ``RETRAIN_RATIO`` (2) times the previous
+fit's, the model is trained from scratch instead (measured on the call-centre shape: a
+holiday that entered the windows left a fine-tuned network at 3.5x the error of one
+trained anew, docs/benchmarks.md).
+
+Forecasts: one network pass per origin (kept for the point forecast, the quantiles and
+the safety net's tracked forecast there), and only the input window and the horizon
+are prepared.
+
+Save/load: one ``.npz`` (no pickles; :mod:`streamtrain.forecast.fedformer_store`) with
+the network, and MSTL's kept history, from which ``load`` re-estimates MSTL (as
+:meth:`StatsForecaster.load <streamtrain.forecast.stats.StatsForecaster.load>` does)
+before telling it the steps that came after its fit (at most half the kept history),
+and the errors that set ``w``. A model saved right after its fit (what the live planner
+saves) reloads as it was; one saved later is re-estimated on what MSTL still keeps (its
+last five weeks), so once the history is longer than that its MSTL half is close to,
+not the same as, the saved one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
+from streamtrain.forecast.base import (
+    as_history,
+    as_new_points,
+    check_horizon,
+    check_levels,
+    fill_gaps,
+)
 from streamtrain.forecast.evaluate import default_horizon_steps
 from streamtrain.forecast.fedformer_data import (
     LogScale,
@@ -94,7 +113,6 @@ from streamtrain.forecast.fedformer_data import (
 from streamtrain.forecast.fedformer_settings import FedformerSettings
 from streamtrain.forecast.fedformer_train import (
     QUANTILE_GRID,
-    build_network,
     run_network,
     train_network,
 )
@@ -105,11 +123,14 @@ from streamtrain.units import DAY_S, WEEK_S
 if TYPE_CHECKING:
     from streamtrain.forecast.fedformer_model import FedformerNet
 
-__all__ = ["FedformerForecaster"]
+__all__ = ["RETRAIN_RATIO", "FedformerForecaster"]
 
 log = logging.getLogger(__name__)
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)  # torch raises RuntimeError
 FloatArray = NDArray[np.float64]
+# A fine-tune whose validation error is more than this times the earlier fit's (a holiday
+# or an outage entered the windows) is replaced by a fit from scratch.
+RETRAIN_RATIO = 2.0
 
 
 @dataclass(slots=True)
@@ -154,6 +175,8 @@ class FedformerForecaster:
         self.mix_ = MixWeights(default_horizon_steps(step_s))
         self.mstl_new_ = 0  # steps MSTL was told since its fit (a reload re-fits before them)
         self._mstl_failing = False
+        # (origin, the forecast's baseline_z, residual_z) of the last network pass
+        self._memo: tuple[tuple[int, int], FloatArray, FloatArray] | None = None
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -207,11 +230,46 @@ class FedformerForecaster:
     # -- fitting ------------------------------------------------------------------------
 
     def fit(self, history: FloatArray) -> Self:
+        return self._fit(history, None)
+
+    def fit_from(self, previous: object, history: FloatArray) -> Self:
+        """Fit on ``history`` starting from ``previous``'s network (a fitted model of
+        the same settings on an earlier part of the same series, e.g. yesterday's):
+        ``finetune_steps`` steps instead of ``train_steps`` from scratch. A previous
+        model that does not match (another kind, settings, step or seasonal period, or
+        not fitted) is ignored: a fit from scratch; so is a fine-tune whose validation
+        error is more than ``RETRAIN_RATIO`` times the previous fit's (the new days
+        hold something the old network does not fit: a holiday, an outage)."""
+        values = as_history(history, min_length=self.min_history)
+        net = previous.net_ if isinstance(previous, FedformerForecaster) else None
+        if (
+            net is None
+            or not isinstance(previous, FedformerForecaster)
+            or previous.settings.net != self.settings.net
+            or previous.step_s != self.step_s
+            or previous.period_ != self._period(values.shape[0])
+        ):
+            return self._fit(values, None)
+        self._fit(values, net.state_dict())
+        if self.val_mae_ > RETRAIN_RATIO * previous.val_mae_:
+            log.info(
+                "%s: fine-tuned validation MAE %.4f against %.4f before; trained from scratch",
+                self.name,
+                self.val_mae_,
+                previous.val_mae_,
+            )
+            self._fit(values, None)
+        return self
+
+    def _period(self, steps: int) -> int:
+        week, day = WEEK_S // self.step_s, DAY_S // self.step_s
+        return week if steps >= week + 3 * day else day
+
+    def _fit(self, history: FloatArray, init: dict[str, Any] | None) -> Self:
         values = as_history(history, min_length=self.min_history)
         started = time.perf_counter()
         s = self.settings
-        week, day = WEEK_S // self.step_s, DAY_S // self.step_s
-        self.period_ = week if values.shape[0] >= week + 3 * day else day
+        self.period_ = self._period(values.shape[0])
         filled = fill_gaps(values, self.period_)
         self.scale_ = LogScale.of(filled)
         prepared = self._prepare(values, 0, self.scale_)
@@ -240,10 +298,11 @@ class FedformerForecaster:
                 f"{values.shape[0]} steps; need a longer history"
             )
         self.net_, self.error_quantiles_, self.val_mae_ = train_network(
-            blocks, seen, level, marks, starts, s, self.seed
+            blocks, seen, level, marks, starts, s, self.seed, init
         )
         keep = self._keep()
         self.offset_ = max(0, values.shape[0] - keep)
+        self._memo = None
         self.history_ = values[self.offset_ :].copy()
         self.mstl_ = self._fit_mstl(values) if s.mstl_weight > 0 else None
         self.mstl_new_ = 0
@@ -251,11 +310,12 @@ class FedformerForecaster:
         self._track_mix()
         self.fit_s_ = time.perf_counter() - started
         log.info(
-            "%s: fitted on %d steps (period %d, %d windows) in %.1f s, validation MAE %.4f",
+            "%s: fitted on %d steps (period %d, %d windows%s) in %.1f s, validation MAE %.4f",
             self.name,
             values.shape[0],
             self.period_,
             starts.shape[0],
+            "" if init is None else ", fine-tuned",
             self.fit_s_,
             self.val_mae_,
         )
@@ -318,15 +378,37 @@ class FedformerForecaster:
     # -- prediction ---------------------------------------------------------------------
 
     def _forecast_z(self, horizon: int) -> tuple[FloatArray, FloatArray]:
-        """``(baseline_z, residual_z)`` per step for the next ``horizon`` steps."""
+        """``(baseline_z, residual_z)`` per step for the next ``horizon`` steps.
+
+        One network pass per origin: the result is kept for the origin (the history's
+        absolute end) and sliced for any horizon up to the network's own (``pred_len``
+        blocks), so the point forecast, the quantiles and the safety net's tracked
+        forecast at one origin cost one pass. Only the last input window and the
+        horizon are prepared (:func:`seasonal_baseline`'s ``start``): the same values
+        as preparing the whole history, at a fraction of the cost."""
         net, scale, _, history = self._state()
+        n = history.shape[0]
+        key = (self.offset_ + n, self.offset_)
+        memo = self._memo
+        if memo is not None and memo[0] == key and memo[1].shape[0] >= horizon:
+            return memo[1][:horizon], memo[2][:horizon]
         if np.isnan(history).all():
             raise ForecastError(f"{self.name}: the recent history is all gaps")
         s, f = self.settings, self.steps_per_block
         seq_len, label_len, pred_len = s.net.seq_len, s.net.label_len, s.net.pred_len
-        prepared = self._prepare(history, horizon, scale)
-        n = history.shape[0]
-        window = prepared.residual[n - seq_len * f :]
+        ahead = max(horizon, pred_len * f)
+        start = max(0, n - seq_len * f)
+        filled = fill_gaps(history, self.period_ if n > self.period_ else 0)
+        smoothed_z = scale.forward(moving_average(filled, self.smooth_steps))
+        baseline_z = seasonal_baseline(
+            smoothed_z,
+            self.period_,
+            ahead,
+            s.baseline_periods,
+            median=s.baseline_median,
+            start=start,
+        )
+        window = scale.forward(filled[start:]) - baseline_z[: n - start]
         blocks = coarse_means(window, f)
         if blocks.shape[0] != seq_len or np.isnan(blocks).any():
             raise ForecastError(f"{self.name}: the input window is incomplete")
@@ -335,8 +417,9 @@ class FedformerForecaster:
         enc_marks = time_marks(centres, self.step_s)
         dec_marks = time_marks(np.concatenate([centres[-label_len:], future]), self.step_s)
         predicted = run_network(net, blocks, enc_marks, dec_marks, s.threads, s.anchor_blocks)
-        residual = interpolate_forward(blocks[-2:], predicted, f, horizon)
-        return prepared.baseline_z[n : n + horizon], residual
+        residual = interpolate_forward(blocks[-2:], predicted, f, ahead)
+        self._memo = (key, baseline_z[n - start :], residual)
+        return baseline_z[n - start : n - start + horizon], residual[:horizon]
 
     def _with_mstl(self, own: FloatArray, horizon: int, level: float | None = None) -> FloatArray:
         """``own`` (the transformer's forecast, or its ``level`` quantile) combined with
@@ -373,8 +456,7 @@ class FedformerForecaster:
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Forecast quantiles from the validation errors (see the module docstring)."""
         check_horizon(horizon)
-        if any(not 0 < q < 1 for q in levels):
-            raise ConfigError("quantile levels must be in (0, 1)")
+        levels = check_levels(levels)
         base_z, residual = self._forecast_z(horizon)
         _, scale, quantiles, _ = self._state()
         out: dict[float, FloatArray] = {}
@@ -382,79 +464,19 @@ class FedformerForecaster:
             per_block = np.array([np.interp(level, QUANTILE_GRID, col) for col in quantiles.T])
             shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon)
             own = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
-            out[float(level)] = self._with_mstl(own, horizon, float(level))
+            out[level] = self._with_mstl(own, horizon, level)
         return out
 
-    # -- persistence --------------------------------------------------------------------
+    # -- persistence (streamtrain.forecast.fedformer_store) ------------------------------
 
     def save(self, path: str | Path) -> None:
         """Weights and state to one ``.npz`` file (plain arrays, no pickles)."""
-        net, scale, quantiles, history = self._state()
-        meta = {
-            "model": "fedformer",
-            "name": self.name,
-            "step_s": self.step_s,
-            "seed": self.seed,
-            "settings": self.settings.options(),
-            "offset": self.offset_,
-            "period": self.period_,
-            "scale_c": scale.c,
-            "val_mae": self.val_mae_,
-            "mix": self.mix_.state(),
-            "mstl_new": self.mstl_new_,
-        }
-        arrays = {f"w:{k}": v.detach().numpy() for k, v in net.state_dict().items()}
-        if self.mstl_ is not None and self.mstl_.history_ is not None:
-            arrays["mstl_history"] = self.mstl_.history_
-        try:
-            with Path(path).open("wb") as handle:
-                np.savez(
-                    handle,
-                    meta=np.array(json.dumps(meta)),
-                    history=history,
-                    error_quantiles=quantiles,
-                    **arrays,
-                )
-        except OSError as exc:
-            raise ForecastError(f"cannot save {self.name} to {path}: {exc}") from exc
+        from streamtrain.forecast.fedformer_store import save_fedformer
+
+        save_fedformer(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> FedformerForecaster:
-        import torch
+        from streamtrain.forecast.fedformer_store import load_fedformer
 
-        try:
-            with np.load(Path(path), allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                options = dict(meta["settings"])
-                options.setdefault("mstl_weight", 0.0)  # saved before the MSTL half: none
-                model = cls(
-                    FedformerSettings.from_options(**options),
-                    step_s=int(meta["step_s"]),
-                    seed=int(meta["seed"]),
-                    name=str(meta["name"]),
-                )
-                model.history_ = np.asarray(data["history"], dtype=np.float64)
-                model.error_quantiles_ = np.asarray(data["error_quantiles"], dtype=np.float64)
-                weights = {k[2:]: torch.from_numpy(data[k]) for k in data.files if k[:2] == "w:"}
-                mstl_history = data["mstl_history"] if "mstl_history" in data.files else None
-            model.offset_ = int(meta["offset"])
-            model.period_ = int(meta["period"])
-            model.scale_ = LogScale(float(meta["scale_c"]))
-            model.val_mae_ = float(meta["val_mae"])
-            net = build_network(model.settings.net)
-            net.load_state_dict(weights)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
-            raise ForecastError(f"cannot load a fedformer model from {path}: {exc}") from exc
-        net.eval()
-        model.net_ = net
-        if mstl_history is not None:  # re-estimated from its saved history, as stats' load
-            kept = np.asarray(mstl_history, dtype=np.float64)
-            new = min(int(meta.get("mstl_new", 0)), kept.shape[0] // 2)
-            model.mstl_ = model._fit_mstl(kept[: kept.shape[0] - new])
-            if model.mstl_ is not None and new:
-                model.mstl_.update(kept[kept.shape[0] - new :])
-                model.mstl_new_ = new
-            if "mix" in meta:
-                model.mix_.restore(meta["mix"])
-            model._track_mix()
-        return model
+        return load_fedformer(path)

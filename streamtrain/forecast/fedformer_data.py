@@ -55,15 +55,23 @@ def moving_average(values: FloatArray, window: int) -> FloatArray:
 
 
 def seasonal_baseline(
-    smoothed_z: FloatArray, period: int, ahead: int, periods: int = 3, *, median: bool = False
+    smoothed_z: FloatArray,
+    period: int,
+    ahead: int,
+    periods: int = 3,
+    *,
+    median: bool = False,
+    start: int = 0,
 ) -> FloatArray:
     """Mean (or, with ``median``, the median: one holiday or outage among the periods
     does not move it) of the last ``periods`` periods' values at each of the positions
-    ``0 .. n + ahead - 1`` (``NaN`` where no earlier period exists). Positions more than
-    one period past the end reuse the last observed period."""
+    ``start .. n + ahead - 1`` (``NaN`` where no earlier period exists). Positions more
+    than one period past the end reuse the last observed period. Each position's value
+    depends on ``smoothed_z`` only, so a forecast that needs the last few positions asks
+    for those (``start``) and gets the same values as from the whole series."""
     n = smoothed_z.shape[0]
-    target = np.arange(n + ahead)
-    stack = np.full((periods, n + ahead), np.nan)
+    target = np.arange(start, n + ahead)
+    stack = np.full((periods, target.shape[0]), np.nan)
     for k in range(1, periods + 1):
         source = target - k * period
         while np.any(source >= n):
@@ -71,7 +79,7 @@ def seasonal_baseline(
         valid = source >= 0
         stack[k - 1, valid] = smoothed_z[source[valid]]
     count = (~np.isnan(stack)).sum(axis=0)
-    out = np.full(n + ahead, np.nan)
+    out = np.full(target.shape[0], np.nan)
     some = count > 0
     if median:
         out[some] = np.nanmedian(stack[:, some], axis=0)

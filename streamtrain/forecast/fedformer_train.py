@@ -79,8 +79,15 @@ def train_network(
     starts: NDArray[np.int64],
     s: FedformerSettings,
     seed: int,
+    init: dict[str, Any] | None = None,
 ) -> tuple[FedformerNet, FloatArray, float]:
-    """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE)."""
+    """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE).
+
+    With ``init`` (a fitted network's weights), fine-tune: start from them and train
+    ``finetune_steps`` steps at ``finetune_learning_rate``; the starting weights count
+    as a candidate for the best, so a fine-tune never ends worse on the validation
+    windows than the weights it started from (0 steps: those weights, with error
+    quantiles from this history's validation windows)."""
     import torch
 
     seq, pred, label = s.net.seq_len, s.net.pred_len, s.net.label_len
@@ -106,14 +113,22 @@ def train_network(
         return out * tstd[rows] + tmean[rows]
 
     rng = np.random.default_rng(seed)
+    steps = s.train_steps if init is None else s.finetune_steps
+    rate = s.learning_rate if init is None else s.finetune_learning_rate
     with _threads(s.threads):
         torch.manual_seed(seed)
         net = build_network(s.net)
-        optimiser = torch.optim.Adam(net.parameters(), lr=s.learning_rate)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=s.train_steps)
         best = (float("inf"), {k: v.clone() for k, v in net.state_dict().items()})
         val_rows = torch.from_numpy(val_idx)
-        for step in range(1, s.train_steps + 1):
+        if init is not None:
+            net.load_state_dict(init)
+            net.eval()
+            with torch.no_grad():
+                err = ((forward(val_rows) - ty[val_rows]).abs() * tw[val_rows]).sum()
+                best = (float(err / tw[val_rows].sum().clamp(min=1.0)), dict(init))
+        optimiser = torch.optim.Adam(net.parameters(), lr=rate)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max(1, steps))
+        for step in range(1, steps + 1):
             net.train()
             rows = torch.from_numpy(rng.choice(train_idx, size=s.batch_size))
             loss = ((forward(rows) - ty[rows]).abs() * tw[rows]).sum() / tw[rows].sum().clamp(
@@ -123,7 +138,7 @@ def train_network(
             loss.backward()
             optimiser.step()
             schedule.step()
-            if step % s.val_every == 0 or step == s.train_steps:
+            if step % s.val_every == 0 or step == steps:
                 net.eval()
                 with torch.no_grad():
                     err = ((forward(val_rows) - ty[val_rows]).abs() * tw[val_rows]).sum()

@@ -11,8 +11,19 @@ the fit the harness makes of the same model as a baseline, and so on.
 * :meth:`FitCache.fit` returns a deep copy of the cached fit (the caller may ``update``
   it freely); the entry itself stays as fitted. The least recently used entries go
   past ``max_entries``; a failed fit is not cached (it raises as it would).
+* :meth:`FitCache.get` / :meth:`FitCache.put`: the same entries for a caller that
+  fits itself (``auto``'s folds, :mod:`streamtrain.forecast.folds`); ``get_walk`` /
+  ``put_walk``: a validation fold's forecasts and walked model, by the fit's key, the
+  history up to the fold's end and the fold's start (the previous day's folds are
+  today's, less the oldest).
 * :class:`CachedFit`: a forecaster that fits through a cache, for a harness's
   factory (``lambda: CachedFit(cache, name, make)``).
+
+A model that fits from an earlier fit of itself (the transformer's warm starts,
+:class:`~streamtrain.forecast.base.WarmStart`) is the one exception to "the same with or
+without a cache": with a cache, ``auto``'s first validation fold of a day is the
+previous day's fit of that history (itself fine-tuned), without one it is trained from
+scratch. The statistical models and the seasonal naive give the same fits either way.
 
 Keys: ``name`` (which must name the model and every option that changes its fit) and a
 SHA-1 of the history's bytes.
@@ -25,13 +36,14 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster, quantiles_or_point
+from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.folds import Walk
 
 __all__ = ["CachedFit", "FitCache"]
 
@@ -47,12 +59,49 @@ class FitCache:
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[tuple[str, str], Forecaster] = OrderedDict()
+        self.walk_hits = 0
+        self._entries: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     @staticmethod
     def digest(history: FloatArray) -> str:
         values = np.ascontiguousarray(history, dtype=np.float64)
         return hashlib.sha1(values.tobytes(), usedforsecurity=False).hexdigest()
+
+    def _get(self, entry: tuple[str, str]) -> Any:
+        found = self._entries.get(entry)
+        if found is not None:
+            self._entries.move_to_end(entry)
+            return copy.deepcopy(found)
+        return None
+
+    def _put(self, entry: tuple[str, str], value: Any) -> None:
+        self._entries[entry] = copy.deepcopy(value)
+        self._entries.move_to_end(entry)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def get(self, key: str, digest: str) -> Forecaster | None:
+        """A copy of the fit cached under ``key`` for the history of ``digest``."""
+        found: Forecaster | None = self._get((key, digest))
+        if found is not None:
+            self.hits += 1
+        return found
+
+    def put(self, key: str, digest: str, model: Forecaster) -> None:
+        """Keep a copy of ``model``, fitted on the history of ``digest``."""
+        self.misses += 1
+        self._put((key, digest), model)
+
+    def get_walk(self, key: str, digest_end: str, start: int) -> Walk | None:
+        """A copy of the walk of the fold from ``start`` to the end of the history of
+        ``digest_end``, by the model cached under ``key``."""
+        found: Walk | None = self._get((f"walk:{key}", f"{digest_end}:{start}"))
+        if found is not None:
+            self.walk_hits += 1
+        return found
+
+    def put_walk(self, key: str, digest_end: str, start: int, walk: Walk) -> None:
+        self._put((f"walk:{key}", f"{digest_end}:{start}"), walk)
 
     def fit(self, key: str, make: Callable[[], Forecaster], history: FloatArray) -> Forecaster:
         """A copy of ``make().fit(history)``, fitted once per (key, history)."""
@@ -96,7 +145,7 @@ class CachedFit:
         return self._model().predict(horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        return quantiles_or_point(self._model(), horizon, levels)
+        return self._model().predict_quantiles(horizon, levels)
 
     def update(self, new_points: FloatArray) -> Self:
         self._model().update(new_points)

@@ -1,30 +1,29 @@
 """The live planner's forecaster: fits in the background, a seasonal naive meanwhile.
 
-Owned here: :class:`LiveForecaster` and :func:`fit_and_save` (the job a worker process
-runs). The live control loop must never wait for a fit (a transformer takes tens of
-seconds), so:
+Owned here: :class:`LiveForecaster` and :class:`LiveSettings`. The live control loop
+must never wait for a fit (``auto`` takes seconds to minutes), so:
 
 * ``fit(history)`` fits the seasonal naive at once (milliseconds) and, when a refit is
-  due, hands :func:`fit_and_save` to ``submit`` (the control app's process pool) and
-  returns. A refit is due when no model is live, when the live one is older than
+  due, hands a :class:`~streamtrain.forecast.live_store.FitJob` to ``submit`` (the
+  control app's process pool runs :func:`~streamtrain.forecast.live_store.fit_and_save`)
+  and returns. A refit is due when no model is live, when the live one is older than
   ``refit_every_s``, or when its recent error clearly exceeds the seasonal naive's (at
   most once per ``min_refit_gap_s``). The job fits the named model (:func:`~streamtrain.forecast.
   registry.make_forecaster`) on the history and saves it in ``state_dir``.
 * Every later call first collects a finished job: the saved model is loaded, told the
-  steps that arrived while it was fitting, and goes live; a manifest
-  (``live.json``: the model's file, the absolute step its history ended at, when and
-  how long it was fitted) is written next to it. After a restart the manifest's model
-  is loaded and told the steps since, instead of refitting (unless it is due).
+  steps that arrived while it was fitting, and goes live; a manifest is written next to
+  it (:mod:`streamtrain.forecast.live_store`). After a restart the manifest's model is
+  loaded and told the steps since, instead of refitting (unless it is due).
 * ``predict`` answers with the live model unless there is none, its prediction fails,
-  or its recent error (the first ``track_steps`` of each forecast, scored against the
-  steps that arrived, over the last ``window_steps`` scored steps, once ``min_tracked``
-  exist) clearly exceeds the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`)
-  and the model is not trusted (``auto`` that kept a statsforecast model which beat the
-  naive in validation is: :attr:`~streamtrain.forecast.fallback.FallbackForecaster.trusted_`,
-  the same rule as in the simulator); then the seasonal naive answers. Either way such
-  an error requests a refit. A fit that fails or runs past ``fit_timeout_s``
-  raises an alert (:meth:`take_alerts`) and the naive answers until a fit succeeds
-  (which resolves it).
+  or its recent error (:class:`~streamtrain.forecast.tracking.RecentErrors`: the first
+  ``track_steps`` of each forecast over the last ``window_steps`` scored steps, once
+  ``min_tracked`` exist) clearly exceeds the naive's
+  (:func:`~streamtrain.forecast.base.worse_than_naive`) and the model is not trusted
+  (``auto`` that kept a statsforecast model which beat the naive in validation is:
+  :attr:`~streamtrain.forecast.fallback.FallbackForecaster.trusted_`, the same rule as
+  in the simulator); then the seasonal naive answers. Either way such an error requests
+  a refit. A fit that fails or runs past ``fit_timeout_s`` raises an alert
+  (:meth:`take_alerts`) and the naive answers until a fit succeeds (which resolves it).
 * :meth:`status`: which model is live, why, its recent MASE and the naive's, fit times.
 
 The caller tells the model where the history ends (:meth:`at_step`), so that a model
@@ -33,11 +32,8 @@ fitted on an older history, or saved before a restart, is told the steps it has 
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -53,18 +49,29 @@ from streamtrain.forecast.base import (
     SeasonalNaive,
     as_history,
     as_new_points,
+    check_levels,
     hands_over,
     seasonal_scale,
     worse_than_naive,
 )
+from streamtrain.forecast.live_store import (
+    FitJob,
+    Manifest,
+    Submit,
+    fit_and_save,
+    load_model,
+    read_manifest,
+    write_manifest,
+)
+from streamtrain.forecast.tracking import RecentErrors
 from streamtrain.units import DAY_S, HOUR_S, WEEK_S
 
-__all__ = ["FitJob", "LiveForecaster", "LiveSettings", "fit_and_save"]
+# FitJob, Submit and fit_and_save live in live_store; named here for the planner's imports
+__all__ = ["FitJob", "LiveForecaster", "LiveSettings", "Submit", "fit_and_save"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError, OSError)
-MANIFEST = "live.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,7 @@ class LiveSettings:
     name: str = "auto"
     step_s: int = 60
     seed: int = 0
+    options: tuple[tuple[str, Any], ...] = ()  # the model's registry options
     refit_every_s: float = DAY_S
     fit_timeout_s: float = 1800.0
     min_refit_gap_s: float = HOUR_S
@@ -88,32 +96,6 @@ class LiveSettings:
             raise ConfigError("the refit interval and the fit timeout must be positive")
         if min(self.track_steps, self.window_steps, self.min_tracked) < 1:
             raise ConfigError("track_steps, window_steps and min_tracked must be positive")
-
-
-@dataclass(frozen=True, slots=True)
-class FitJob:
-    """One background fit: the model named ``name`` on ``history``, saved to ``path``."""
-
-    name: str
-    step_s: int
-    seed: int
-    history: FloatArray
-    path: str
-
-
-def fit_and_save(job: FitJob) -> float:
-    """Fit and save (runs in a worker process); returns the fit's wall seconds."""
-    from streamtrain.forecast.registry import make_forecaster
-
-    started = time.perf_counter()
-    model = make_forecaster(job.name, step_s=job.step_s, seed=job.seed)
-    model.fit(job.history)
-    # A new file name per fit: nothing refers to it until the parent has loaded it.
-    model.save(job.path)
-    return time.perf_counter() - started
-
-
-Submit = Callable[[FitJob], "Future[float]"]
 
 
 @dataclass(slots=True)
@@ -165,8 +147,9 @@ class LiveForecaster:
         self._last_request_s = -np.inf
         self._restored = False
         self._scale = float("nan")
-        self._errors: deque[tuple[float, float]] = deque(maxlen=settings.window_steps)
-        self._pending: tuple[FloatArray | None, FloatArray] | None = None
+        self.errors = RecentErrors(
+            settings.track_steps, settings.window_steps, settings.min_tracked
+        )
         self.state_dir = settings.state_dir
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -196,8 +179,8 @@ class LiveForecaster:
             self._history = values[-self.settings.max_history_steps :].copy()
             self._synced_end = new_end
             self.naive.fit(values)
-            self._errors.clear()
-            self._pending = None
+            self.errors.clear()
+            self.errors.forget_origin()
             self._collect()
             if not self._restored:
                 self._restored = True
@@ -211,7 +194,7 @@ class LiveForecaster:
 
     def update(self, new_points: FloatArray) -> Self:
         values = as_new_points(new_points)
-        self._score(values)
+        self.errors.score(values)
         keep = self.settings.max_history_steps
         self._history = np.concatenate([self._history, values])[-keep:]
         self._synced_end = (
@@ -248,17 +231,16 @@ class LiveForecaster:
         return forecast if forecast is not None else self.naive.predict(horizon)
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+        levels = check_levels(levels)
         point = self.predict(horizon)
-        model: Any = self.model_ if self.source_ == self.name else self.naive
-        method = getattr(model, "predict_quantiles", None)
-        if method is not None:
-            try:
-                result: dict[float, FloatArray] = method(horizon, list(levels))
-            except _FAILURES as exc:
-                log.warning("forecaster %s: quantiles failed: %s", self.name, exc)
-            else:
-                return result
-        return {float(q): point.copy() for q in levels}
+        model: Forecaster = self.naive
+        if self.source_ == self.name and self.model_ is not None:
+            model = self.model_
+        try:
+            return model.predict_quantiles(horizon, levels)
+        except _FAILURES as exc:
+            log.warning("forecaster %s: quantiles failed: %s", self.name, exc)
+        return {q: point.copy() for q in levels}
 
     def save(self, path: str | Path) -> None:
         if self.model_ is None:
@@ -295,25 +277,11 @@ class LiveForecaster:
                 main = np.asarray(self.model_.predict(track), dtype=np.float64)
             except _FAILURES:
                 main = None
-        self._pending = (main, self.naive.predict(track))
-
-    def _score(self, actual: FloatArray) -> None:
-        if self._pending is None:
-            return
-        main, naive = self._pending
-        self._pending = None
-        if main is None:
-            return
-        for i in range(min(actual.shape[0], main.shape[0])):
-            if not np.isnan(actual[i]):
-                self._errors.append((abs(main[i] - actual[i]), abs(naive[i] - actual[i])))
+        self.errors.remember(main, self.naive.predict(track))
 
     def recent_mae(self) -> tuple[float, float] | None:
         """(model, naive) mean absolute error over the tracked window, once long enough."""
-        if len(self._errors) < self.settings.min_tracked:
-            return None
-        errors = np.asarray(self._errors)
-        return float(errors[:, 0].mean()), float(errors[:, 1].mean())
+        return self.errors.mae()
 
     # -- background fits ----------------------------------------------------------------
 
@@ -339,7 +307,14 @@ class LiveForecaster:
         if self._running is not None:
             return
         path = self._model_path()
-        job = FitJob(self.name, self.step_s, self.settings.seed, self._history.copy(), str(path))
+        job = FitJob(
+            self.name,
+            self.step_s,
+            self.settings.seed,
+            self._history.copy(),
+            str(path),
+            dict(self.settings.options),
+        )
         self._last_request_s = self.clock()
         try:
             future = self.submit(job)
@@ -361,7 +336,7 @@ class LiveForecaster:
         self._running = None
         try:
             fit_s = running.future.result()
-            model = _load(running.path)
+            model = load_model(running.path)
         except Exception as exc:  # noqa: BLE001 - anything from the worker is a failed fit
             self._fail(f"the fit failed: {type(exc).__name__}: {exc}")
             return
@@ -386,7 +361,7 @@ class LiveForecaster:
             return False
         self.model_, self.model_end_step_ = model, self._end()
         self.fitted_at_s_, self.fit_s_ = fitted_at_s, fit_s
-        self._errors.clear()
+        self.errors.clear()
         if self._failed is not None:
             self._alerts.append((f"forecaster {self.name} fitted again and is live", True))
             self._failed = None
@@ -425,45 +400,36 @@ class LiveForecaster:
     # -- persistence --------------------------------------------------------------------
 
     def _write_manifest(self, path: Path) -> None:
-        if self.state_dir is None:
+        if self.state_dir is None or self.model_end_step_ is None:
             return
-        manifest = {
-            "name": self.name,
-            "step_s": self.step_s,
-            "file": path.name,
-            "end_step": self.model_end_step_,
-            "fitted_at_s": self.fitted_at_s_,
-            "fit_s": self.fit_s_,
-        }
-        target = self.state_dir / MANIFEST
-        try:
-            tmp = target.with_suffix(".tmp")
-            tmp.write_text(json.dumps(manifest), encoding="utf-8")
-            os.replace(tmp, target)
-        except OSError as exc:
-            log.warning("forecaster %s: cannot write %s: %s", self.name, target, exc)
-            return
-        for old in self.state_dir.glob(f"{self.name}-*.model*"):
-            if not old.name.startswith(path.name):
-                old.unlink(missing_ok=True)
+        manifest = Manifest(
+            self.name,
+            self.step_s,
+            path.name,
+            self.model_end_step_,
+            self.fitted_at_s_ or 0.0,
+            self.fit_s_ or 0.0,
+        )
+        write_manifest(self.state_dir, manifest)
 
     def _restore(self) -> None:
         """Load the model a previous run saved (module docstring)."""
-        if self.state_dir is None or not (self.state_dir / MANIFEST).exists():
+        if self.state_dir is None:
             return
         try:
-            manifest = json.loads((self.state_dir / MANIFEST).read_text(encoding="utf-8"))
-            if manifest["name"] != self.name or int(manifest["step_s"]) != self.step_s:
+            manifest = read_manifest(self.state_dir)
+            if manifest is None:
+                return
+            if manifest.name != self.name or manifest.step_s != self.step_s:
                 log.info("forecaster %s: the saved model is another one; refitting", self.name)
                 return
-            path = self.state_dir / str(manifest["file"])
-            model = _load(path)
-            fitted_at_s, fit_s = float(manifest["fitted_at_s"]), float(manifest["fit_s"])
-            end_step = int(manifest["end_step"])
+            path = self.state_dir / manifest.file
+            model = load_model(path)
         except (*_FAILURES, KeyError, TypeError) as exc:
             log.warning("forecaster %s: cannot reload the saved model: %s", self.name, exc)
             return
-        if self._install(model, end_step, fitted_at_s, fit_s, path):
+        fitted_at_s, fit_s = manifest.fitted_at_s, manifest.fit_s
+        if self._install(model, manifest.end_step, fitted_at_s, fit_s, path):
             self.loaded_from_disk_ = True
             self.model_end_step_ = self._end()
             log.info("forecaster %s: reloaded %s (fitted in %.1f s)", self.name, path, fit_s)
@@ -492,9 +458,3 @@ class LiveForecaster:
             "fit_failures": self.fit_failures_,
             "loaded_from_disk": self.loaded_from_disk_,
         }
-
-
-def _load(path: Path) -> Forecaster:
-    from streamtrain.forecast.registry import load_forecaster
-
-    return load_forecaster(path)

@@ -30,14 +30,19 @@ statsforecast (each model imports its library when it is fitted or loaded).
   ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
   validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
   ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
-  keyed by :func:`fit_key`), and the safety net's ``track_steps``, ``window_steps``,
+  keyed by :func:`fit_key`: a rolling origin's daily fits reuse the previous day's
+  folds), ``workers`` (processes for the validation; default two where the machine has
+  two cores: the transformer's folds, trained once and fine-tuned fold by fold, run in
+  the second, ``AUTO_PARALLEL``), and the safety net's ``track_steps``, ``window_steps``,
   ``min_tracked``, ``trust_validated``, ``carry_errors``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,7 @@ FORECASTER_NAMES = (
 AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
 AUTO_PREFER = ("ets", "mstl")  # the safe choice unless another is clearly better
 AUTO_FOLDS = 7  # daily validation folds over the last week (at most a quarter of the history)
+AUTO_PARALLEL = ("fedformer",)  # validated in a worker process while the others run here
 _NAIVE_PERIODS = {
     "seasonal_naive": 0,
     "seasonal_naive_daily": DAY_S,
@@ -86,6 +92,7 @@ _SELECT_OPTIONS = (
     "ensemble",
     "refit",
     "cache",
+    "workers",
 )
 
 
@@ -116,24 +123,35 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     select.setdefault("horizon_steps", default_horizon_steps(step_s))
     select.setdefault("stride_steps", select["horizon_steps"])
 
-    def make(name: str) -> Forecaster:
-        return make_forecaster(name, step_s=step_s, seed=seed, **own(name))
-
     # The transformer alone (mstl_weight=0): auto weighs it with MSTL itself, by
     # validation; the registered fedformer's own MSTL half would be a near-duplicate
     # candidate.
-    transformer = {"mstl_weight": 0.0, **options}
-
-    def own(name: str) -> dict[str, Any]:
-        return transformer if name == "fedformer" else {}
-
-    def key(name: str) -> str:
-        return fit_key(name, step_s=step_s, seed=seed, **own(name))
-
+    make = _Candidates(step_s, seed, {"mstl_weight": 0.0, **options})
     select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
     select.setdefault("baseline", "seasonal_naive")
-    chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=key, **select)
+    select.setdefault("workers", min(2, os.cpu_count() or 1))
+    select.setdefault("parallel", tuple(c for c in candidates if c in AUTO_PARALLEL))
+    chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=make.key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidates:
+    """``auto``'s candidates by name (a plain object, so that a worker process can make
+    them too: :func:`~streamtrain.forecast.folds.run_plans`)."""
+
+    step_s: int
+    seed: int
+    transformer: dict[str, Any]
+
+    def own(self, name: str) -> dict[str, Any]:
+        return self.transformer if name == "fedformer" else {}
+
+    def __call__(self, name: str) -> Forecaster:
+        return make_forecaster(name, step_s=self.step_s, seed=self.seed, **self.own(name))
+
+    def key(self, name: str) -> str:
+        return fit_key(name, step_s=self.step_s, seed=self.seed, **self.own(name))
 
 
 def fit_key(name: str, *, step_s: int = 60, seed: int = 0, **options: Any) -> str:

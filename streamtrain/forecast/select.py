@@ -38,9 +38,18 @@ a model fitted a week ago forecasts today's level worse than the candidate score
 the last fold), which costs one more fit per kept model; if that fit fails, the model
 of the last fold (told every step since) is kept instead.
 
-Fits may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
-keyed by ``cache_key(candidate)``): the benchmark's rolling origin asks for the same
-fits day after day; the choice and the forecasts are the same with or without it.
+Reuse (:mod:`streamtrain.forecast.folds` does each candidate's folds): a candidate with
+``fit_from`` (the transformer) is trained from scratch for the first fold only and
+fine-tuned from the previous fold's fit for each later fold and for the refit. Fits and
+walks may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
+keyed by ``cache_key(candidate)``): a rolling origin (``forecast eval``, ``simulate``,
+the benchmark) refits daily, and a day's folds are the previous day's less the oldest,
+so each daily fit makes one new fit and one new walk per candidate. The statistical
+models and the naive choose and forecast the same with or without the cache; the
+transformer's first fold is, with one, the previous day's fine-tuned fit. With
+``workers`` above one, the ``parallel`` candidates (``auto``: the transformer) run in a
+worker process while the others run here, unless the cache holds their first fold's
+fit; the results are the same as in one process.
 
 Candidates are made by a callable (name -> unfitted model, from
 :mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
@@ -73,36 +82,32 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import (
     Forecaster,
     SeasonalNaive,
+    WarmStart,
     as_history,
     as_new_points,
     check_horizon,
+    check_levels,
     quantiles_or_point,
 )
 from streamtrain.forecast.fitcache import FitCache
+from streamtrain.forecast.folds import (
+    FAILURES,
+    FoldPlan,
+    Walk,
+    fold_bounds,
+    origins,
+    run_plans,
+    walk_model,
+)
 
 __all__ = ["ANOMALY_RATIO", "ENSEMBLE_RANGE", "SelectForecaster", "fold_bounds"]
 
 log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
-_FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
+_FAILURES = FAILURES
 ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
 ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
-
-
-def fold_bounds(n: int, val: int, folds: int, fold_steps: int = 0) -> list[tuple[int, int]]:
-    """``(start, end)`` of each validation fold: the last ``val`` of ``n`` steps in
-    ``folds`` consecutive parts (the last takes the remainder); with ``fold_steps``, the
-    last ``min(folds, val // fold_steps)`` whole folds of ``fold_steps`` steps (one fold
-    of ``val`` steps when not even one fits)."""
-    if fold_steps > 0:
-        count = min(folds, val // fold_steps)
-        if count == 0:
-            return [(n - val, n)]
-        return [(n - (k + 1) * fold_steps, n - k * fold_steps) for k in range(count - 1, -1, -1)]
-    size = val // folds
-    starts = [n - val + i * size for i in range(folds)]
-    return [(s, e) for s, e in zip(starts, [*starts[1:], n], strict=True)]
 
 
 def inverse_mae_weights(maes: Sequence[float]) -> FloatArray:
@@ -136,6 +141,8 @@ class SelectForecaster:
         cache_key: Callable[[str], str] | None = None,
         prefer: Sequence[str] = (),
         baseline: str = "",
+        workers: int = 1,
+        parallel: Sequence[str] = (),
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
@@ -164,32 +171,15 @@ class SelectForecaster:
         self.weights_: dict[str, float] = {}
         self.val_mae_: dict[str, float] = {}
         self.trusted_ = False
+        self.workers = workers
+        self.parallel = tuple(parallel)
+        self._fits: dict[tuple[str, int], Forecaster] = {}  # this fit's, by history length
+        self._digests: dict[int, str] = {}
 
     # -- fitting ------------------------------------------------------------------------
 
     def _origins(self, start: int, end: int) -> range:
-        return range(start, end - self.horizon_steps + 1, self.stride_steps)
-
-    def _walk(self, name: str, values: FloatArray, start: int, end: int) -> list[FloatArray]:
-        """Fit ``name`` on ``values[:start]`` and forecast at each origin of the fold; the
-        model is kept in ``models_`` (told every step up to ``end``)."""
-        model = self._fit(name, values[:start])
-        outs = self._walk_model(model, values, start, end)
-        self.models_[name] = model
-        return outs
-
-    def _walk_model(
-        self, model: Forecaster, values: FloatArray, start: int, end: int
-    ) -> list[FloatArray]:
-        seen, outs = start, []
-        for origin in self._origins(start, end):
-            if origin > seen:
-                model.update(values[seen:origin])
-                seen = origin
-            outs.append(np.maximum(model.predict(self.horizon_steps), 0.0))
-        if end > seen:
-            model.update(values[seen:end])
-        return outs
+        return origins(start, end, self.horizon_steps, self.stride_steps)
 
     def _usual(self, values: FloatArray, folds: list[tuple[int, int]]) -> NDArray[np.bool_]:
         """Per validation point: whether its fold is scored (module docstring: a fold on
@@ -201,7 +191,9 @@ class SelectForecaster:
             try:
                 for start, end in folds:
                     naive = SeasonalNaive(0, step_s=self.step_s).fit(values[:start])
-                    pred = np.concatenate(self._walk_model(naive, values, start, end))
+                    pred = np.concatenate(
+                        walk_model(naive, values, start, end, self.horizon_steps, self.stride_steps)
+                    )
                     actual = np.concatenate(
                         [values[o : o + self.horizon_steps] for o in self._origins(start, end)]
                     )
@@ -229,19 +221,74 @@ class SelectForecaster:
             return self.make(name).fit(history)
         return self.cache.fit(self.cache_key(name), lambda: self.make(name), history)
 
+    def _plan(self, name: str, values: FloatArray, folds: list[tuple[int, int]]) -> FoldPlan:
+        """What candidate ``name``'s validation needs, with what the cache knows."""
+        known_fits: dict[int, Forecaster] = {}
+        known_walks: dict[tuple[int, int], Walk] = {}
+        if self.cache is not None:
+            key = self.cache_key(name)
+            for start, end in folds:
+                walk = self.cache.get_walk(key, self._digest(values, end), start)
+                if walk is not None:
+                    known_walks[(start, end)] = walk
+            for length in [s for s, _ in folds] + [values.shape[0]]:
+                fit = self.cache.get(key, self._digest(values, length))
+                if fit is not None:
+                    known_fits[length] = fit
+        return FoldPlan(
+            name,
+            self.make,
+            values,
+            tuple(folds),
+            self.horizon_steps,
+            self.stride_steps,
+            full=self.refit and name in self.parallel and self.workers > 1,
+            keep_fits=self.cache is not None,
+            known_fits=known_fits,
+            known_walks=known_walks,
+        )
+
+    def _digest(self, values: FloatArray, length: int) -> str:
+        if length not in self._digests:
+            self._digests[length] = FitCache.digest(values[:length])
+        return self._digests[length]
+
     def _validate(self, values: FloatArray, folds: list[tuple[int, int]]) -> dict[str, FloatArray]:
-        """Each candidate's validation forecasts over every fold, concatenated."""
+        """Each candidate's validation forecasts over every fold, concatenated (the
+        ``parallel`` candidates in worker processes while the others run here, when
+        their first fold is not cached: a day's refit that continues the previous
+        day's fits is cheaper here than a new process)."""
+        plans = [self._plan(name, values, folds) for name in self.candidates]
+        remote = {
+            p.name
+            for p in plans
+            if self.workers > 1 and p.name in self.parallel and folds[0][0] not in p.known_fits
+        }
         forecasts: dict[str, FloatArray] = {}
-        for name in self.candidates:
-            outs: list[FloatArray] = []
-            try:
-                for start, end in folds:
-                    outs += self._walk(name, values, start, end)
-            except _FAILURES as exc:
-                log.warning("%s: candidate %s failed in validation: %s", self.name, name, exc)
-                self.models_.pop(name, None)
+        for plan, result in zip(plans, run_plans(plans, remote), strict=True):
+            name = plan.name
+            self._fits.update({(name, k): v for k, v in plan.known_fits.items()})
+            self._fits.update({(name, k): v for k, v in result.fits.items()})
+            if self.cache is not None:
+                key = self.cache_key(name)
+                for length, model in result.fits.items():
+                    self.cache.put(key, self._digest(values, length), model)
+                for (start, end), walk in result.walks.items():
+                    self.cache.put_walk(key, self._digest(values, end), start, walk)
+            if result.forecasts is None or result.last is None:
+                log.warning(
+                    "%s: candidate %s failed in validation: %s", self.name, name, result.error
+                )
                 continue
-            forecasts[name] = np.concatenate(outs)
+            if result.full_error is not None:
+                log.warning(
+                    "%s: fitting %s on the whole history failed: %s",
+                    self.name,
+                    name,
+                    result.full_error,
+                )
+            forecasts[name] = result.forecasts
+            self.models_[name] = result.last
         return forecasts
 
     def _score(
@@ -306,10 +353,10 @@ class SelectForecaster:
             and self.val_mae_[self.chosen_] < baseline
         )
 
-    def _refit(self, values: FloatArray) -> None:
+    def _refit(self, values: FloatArray, last_start: int) -> None:
         for key in self.weights_:
             try:
-                self.models_[key] = self._fit(key, values)
+                self.models_[key] = self._fit_whole(key, values, last_start)
             except _FAILURES as exc:
                 log.warning(
                     "%s: refitting %s on the whole history failed (%s); keeping its "
@@ -319,10 +366,29 @@ class SelectForecaster:
                     exc,
                 )
 
+    def _fit_whole(self, name: str, values: FloatArray, last_start: int) -> Forecaster:
+        """``name`` fitted on the whole history: made in validation, or cached, or fitted
+        now (a :class:`~streamtrain.forecast.base.WarmStart` model from its last fold's
+        fit)."""
+        n = values.shape[0]
+        made = self._fits.get((name, n))
+        if made is not None:
+            return made
+        model = self.make(name)
+        previous = self._fits.get((name, last_start))
+        if isinstance(model, WarmStart) and previous is not None:
+            model.fit_from(previous, values)
+        else:
+            model.fit(values)
+        if self.cache is not None:
+            self.cache.put(self.cache_key(name), self._digest(values, n), model)
+        return model
+
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
         self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
         self.trusted_ = False
+        self._fits, self._digests = {}, {}
         val = min(self.val_steps, values.shape[0] // 4)
         folds = fold_bounds(values.shape[0], val, self.folds, self.fold_steps)
         if min(e - s for s, e in folds) >= self.horizon_steps:
@@ -331,7 +397,8 @@ class SelectForecaster:
                 self._score(values, folds, forecasts)
                 self.models_ = {k: v for k, v in self.models_.items() if k in self.weights_}
                 if self.refit:
-                    self._refit(values)
+                    self._refit(values, folds[-1][0])
+        self._fits, self._digests = {}, {}
         if self.chosen_ is None:  # no validation window: the first candidate that fits
             for name in self.candidates:
                 try:
@@ -373,8 +440,9 @@ class SelectForecaster:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         check_horizon(horizon)
+        levels = check_levels(levels)
         parts = [(quantiles_or_point(m, horizon, levels), w) for m, w in self._kept()]
-        return {float(q): np.sum([w * p[float(q)] for p, w in parts], axis=0) for q in levels}
+        return {q: np.sum([w * p[q] for p, w in parts], axis=0) for q in levels}
 
     # -- persistence --------------------------------------------------------------------
 

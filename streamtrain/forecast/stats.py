@@ -45,7 +45,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import as_history, as_new_points, check_horizon, fill_gaps
+from streamtrain.forecast.base import (
+    as_history,
+    as_new_points,
+    check_horizon,
+    check_levels,
+    fill_gaps,
+)
 from streamtrain.units import DAY_S, HOUR_S, WEEK_S
 
 __all__ = ["STATS_KINDS", "StatsForecaster"]
@@ -94,6 +100,7 @@ class StatsForecaster:
         self.fit_first_block_ = 0  # absolute index of the first block the model was fitted on
         self.components_: FloatArray | None = None  # MSTL: (seasons, fitted blocks)
         self._cache: tuple[int, dict[str, FloatArray]] | None = None
+        self._prepared: tuple[tuple[int, int, int], FloatArray, FloatArray] | None = None
 
     # -- geometry -----------------------------------------------------------------------
 
@@ -107,14 +114,20 @@ class StatsForecaster:
         return 2 * self.day_blocks * self.f
 
     def _blocks(self) -> tuple[FloatArray, FloatArray]:
-        """(complete block means of the gap-filled history, the partial block's steps)."""
+        """(complete block means of the gap-filled history, the partial block's steps);
+        kept until the history changes (a point forecast and its quantiles at one origin
+        prepare the blocks once)."""
         if self.history_ is None:
             raise ForecastError(f"{self.name} is not fitted")
+        key = (self.dropped_blocks_, self.phase_, self.history_.shape[0])
+        if self._prepared is not None and self._prepared[0] == key:
+            return self._prepared[1], self._prepared[2]
         day = DAY_S // self.step_s
         filled = fill_gaps(self.history_, day if self.history_.shape[0] > day else 0)
         body = filled[self.phase_ :]
         whole = body.shape[0] // self.f * self.f
         blocks = body[:whole].reshape(-1, self.f).mean(axis=1)
+        self._prepared = (key, blocks, body[whole:])
         return blocks, body[whole:]
 
     # -- fitting ------------------------------------------------------------------------
@@ -137,6 +150,7 @@ class StatsForecaster:
         self.phase_ = values.shape[0] % self.f
         self.history_ = values.copy()
         self.dropped_blocks_ = 0
+        self._prepared = None
         self._trim()
         blocks, _ = self._blocks()
         model = self._model(blocks.shape[0])
@@ -254,10 +268,8 @@ class StatsForecaster:
 
     def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
         """Quantiles from statsforecast's normal intervals (module docstring)."""
-        if any(not 0 < q < 1 for q in levels):
-            raise ConfigError("quantile levels must be in (0, 1)")
         normal = NormalDist()
-        return {float(q): self._per_step(horizon, normal.inv_cdf(q)) for q in levels}
+        return {q: self._per_step(horizon, normal.inv_cdf(q)) for q in check_levels(levels)}
 
     # -- persistence --------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """The live planner's forecast: which model, fitted where, feeding the policy.
 
 Owned here: :func:`forecast_feed`, the one place the planner's forecaster settings
-(:class:`~streamtrain.scale.planner_settings.PlannerSettings`: ``forecaster``,
-``refit_every_s``, ``fit_timeout_s``, ``forecaster_dir``) become a
+(:class:`~streamtrain.scale.planner_settings.PlannerSettings`: ``forecaster``, its
+``forecaster_options``, ``refit_every_s``, ``fit_timeout_s``, ``forecaster_dir``) become a
 :class:`~streamtrain.scale.policies.feed.ForecastFeed`. The model comes from
 :func:`~streamtrain.scale.policies.feed.forecaster_factory`, the factory the simulator's
 forecast-based policies use too. The seasonal naives fit in microseconds and are
@@ -32,7 +32,7 @@ def forecast_feed(
     """The feed for ``settings``, and its live forecaster when the model fits in the
     background (module docstring)."""
     s = settings
-    factory = forecaster_factory(s.forecaster, step_s=s.step_s)
+    factory = forecaster_factory(s.forecaster, step_s=s.step_s, **s.forecaster_options)
     if s.forecaster in CHEAP_FORECASTERS:
         return ForecastFeed(factory, refit_interval_s=s.refit_every_s), None
     if fit_submit is None:
@@ -46,6 +46,7 @@ def forecast_feed(
         LiveSettings(
             name=s.forecaster,
             step_s=s.step_s,
+            options=tuple(s.forecaster_options.items()),
             refit_every_s=s.refit_every_s,
             fit_timeout_s=s.fit_timeout_s,
             state_dir=s.forecaster_dir,

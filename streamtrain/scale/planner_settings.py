@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtrain.errors import ConfigError
-from streamtrain.forecast.registry import FORECASTER_NAMES
+from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.roster import RosterSettings
 from streamtrain.scale.policies import POLICY_NAMES, ForecastFeed, make_policy
 from streamtrain.scale.policy import Policy, PolicyContext
@@ -65,8 +65,10 @@ class PlannerSettings:
     history: SeedHistory | None = None
     # The forecaster (streamtrain.scale.planner_forecast): the model, how often it is
     # refitted, how long a fit may take, where fitted models are kept across restarts,
-    # and the forecast quantile the policy plans on (None: the policy's own default).
+    # and the forecast quantile the policy plans on (None: the policy's own default);
+    # forecaster_options: the model's own (registry) options.
     forecaster: str = "auto"
+    forecaster_options: dict[str, Any] = field(default_factory=dict)
     refit_every_s: float = DAY_S
     fit_timeout_s: float = 1800.0
     forecaster_dir: Path | None = None
@@ -98,6 +100,8 @@ class PlannerSettings:
             )
         if self.refit_every_s <= 0 or self.fit_timeout_s <= 0:
             raise ConfigError("the forecaster's refit interval and fit timeout must be positive")
+        if self.forecaster_options:  # an unknown option is a ConfigError now, not at the fit
+            make_forecaster(self.forecaster, step_s=self.step_s, **self.forecaster_options)
         if self.plan_quantile is not None:
             if not 0 < self.plan_quantile < 1:
                 raise ConfigError(f"the planning quantile is in (0, 1), got {self.plan_quantile}")

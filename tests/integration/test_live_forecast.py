@@ -69,6 +69,10 @@ def test_the_planner_forecasts_with_the_transformer_refits_and_reloads(broker, t
         job,
         "--forecaster",
         "fedformer",
+        # the fit, refit and reload mechanics are tested, not the forecast's quality: a
+        # short training keeps each fit a few seconds
+        "--forecaster-option",
+        "train_steps=100",
         "--plan-step-s",
         str(STEP_S),
         "--plan-history",

@@ -7,7 +7,9 @@ Owned here:
   is what the live loop runs: a model name (:data:`FORECASTER_CHOICES`, the
   registry's: ``seasonal_naive``, ``seasonal_naive_daily``, ``seasonal_naive_weekly``,
   ``ets``, ``mstl``, ``fedformer``, ``auto``), the step and the model's options ->
-  a callable from the history length (steps) to a new, unfitted forecaster.
+  a callable from the history length (steps) to a new, unfitted forecaster (``auto``'s
+  share one :class:`~streamtrain.forecast.fitcache.FitCache`, so that each day's fit
+  reuses the previous day's validation folds).
   :func:`default_forecaster_factory` is ``seasonal_naive`` (weekly once two weeks of
   history exist, daily before): cheap enough to replay a day in seconds. The live
   planner runs the same models through
@@ -15,7 +17,9 @@ Owned here:
 * :class:`Forecast`: one prediction: the point forecast and any quantiles.
 * :func:`precompute`: every prediction a replay will ask for, from one model fitted on
   the history before the window (refitted every ``refit_every_steps``) and fed one step
-  at a time, each from the history up to its own origin only. Policies replaying the
+  at a time, each from the history up to its own origin only; ``progress`` hears of
+  each fit (``forecasting: fit k/K ...``, with the time spent and an estimate of the
+  time left). Policies replaying the
   same arrivals share them through a :class:`ForecastFeed` cache, so a slow model is
   fitted once per simulated day and predicts once per step, not once per policy.
 * :class:`ForecastFeed`: what a policy calls. Without a cached entry it fits its own
@@ -35,6 +39,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,11 +49,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
-from streamtrain.forecast.base import Forecaster
+from streamtrain.forecast.base import NAIVE_NAMES, Forecaster, check_levels, naive_period_s
+from streamtrain.forecast.fitcache import FitCache
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.scale.policy import ForecasterFactory, Observation
 from streamtrain.scale.trigger import relative_error
-from streamtrain.units import DAY_S, WEEK_S
+from streamtrain.units import DAY_S
 
 __all__ = [
     "FORECASTER_CHOICES",
@@ -76,12 +82,13 @@ def forecaster_factory(
             f"unknown forecaster {name!r}; use one of {', '.join(FORECASTER_CHOICES)}"
         )
     make_forecaster(name, step_s=step_s, seed=seed, **options)  # check the options now
+    if name == "auto":  # one cache for every day's fit: a day's folds are the day before's
+        options = {"cache": FitCache(), **options}
 
     def factory(history_steps: int) -> Forecaster:
         chosen = name
         if name == "seasonal_naive":
-            weekly = history_steps * step_s >= 2 * WEEK_S
-            chosen = "seasonal_naive_weekly" if weekly else "seasonal_naive_daily"
+            chosen = NAIVE_NAMES[naive_period_s(history_steps, step_s)]
         return make_forecaster(chosen, step_s=step_s, seed=seed, **options)
 
     return factory
@@ -113,21 +120,14 @@ def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-    method: Callable[..., object] | None = getattr(model, "predict_quantiles", None)
-    if method is None or not levels:
+    if not levels:
         return {}
     try:
-        raw = method(horizon, list(levels))
+        raw = model.predict_quantiles(horizon, levels)
     except (ForecastError, ValueError, RuntimeError) as exc:
         log.debug("predict_quantiles failed (%s)", exc)
         return {}
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[float, FloatArray] = {}
-    for level in levels:
-        if level in raw:
-            out[float(level)] = np.maximum(np.asarray(raw[level], dtype=np.float64), 0.0)
-    return out
+    return {q: np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in check_levels(levels)}
 
 
 def precompute(
@@ -148,12 +148,17 @@ def precompute(
     out: dict[int, Forecast] = {}
     model: Forecaster | None = None
     fitted_at = synced = first
+    fits = -(-(last - first + 1) // refit_every_steps)
+    started = time.perf_counter()
     for n in range(first, last + 1):
         if model is None or n - fitted_at >= refit_every_steps:
-            if progress is not None:
-                progress(f"forecasting: fitting on {n} steps of history")
             model = factory(n).fit(np.asarray(history[:n]))
             fitted_at = synced = n
+            if progress is not None:
+                done = (n - first) // refit_every_steps + 1
+                spent = time.perf_counter() - started
+                left = f"; about {spent / done * (fits - done):.0f} s left" if done < fits else ""
+                progress(f"forecasting: fit {done}/{fits} on {n} steps ({spent:.0f} s{left})")
         elif n > synced:
             update = getattr(model, "update", None)
             if callable(update):
@@ -280,8 +285,7 @@ class ForecastFeed:
         forecast; else the point forecast times the ``level`` quantile of past
         ``actual / forecast`` ratios at the same lead (at least 1; the point forecast
         until 20 ratios exist for a lead)."""
-        if not 0 < level < 1:
-            raise ConfigError(f"a quantile level is in (0, 1), got {level}")
+        (level,) = check_levels([level])
         point = self.forecast(obs, horizon_steps)
         _, end, key = self._positions(obs)
         entry = self.cache[key]

@@ -55,6 +55,9 @@ class _Counting:
     def predict(self, horizon):
         return self.inner.predict(horizon) + self.shift
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("no error model")
+
     def save(self, path):
         self.inner.save(path)
 

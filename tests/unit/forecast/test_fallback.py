@@ -3,8 +3,8 @@ import logging
 import numpy as np
 import pytest
 
-from streamtrain.errors import ForecastError
-from streamtrain.forecast.base import SeasonalNaive
+from streamtrain.errors import ConfigError, ForecastError
+from streamtrain.forecast.base import Forecaster, SeasonalNaive, naive_period_s
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.registry import load_forecaster
 
@@ -34,6 +34,9 @@ class Stub:
             raise RuntimeError("torch broke")
         value = np.nan if self.nan else self.last_ + self.bias
         return np.full(horizon, value)
+
+    def predict_quantiles(self, horizon, levels):
+        return {float(q): self.predict(horizon) for q in levels}
 
     def save(self, path):
         raise ForecastError("stubs do not save")
@@ -71,7 +74,7 @@ def test_falls_back_when_the_main_model_fails_to_predict(stub):
 
 
 def test_falls_back_while_recent_error_exceeds_the_naive_and_returns_after():
-    history = np.tile(np.arange(DAY, dtype=float), 8)  # a week and a day of a daily ramp
+    history = np.tile(np.arange(DAY, dtype=float), 14)  # two weeks of a daily ramp
     stub = Stub(bias=50.0)
     model = FallbackForecaster(stub, track_steps=10, window_steps=60, min_tracked=30)
     model.fit(history)
@@ -118,7 +121,7 @@ def test_quantiles_from_the_fallback_are_the_point_forecast():
 
 
 def test_a_tiny_miss_beside_an_exact_naive_does_not_hand_over():
-    # A closed day: the naive repeats last week's zeros exactly; the main model is 1e-5
+    # A closed day: the naive repeats yesterday's zeros exactly; the main model is 1e-5
     # off. That is noise next to the series' daily swing, not a broken model.
     day = np.zeros(DAY)
     day[480:1080] = 10.0  # open 8:00-18:00
@@ -143,7 +146,7 @@ class Validated(Stub):
 
 @pytest.mark.parametrize("trust", [True, False])
 def test_a_trusted_main_model_is_not_handed_over_on_recent_error(trust):
-    history = np.tile(np.arange(DAY, dtype=float), 8)
+    history = np.tile(np.arange(DAY, dtype=float), 14)
     model = FallbackForecaster(
         Validated(bias=50.0), track_steps=10, window_steps=60, min_tracked=30, trust_validated=trust
     )
@@ -166,3 +169,48 @@ def test_a_trusted_main_model_still_falls_back_when_it_fails():
     model = FallbackForecaster(Validated(fail_predict=True)).fit(_flat(2, 5.0))
     np.testing.assert_array_equal(model.predict(2), [5, 5])
     assert model.reason_ is not None and "failed" in model.reason_
+
+
+@pytest.mark.parametrize("days", [1, 8, 14])
+def test_the_safety_net_the_naive_model_and_the_policies_repeat_one_season(days):
+    """One rule (naive_period_s) picks the naive's season: the week from two weeks on."""
+    from streamtrain.scale.policies.feed import forecaster_factory
+
+    history = np.tile(np.arange(DAY, dtype=float), days)
+    steps = history.shape[0]
+    expected = naive_period_s(steps, 60)
+    assert expected == (7 * 86_400 if days >= 14 else 86_400)
+    net = FallbackForecaster(Stub()).fit(history)
+    assert net.fallback_ is not None and net.fallback_.period_s == expected
+    assert SeasonalNaive(0).fit(history).period_s == expected
+    policy_naive = forecaster_factory("seasonal_naive")(steps)
+    assert isinstance(policy_naive, SeasonalNaive) and policy_naive.period_s == expected
+    assert naive_period_s(14 * DAY - 1, 60) == 86_400
+
+
+def test_quantile_levels_are_checked_whichever_model_answers():
+    model = FallbackForecaster(Stub()).fit(_flat(2, 3.0))
+    assert isinstance(model, Forecaster) and isinstance(Stub(), Forecaster)
+    for levels in ([1.5], [0.0], [float("nan")]):
+        with pytest.raises(ConfigError, match="quantile levels"):
+            model.predict_quantiles(2, levels)
+    assert set(model.predict_quantiles(2, [0.1, 0.9])) == {0.1, 0.9}
+
+
+def test_a_model_without_quantiles_is_not_a_forecaster():
+    class PointOnly:
+        name, step_s = "point", 60
+
+        def fit(self, history):
+            return self
+
+        def predict(self, horizon):
+            return np.zeros(horizon)
+
+        def update(self, new_points):
+            return self
+
+        def save(self, path):
+            pass
+
+    assert not isinstance(PointOnly(), Forecaster)

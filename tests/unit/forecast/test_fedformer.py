@@ -113,7 +113,7 @@ def test_beats_both_seasonal_naives_on_a_held_out_week_with_trend():
     settings = EvalSettings(
         horizon_steps=30, test_steps=7 * 1440, stride_steps=60, season_steps=1440
     )
-    small = FedformerSettings(train_steps=250)
+    small = FedformerSettings(train_steps=150)
     fed = rolling_origin(values, lambda: FedformerForecaster(small, seed=0), settings)
     daily = rolling_origin(values, lambda: SeasonalNaive(86_400), settings)
     weekly = rolling_origin(values, lambda: SeasonalNaive(7 * 86_400), settings)
@@ -179,3 +179,51 @@ def test_a_model_saved_without_its_mstl_half_loads_as_the_transformer_alone(tmp_
     again = FedformerForecaster.load(tmp_path / "alone.npz")
     assert again.mstl_ is None and again.settings.mstl_weight == 0.0
     np.testing.assert_allclose(again.predict(20), alone.predict(20), rtol=1e-6)
+
+
+def _weights(model):
+    return [p.detach().clone() for p in model.net_.parameters()]
+
+
+def test_fit_from_continues_from_the_earlier_fit(history):
+    earlier = _tiny().fit(history[:-1440])
+    # no fine-tuning steps: the earlier network, its error quantiles from the new windows
+    kept = FedformerForecaster(dataclasses.replace(TINY, finetune_steps=0))
+    kept.fit_from(earlier, history)
+    for a, b in zip(_weights(earlier), _weights(kept), strict=True):
+        assert (a == b).all()
+    assert kept.history_ is not None and kept.offset_ > earlier.offset_
+    # fine-tuned: moved from the earlier weights, never worse on the validation windows
+    tuned = FedformerForecaster(dataclasses.replace(TINY, finetune_steps=10)).fit_from(
+        earlier, history
+    )
+    assert any(not (a == b).all() for a, b in zip(_weights(earlier), _weights(tuned), strict=True))
+    assert tuned.val_mae_ <= kept.val_mae_
+    # it is another model than a fit from scratch on the same history
+    scratch = _tiny().fit(history)
+    assert not np.array_equal(scratch.predict(30), tuned.predict(30))
+
+
+def test_fit_from_a_model_that_does_not_match_is_a_fit_from_scratch(history):
+    scratch = _tiny().fit(history).predict(30)
+    other_shape = FedformerForecaster(
+        dataclasses.replace(TINY, net=dataclasses.replace(TINY.net, d_model=16))
+    ).fit(history[:-1440])
+    for previous in (other_shape, _tiny(), SeasonalNaive().fit(history)):  # unfitted, other kind
+        np.testing.assert_array_equal(_tiny().fit_from(previous, history).predict(30), scratch)
+
+
+def test_a_fine_tune_much_worse_than_the_earlier_fit_is_trained_from_scratch(history):
+    from streamtrain.forecast.fedformer import RETRAIN_RATIO
+
+    earlier = _tiny().fit(history[:-1440])
+    tuned = _tiny().fit_from(earlier, history)
+    assert tuned.val_mae_ <= RETRAIN_RATIO * earlier.val_mae_  # a usual day: fine-tuned
+    assert any(
+        not (a == b).all()
+        for a, b in zip(_weights(tuned), _weights(_tiny().fit(history)), strict=True)
+    )
+    # the earlier network fitted its windows exactly: any error on the new ones is worse
+    earlier.val_mae_ = 0.0
+    retrained = _tiny().fit_from(earlier, history)
+    np.testing.assert_array_equal(retrained.predict(30), _tiny().fit(history).predict(30))

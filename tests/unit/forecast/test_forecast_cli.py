@@ -62,8 +62,9 @@ def test_eval_json_with_the_naive_models(tmp_path):
             "mase_by_step",
         }
         assert scores["mase"] > 0 and len(scores["mase_by_step"]) == 60
-    # Progress and the header go to stderr; stdout is the JSON alone.
-    assert "seasonal_naive_daily: fitted" in result.stderr
+    # The header goes to stderr, no progress with --json; stdout is the JSON alone.
+    assert "testing on the last 1 days" in result.stderr
+    assert "fitted" not in result.stderr and "[fits" not in result.stderr
 
 
 def test_eval_table_and_errors(tmp_path):
@@ -77,6 +78,8 @@ def test_eval_table_and_errors(tmp_path):
     lines = ok.stdout.splitlines()
     assert lines[0].split()[:2] == ["model", "MASE"]
     assert lines[1].split()[0] == "ets"
+    # progress without --json: every fit counted out of all, the last without an estimate
+    assert "[fits 1/1] ets: fitted on" in ok.stderr and "left" not in ok.stderr
     bad = CliRunner().invoke(forecast, ["eval", "--trace", str(path), "--models", "nope"])
     assert bad.exit_code == 2 and "unknown model(s) nope" in bad.stderr
     missing = CliRunner().invoke(forecast, ["eval", "--trace", str(tmp_path / "absent.csv")])
@@ -123,3 +126,51 @@ def test_eval_reads_the_trace_at_its_own_step_and_plots(tmp_path):
     by_step = result.stdout.split("MASE by horizon step")[1].splitlines()
     assert by_step[1].split() == ["model", "1", "2"]
     assert by_step[3].split()[0] == "mstl"
+
+
+def test_the_progress_meter_counts_fits_and_estimates_the_time_left():
+    import io
+
+    from streamtrain.commands.progress import Meter, duration_text
+
+    now = [0.0]
+    out = io.StringIO()
+    meter = Meter(4, "fits", stream=out, clock=lambda: now[0])
+    assert meter.left_s() is None
+    now[0] = 30.0
+    meter.done("a")
+    assert meter.left_s() == 90.0  # 30 s per fit so far, three to go
+    now[0] = 40.0
+    meter.done("b")
+    assert meter.left_s() == 40.0
+    assert out.getvalue().splitlines() == [
+        "[fits 1/4] a; about 2 min left",
+        "[fits 2/4] b; about 40 s left",
+    ]
+    quiet = io.StringIO()
+    silent = Meter(2, "fits", quiet=True, stream=quiet)
+    silent.done("a")
+    silent.note("a header")
+    assert quiet.getvalue() == "a header\n"
+    assert [duration_text(s) for s in (5, 600, 3900)] == ["5 s", "10 min", "1 h 5 min"]
+
+
+def test_planned_fits_is_what_the_harness_makes():
+    import numpy as np
+
+    from streamtrain.forecast.evaluate import EvalSettings, planned_fits, rolling_origin
+    from streamtrain.forecast.registry import make_forecaster
+
+    values = 10 + np.sin(np.arange(24 * 48) * 2 * np.pi / 48)
+    for refit in (0, 48, 100):
+        settings = EvalSettings(
+            horizon_steps=2,
+            test_steps=5 * 48 + 7,
+            stride_steps=3,
+            season_steps=48,
+            refit_every_steps=refit,
+        )
+        scores = rolling_origin(
+            values, lambda: make_forecaster("seasonal_naive_daily", step_s=1800), settings
+        )
+        assert planned_fits(values.shape[0], settings) == scores.fits

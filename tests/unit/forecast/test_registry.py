@@ -1,3 +1,5 @@
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -80,3 +82,19 @@ def test_load_dispatches_on_the_saved_kind(tmp_path):
         load_forecaster(tmp_path / "x.json")
     with pytest.raises(ForecastError, match="cannot load"):
         load_forecaster(tmp_path / "absent.json")
+
+
+def test_auto_validates_the_transformer_in_a_second_process_with_a_picklable_maker():
+    import pickle
+
+    auto: Any = make_forecaster("auto", seed=2, train_steps=7, workers=2)
+    chooser = auto.main
+    assert isinstance(chooser, SelectForecaster)
+    assert chooser.workers == 2 and chooser.parallel == ("fedformer",)
+    # what a worker process receives: our own object, pickled by this process
+    made = pickle.loads(pickle.dumps(chooser.make))("fedformer")  # noqa: S301
+    assert isinstance(made, FedformerForecaster)
+    assert made.settings.train_steps == 7 and made.settings.mstl_weight == 0.0 and made.seed == 2
+    single: Any = make_forecaster("auto", workers=1, candidates="seasonal_naive,mstl")
+    single = single.main
+    assert single.workers == 1 and single.parallel == ()

@@ -27,6 +27,9 @@ class Const:
     def predict(self, horizon):
         return np.full(horizon, self.value)
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("no error model")
+
     def save(self, path):
         raise NotImplementedError
 

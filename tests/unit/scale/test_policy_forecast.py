@@ -39,6 +39,9 @@ class Spy:
         self.log.append(len(self.seen))
         return np.full(horizon, float(np.mean(self.seen)))
 
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("the spy has no error model")  # the protocol's way to say so
+
     def save(self, path):
         raise NotImplementedError
 
@@ -191,3 +194,42 @@ def test_the_fast_quantile_is_numpys_linear_one(values, level):
 
     expected = float(np.quantile(np.array(values), level))
     assert _quantile(deque(values), level) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_the_model_options_reach_the_background_fit():
+    from concurrent.futures import Future
+
+    from streamtrain.forecast.live_store import FitJob
+    from streamtrain.scale import planner_forecast
+    from streamtrain.scale.planner_settings import PlannerSettings
+
+    jobs: list[FitJob] = []
+
+    def submit(job: FitJob) -> Future[float]:
+        jobs.append(job)
+        return Future()
+
+    settings = PlannerSettings(
+        job="j", group="g", forecaster="fedformer", forecaster_options={"train_steps": 7}
+    )
+    _, live = planner_forecast.forecast_feed(settings, submit)
+    assert live is not None
+    live.fit(np.full(3 * 1440, 5.0))
+    assert [(j.name, j.options) for j in jobs] == [("fedformer", {"train_steps": 7})]
+    with pytest.raises(ConfigError, match="unknown option"):
+        PlannerSettings(job="j", group="g", forecaster="fedformer", forecaster_options={"x": 1})
+
+
+def test_model_options_parse_as_json_or_text():
+    from streamtrain.commands.forecaster_options import forecaster_settings, parse_model_options
+
+    assert parse_model_options(["train_steps=100", "mstl_weight=0.25", "name=x", "ok=true"]) == {
+        "train_steps": 100,
+        "mstl_weight": 0.25,
+        "name": "x",
+        "ok": True,
+    }
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_model_options(["train_steps"])
+    settings = forecaster_settings("auto", "1d", None, "30m", ("train_steps=5",))
+    assert settings["forecaster_options"] == {"train_steps": 5}

@@ -1,0 +1,21 @@
+"""The planner's fit process: started at once, stopped at shutdown without waiting for
+a fit in progress."""
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from streamtrain.control.planner_agent import stop_forecast_pool
+
+
+def test_stopping_the_pool_ends_a_running_fit_at_once():
+    pool = ProcessPoolExecutor(max_workers=1)
+    running = pool.submit(time.sleep, 300)  # a fit that would hold the exit
+    deadline = time.monotonic() + 30
+    while not running.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    processes = list(pool._processes.values())
+    assert running.running() and processes
+    stop_forecast_pool(pool)
+    for process in processes:
+        process.join(timeout=30)  # a bound on the wait, not a timing goal
+        assert not process.is_alive()  # the 300 s fit was ended, not waited for

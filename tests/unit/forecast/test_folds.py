@@ -1,0 +1,187 @@
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from streamtrain.errors import ForecastError
+from streamtrain.forecast.fitcache import FitCache
+from streamtrain.forecast.folds import FoldPlan, Walk, run_plan, run_plans
+from streamtrain.forecast.select import SelectForecaster
+
+
+class Mean:
+    """Forecasts the mean of what it saw; logs every fit and every forecast origin."""
+
+    step_s = 60
+    name = "mean"
+    fits: ClassVar[list[tuple[str, int, int | None]]] = []  # (name, length, warm from)
+    origins: ClassVar[list[int]] = []
+
+    def __init__(self, name="mean"):
+        self.name = name
+        self.values: list[float] = []
+
+    def fit(self, history):
+        type(self).fits.append((self.name, len(history), None))
+        self.values = list(history)
+        self.fitted_on = len(history)
+        return self
+
+    def update(self, points):
+        self.values += list(points)
+        return self
+
+    def predict(self, horizon):
+        type(self).origins.append(len(self.values))
+        return np.full(horizon, float(np.mean(self.values)))
+
+    def predict_quantiles(self, horizon, levels):
+        raise ForecastError("no error model")
+
+    def save(self, path):
+        raise NotImplementedError
+
+
+class WarmMean(Mean):
+    """A :class:`Mean` that can continue from an earlier fit (``fit_from``)."""
+
+    def fit_from(self, previous, history):
+        type(self).fits.append((self.name, len(history), previous.fitted_on))
+        self.values = list(history)
+        self.fitted_on = len(history)
+        return self
+
+
+class Failing(Mean):
+    def fit(self, history):
+        raise ForecastError("cannot")
+
+
+def make(name):
+    return {"mean": Mean, "warm": WarmMean, "failing": Failing}[name](name)
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    Mean.fits, Mean.origins = [], []
+
+
+VALUES = np.arange(1000, dtype=np.float64)
+FOLDS = ((700, 800), (800, 900), (900, 1000))
+
+
+def _run(plan):  # untyped: the tests read the fake models' own attributes
+    return run_plan(plan)
+
+
+def _runs(plans, remote):
+    return run_plans(plans, remote)
+
+
+def _plan(name, **kwargs):
+    return FoldPlan(name, make, VALUES, FOLDS, 10, 10, **kwargs)
+
+
+def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
+    result = _run(_plan("warm", full=True))
+    assert Mean.fits == [("warm", 700, None), ("warm", 800, 700), ("warm", 900, 800),
+                         ("warm", 1000, 900)]  # fmt: skip
+    assert result.full is not None and result.full.fitted_on == 1000
+    # each fold's forecasts come from origins inside the fold, told every step before
+    assert Mean.origins == list(range(700, 1000, 10))
+    assert result.forecasts is not None and result.forecasts.shape == (300,)
+    assert len(result.last.values) == 1000  # the last fold's model, told every step
+
+
+def test_other_models_are_fitted_anew_for_every_fold():
+    _run(_plan("mean", full=True))
+    assert Mean.fits == [("mean", 700, None), ("mean", 800, None), ("mean", 900, None),
+                         ("mean", 1000, None)]  # fmt: skip
+
+
+def test_known_fits_and_walks_are_not_made_again():
+    first = _run(_plan("warm", keep_fits=True))
+    assert len(first.fits[900].values) == 900  # kept as fitted, before its walk
+    Mean.fits, Mean.origins = [], []
+    known_walks = {fold: first.walks[fold] for fold in FOLDS[:2]}
+    known_fits = {900: first.fits[900]}
+    again = _run(_plan("warm", known_walks=known_walks, known_fits=known_fits, full=True))
+    assert Mean.fits == [("warm", 1000, 900)]  # only the refit, from the known fold's fit
+    assert Mean.origins == list(range(900, 1000, 10))  # only the last fold is walked
+    assert np.array_equal(again.forecasts, first.forecasts)
+
+
+def test_a_failing_candidate_has_no_forecasts_and_says_why():
+    result = _run(_plan("failing"))
+    assert result.forecasts is None and "cannot" in result.error
+
+
+def test_a_plan_run_in_a_worker_process_gives_what_it_gives_here():
+    plans = [_plan("warm", full=True), _plan("mean")]
+    here = _runs(plans, remote=())
+    assert len(Mean.fits) == 4 + 3
+    Mean.fits = []
+    away = _runs(plans, remote={"warm"})
+    assert [f[0] for f in Mean.fits] == ["mean"] * 3  # warm's fits: in the other process
+    for a, b in zip(here, away, strict=True):
+        assert a.name == b.name and np.array_equal(a.forecasts, b.forecasts)
+    assert away[0].full is not None and away[0].full.fitted_on == 1000
+
+
+def test_a_plan_that_cannot_be_sent_runs_here():
+    plan = FoldPlan("mean", lambda name: Mean(name), VALUES, FOLDS, 10, 10)  # no pickle
+    (result,) = _runs([plan], remote={"mean"})
+    assert result.forecasts is not None and len(Mean.fits) == 3
+
+
+def test_a_rolling_origin_with_a_cache_walks_only_the_new_day():
+    cache = FitCache()
+
+    def chooser():
+        return SelectForecaster(
+            make, ["warm", "mean"], val_steps=200, horizon_steps=10, stride_steps=10,
+            folds=3, fold_steps=100, cache=cache,
+        )  # fmt: skip
+
+    day1 = chooser().fit(VALUES[:900])
+    assert day1.chosen_ == "warm"  # a tie: the earlier candidate, refitted on [:900]
+    Mean.fits, Mean.origins = [], []
+    chooser().fit(VALUES)
+    # the second day's folds are the first day's less the oldest, plus the new day:
+    # one new walk per candidate, and fits only where none was made before
+    assert sorted(Mean.origins) == sorted(2 * list(range(900, 1000, 10)))
+    assert sorted(Mean.fits) == [("mean", 900, None), ("warm", 1000, 900)]
+    assert cache.walk_hits == 2
+
+
+def test_the_cache_hands_out_copies_of_fits_and_walks():
+    cache: Any = FitCache()
+    model = Mean().fit(VALUES[:10])
+    cache.put("k", "d", model)
+    model.update([1e6])
+    got = cache.get("k", "d")
+    assert got is not None and len(got.values) == 10
+    got.update([1.0])
+    assert len(cache.get("k", "d").values) == 10
+    cache.put_walk("k", "d", 5, Walk(np.ones(3), model))
+    walk = cache.get_walk("k", "d", 5)
+    assert walk is not None and walk.model is not model and cache.walk_hits == 1
+    assert cache.get_walk("k", "d", 6) is None and cache.get("k", "other") is None
+
+
+def test_a_parallel_candidate_goes_to_a_process_only_to_be_trained_from_scratch():
+    cache = FitCache()
+
+    def chooser():
+        return SelectForecaster(
+            make, ["warm", "mean"], val_steps=200, horizon_steps=10, stride_steps=10,
+            folds=3, fold_steps=100, cache=cache, workers=2, parallel=("warm",),
+        )  # fmt: skip
+
+    chooser().fit(VALUES[:900])
+    # day one: nothing cached, so warm's folds (and its refit) ran in the worker process
+    assert [f for f in Mean.fits if f[0] == "warm"] == []
+    Mean.fits = []
+    chooser().fit(VALUES)
+    # day two continues day one's cached fits: the one fine-tune is made here
+    assert sorted(f for f in Mean.fits if f[0] == "warm") == [("warm", 1000, 900)]
