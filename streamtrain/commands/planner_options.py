@@ -115,6 +115,16 @@ def planner_options(command: F) -> F:
             "measured preparation and pause the planner expects per action.",
         ),
         option(
+            "--plan-engine",
+            env="PLAN_ENGINE",
+            type=click.Choice(["none", "torchft", "torchelastic"]),
+            default="none",
+            show_default=True,
+            help="How the planned job's workers train (their --engine): with one model "
+            "(torchft, torchelastic) the planner expects that engine's measured preparation "
+            "and pause per action (streamtrain.scale.action_costs).",
+        ),
+        option(
             "--min-action-pause-s",
             env="PLAN_MIN_ACTION_PAUSE_S",
             type=click.FloatRange(min=0),
@@ -288,6 +298,7 @@ _KEYS = (
     "action_pause_s",
     "scale_up_prep_s",
     "plan_assignment",
+    "plan_engine",
     "min_action_pause_s",
     "plan_lag_floor_s",
     "throughput_model",
@@ -344,7 +355,7 @@ def _planner_settings(
     if v["plan_history"] is not None:
         seed, origin_s = read_seed_history(v["plan_history"])
     clock = TimeScale(v["plan_time_scale"], origin_s)
-    cost = measured_cost(v["plan_assignment"])
+    cost = measured_cost(v["plan_assignment"], v["plan_engine"])
     bucket_s = v["sample_bucket_s"]
     prior_rate = v["prior_rate"]
     settings = PlannerSettings(

@@ -161,6 +161,7 @@ class Timeline:
     auc: list[tuple[float, float]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     progress: list[tuple[float, int, int]] = field(default_factory=list)  # t, produced, trained
+    steps: list[tuple[float, int, int]] = field(default_factory=list)  # t, committed step, quorum
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_auc: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
@@ -265,10 +266,14 @@ class Timeline:
 
     def add_evaluations(self, lines: Iterable[dict[str, Any]]) -> None:
         """Per-worker AUC evaluations; the timeline keeps the mean over workers whose
-        newest evaluation is at most 3 s old, once per evaluation batch."""
+        newest evaluation is at most 3 s old, once per evaluation batch (one model: one
+        worker evaluates it), and the job's committed step and quorum size they carry."""
         newest = 0.0
         with self.lock:
             for line in lines:
+                step, quorum = line.get("step"), line.get("quorum")
+                if isinstance(step, int) and isinstance(quorum, int):
+                    self.steps.append((float(line["at_s"]), step, quorum))
                 auc = line.get("auc")
                 if isinstance(auc, int | float) and np.isfinite(auc):
                     at_s = float(line["at_s"])
@@ -294,6 +299,7 @@ class Timeline:
                 "auc": [list(p) for p in self.auc],
                 "events": list(self.events),
                 "progress": [list(p) for p in self.progress],
+                "steps": [list(p) for p in self.steps],
             }
 
 

@@ -61,10 +61,11 @@ from streamtrain.demo.observe import (
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
 from streamtrain.demo.settings import BURST_PEAK_S, DEFAULT_SPEED, MIN_SLO_S, DemoSettings
-from streamtrain.demo.summary import RecordCounts, action_marks, summarize
+from streamtrain.demo.summary import RecordCounts, action_marks, engine_summary, summarize
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
+from streamtrain.elastic.lighthouse import LighthouseProcess, LighthouseSettings
 from streamtrain.demo.worker_args import (
     FAST_GROUP_CONFIG,
     pool_size_path,
@@ -115,6 +116,7 @@ class _Demo:
         self.shard_release: ShardRelease | None = None  # shards mode: a dead worker's shards
         self.pool: LocalProcessPool | None = None
         self.control: LocalProcessPool | None = None
+        self.lighthouse: LighthouseProcess | None = None  # torchft's, one model
         self.control_port = 0
         self.killed: list[int] = []
         self.replaced = 0
@@ -168,6 +170,7 @@ class _Demo:
             seed=s.seed,
             capacity_records_per_s=s.worker_capacity_records_per_s,
             drift_turns=s.drift_turns_per_day,
+            engine=s.engine,
         )
         argv = worker_argv(
             self.names,
@@ -175,6 +178,8 @@ class _Demo:
             shuffle=s.shuffle,
             queue_records=s.worker_queue_records,
             assignment=s.assignment,
+            engine=s.engine,
+            lighthouse=None if self.lighthouse is None else self.lighthouse.address,
         )
         return LocalProcessPool(
             argv,
@@ -216,7 +221,29 @@ class _Demo:
         self.timeline.add_event(time.time(), message)
         return message
 
+    def start_lighthouse(self) -> LighthouseProcess:
+        """torchft's lighthouse beside the control app, on 127.0.0.1 (a free port).
+        ``min_replicas`` 1: the survivor of a killed worker trains on alone (two workers
+        is the pool's minimum). A second quorum cannot form apart: this lighthouse is
+        never restarted under running workers (the demo stops if it exits), and of the
+        workers it hears from it forms a quorum only from a majority."""
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        lighthouse = LighthouseProcess(
+            LighthouseSettings(port=0, min_replicas=1),
+            log_path=self.run_dir / "logs" / "lighthouse.log",
+        )
+        lighthouse.start()
+        return lighthouse
+
     def supervise(self) -> None:
+        lighthouse = self.lighthouse
+        if lighthouse is not None and lighthouse.process is not None:
+            code = lighthouse.process.poll()
+            if code is not None:
+                raise StreamtrainError(
+                    f"the lighthouse exited with code {code}; see "
+                    f"{self.run_dir / 'logs' / 'lighthouse.log'}"
+                )
         for pool, what in ((self.pool, "worker"), (self.control, "control app")):
             if pool is None:
                 continue
@@ -283,6 +310,7 @@ class _Demo:
             },
             "timeline": timeline,
             "action_marks": action_marks(timeline),
+            "engine": engine_summary(self.settings.engine, timeline["steps"]),
             **self.lag_cost.loss(
                 timeline["reports"],
                 started_at_s=self.start_at_s,
@@ -310,6 +338,12 @@ class _Demo:
                 failed_to_produce=generator.failed if generator is not None else 0,
                 trained_from_peers=self.trained.forwarded,
             ),
+        )
+        result["engine"] = engine_summary(
+            self.settings.engine,
+            self.timeline.to_json()["steps"],
+            started_at_s=self.start_at_s,
+            ended_at_s=ended_at_s,
         )
         result["workers"]["killed"] = len(self.killed)
         result["workers"]["replaced"] = self.replaced
@@ -349,6 +383,10 @@ def run_demo(
         demo.create_topics()
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
+        if settings.engine == "torchft":
+            demo.lighthouse = demo.start_lighthouse()
+            stack.callback(demo.lighthouse.stop)
+            echo(f"lighthouse at {demo.lighthouse.address}")
         demo.readiness = stack.enter_context(
             Readiness(kafka, demo.names.job, states_topic(demo.names))
         )

@@ -37,7 +37,17 @@ from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 # An action's cost is measured until the next action, over this many wall seconds at most.
 ACTION_WINDOW_S = 20.0
 
-__all__ = ["RecordCounts", "action_marks", "format_summary", "summarize", "workers_at"]
+__all__ = [
+    "RecordCounts",
+    "action_marks",
+    "engine_summary",
+    "format_summary",
+    "summarize",
+    "workers_at",
+]
+
+# Committed steps per second are measured over this many wall seconds of the newest steps.
+STEPS_WINDOW_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,39 @@ def action_marks(timeline: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return marks
+
+
+def engine_summary(
+    kind: str,
+    steps: Sequence[Sequence[float]],
+    *,
+    started_at_s: float | None = None,
+    ended_at_s: float | None = None,
+) -> dict[str, Any]:
+    """What the engine did, from the ``(time, committed step, quorum size)`` points the
+    evaluating worker logs: the job's committed steps, committed steps per second (over
+    the run between ``started_at_s`` and ``ended_at_s`` when given, else over the newest
+    :data:`STEPS_WINDOW_S`), and the quorum's size now, smallest and largest. With
+    ``none`` each worker has its own steps: only ``kind`` is meaningful."""
+    points = [(float(t), int(step), int(q)) for t, step, q in steps]
+    if started_at_s is not None:
+        points = [p for p in points if p[0] >= started_at_s]
+    if ended_at_s is not None:
+        points = [p for p in points if p[0] <= ended_at_s]
+    out: dict[str, Any] = {"kind": kind, "one_model": kind != "none"}
+    if not points or kind == "none":
+        return out
+    window = points
+    if started_at_s is None:
+        window = [p for p in points if p[0] >= points[-1][0] - STEPS_WINDOW_S]
+    span_s = window[-1][0] - window[0][0]
+    quorums = [q for _, _, q in points]
+    out.update(
+        committed_steps=points[-1][1],
+        steps_per_s=round((window[-1][1] - window[0][1]) / span_s, 2) if span_s > 0 else None,
+        quorum={"now": quorums[-1], "min": min(quorums), "max": max(quorums)},
+    )
+    return out
 
 
 def _costs(timeline: dict[str, Any]) -> dict[float, ActionCost]:
@@ -175,6 +218,7 @@ def summarize(
     at_day_end = workers_at(workers, day_end_s)
     applied = [a for a in timeline["actions"] if a.get("outcome") == "applied"]
     aucs = [a for t, a in timeline["auc"] if started_at_s <= t <= ended_at_s]
+    actions = _actions(timeline, started_at_s, speed)
     return {
         "duration_s": round(ended_at_s - started_at_s, 1),
         "speed": speed,
@@ -206,7 +250,9 @@ def summarize(
             "failed_to_produce": records.failed_to_produce,
             "trained_from_peers": records.trained_from_peers,
         },
-        "actions": _actions(timeline, started_at_s, speed),
+        "actions": actions,
+        # each applied action's pause (wall s; None: not measurable, e.g. the run ended)
+        "action_pauses_s": [a.get("pause_s") for a in actions if "mode" in a],
         "alerts": len(timeline["alerts"]),
         "lag_reports": len(reports),
     }
@@ -222,10 +268,22 @@ def format_summary(summary: dict[str, Any]) -> str:
 
     w, r, auc = summary["workers"], summary["records"], summary["auc"]
     rate = summary["slo_violation_rate"]
+    engine = summary.get("engine") or {}
+    pauses = ", ".join(number(p, "{:.2f}") for p in summary.get("action_pauses_s", []))
     return "\n".join(
         [
             f"demo finished: {summary['simulated_hours']} simulated hours in "
             f"{summary['duration_s']} s (speed {summary['speed']:g}x)",
+            f"  engine {engine.get('kind', 'n/a')}: "
+            + (
+                f"one model, {number(engine.get('committed_steps'))} committed steps "
+                f"({number(engine.get('steps_per_s'))}/s), quorum of "
+                f"{(engine.get('quorum') or {}).get('min', 'n/a')}-"
+                f"{(engine.get('quorum') or {}).get('max', 'n/a')}"
+                if engine.get("one_model")
+                else "each worker its own model copy"
+            )
+            + f"; action pauses (s): {pauses or 'none'}",
             f"  SLO (lag <= {summary['slo_lag_s']} s): violated "
             f"{number(None if rate is None else 100 * rate, '{:.1f}')} % of the time; "
             f"peak lag {number(summary['peak_lag_s'])} s; accumulated lag "
