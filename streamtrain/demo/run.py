@@ -11,11 +11,14 @@ starts the embedded broker):
    (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
    than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
    subprocess;
-3. starts the **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool`
-   of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
-   and environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
-   default, with the control app as shard coordinator), two-phase (new workers
-   warm-start from the newest checkpoint, say READY and are admitted together:
+3. starts, with ``--engine torchft`` (the default), torchft's **lighthouse** on
+   127.0.0.1 (:class:`~streamtrain.elastic.lighthouse.LighthouseProcess`), and the
+   **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool` of
+   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv and
+   environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
+   default, with the control app as shard coordinator) training ONE model
+   data-parallel, two-phase (a new worker heals the model's weights from a live peer,
+   says READY and is admitted, with the others of its action, before it leases shards:
    :class:`~streamtrain.scale.executors.readiness.Readiness`), and a
    :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
@@ -52,6 +55,7 @@ from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
 from streamtrain.demo.history import demo_seed_history, write_seed_history
 from streamtrain.demo.lag_cost import LagCostCurve
+from streamtrain.demo.lighthouse import check_lighthouse, start_lighthouse
 from streamtrain.demo.observe import (
     StatsTail,
     Timeline,
@@ -65,7 +69,6 @@ from streamtrain.demo.summary import RecordCounts, action_marks, engine_summary,
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
-from streamtrain.elastic.lighthouse import LighthouseProcess, LighthouseSettings
 from streamtrain.demo.worker_args import (
     FAST_GROUP_CONFIG,
     pool_size_path,
@@ -73,6 +76,7 @@ from streamtrain.demo.worker_args import (
     worker_argv,
     worker_env,
 )
+from streamtrain.elastic.lighthouse import LighthouseProcess
 from streamtrain.errors import StreamtrainError
 from streamtrain.forecast.trace import synth_trace
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
@@ -221,29 +225,8 @@ class _Demo:
         self.timeline.add_event(time.time(), message)
         return message
 
-    def start_lighthouse(self) -> LighthouseProcess:
-        """torchft's lighthouse beside the control app, on 127.0.0.1 (a free port).
-        ``min_replicas`` 1: the survivor of a killed worker trains on alone (two workers
-        is the pool's minimum). A second quorum cannot form apart: this lighthouse is
-        never restarted under running workers (the demo stops if it exits), and of the
-        workers it hears from it forms a quorum only from a majority."""
-        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        lighthouse = LighthouseProcess(
-            LighthouseSettings(port=0, min_replicas=1),
-            log_path=self.run_dir / "logs" / "lighthouse.log",
-        )
-        lighthouse.start()
-        return lighthouse
-
     def supervise(self) -> None:
-        lighthouse = self.lighthouse
-        if lighthouse is not None and lighthouse.process is not None:
-            code = lighthouse.process.poll()
-            if code is not None:
-                raise StreamtrainError(
-                    f"the lighthouse exited with code {code}; see "
-                    f"{self.run_dir / 'logs' / 'lighthouse.log'}"
-                )
+        check_lighthouse(self.lighthouse, self.run_dir)
         for pool, what in ((self.pool, "worker"), (self.control, "control app")):
             if pool is None:
                 continue
@@ -384,7 +367,7 @@ def run_demo(
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
         if settings.engine == "torchft":
-            demo.lighthouse = demo.start_lighthouse()
+            demo.lighthouse = start_lighthouse(demo.run_dir)
             stack.callback(demo.lighthouse.stop)
             echo(f"lighthouse at {demo.lighthouse.address}")
         demo.readiness = stack.enter_context(

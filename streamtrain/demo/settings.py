@@ -24,7 +24,7 @@ BURST_PEAK_S = 15  # a dashboard burst is this many wall seconds of the peak rat
 TORCHELASTIC_REFUSED = (
     "the demo does not run --engine torchelastic: under torchrun every join or leave "
     "restarts every worker from the newest checkpoint, measured at 13-62 s per action "
-    "(docs/benchmarks.md, \"Elastic training\"), while the demo's SLO is 20 simulated "
+    '(docs/benchmarks.md, "Elastic training"), while the demo\'s SLO is 20 simulated '
     "minutes, 8.3 wall seconds at 144x: a day of scaling would be a day of restarts. "
     "`streamtrain worker --engine torchelastic` runs it, and `python -m "
     "benchmarks.elastic` compares it with torchft; the demo runs torchft or none"

@@ -81,7 +81,9 @@ ENGINES = ("none", "torchft", "torchelastic")
 ENGINE_COSTS: Mapping[str, ActionCostEstimate] = {
     # the others keep stepping: a join is one quorum change and a heal of the weights, a
     # drained leave waits for the lighthouse to miss the leaver's heartbeat (500 ms)
-    "torchft": ActionCostEstimate(prep_s=10.0, prep_spread_s=3.1, pause_s=0.49, pause_spread_s=0.28),
+    "torchft": ActionCostEstimate(
+        prep_s=10.0, prep_spread_s=3.1, pause_s=0.49, pause_spread_s=0.28
+    ),
     # every join or leave restarts every worker from the newest checkpoint
     "torchelastic": ActionCostEstimate(
         prep_s=24.6, prep_spread_s=7.0, pause_s=25.3, pause_spread_s=14.3

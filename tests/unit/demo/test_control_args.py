@@ -142,4 +142,4 @@ def test_each_engine_plans_with_its_own_measured_costs():
     assert none["--action-pause-s"] == [model_s(copies.pause_s, 144)]
     assert none["--scale-up-prep-s"] == ["864"]  # the demo worker's measured 6 s
     assert one_model["--action-pause-s"] == [model_s(SHARDS.pause_s, 144)]
-    assert SHARDS != copies
+    assert copies != SHARDS
