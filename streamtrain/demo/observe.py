@@ -12,8 +12,8 @@ Owned here:
 * :class:`TopicFeeds`: a thread reading the lag reports, alerts and scale commands
   topics from their beginning (assigned partitions, no consumer group) into the
   timeline; an undecodable message is counted and logged, never fatal.
-* :func:`planner_forecast`: the planner's newest forecast, from the control app's
-  ``/planner`` status page (``None`` until it answers).
+* :func:`planner_status`: the control app's ``/planner`` status page (``None`` until it
+  answers), and :func:`planner_forecast`, the planner's newest forecast in it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ __all__ = [
     "TopicFeeds",
     "TrainedIds",
     "planner_forecast",
+    "planner_status",
+    "throughput_belief",
 ]
 
 log = logging.getLogger(__name__)
@@ -395,15 +397,34 @@ class TopicFeeds(threading.Thread):
             log.warning("demo observer: undecodable message on %s: %s", message.topic(), exc)
 
 
-def planner_forecast(port: int) -> dict[str, Any] | None:
-    """The ``forecast`` of the control app's planner status on ``port`` (on 127.0.0.1),
-    or ``None`` while it has none or does not answer yet."""
+def planner_status(port: int) -> dict[str, Any] | None:
+    """The control app's planner status on ``port`` (on 127.0.0.1), or ``None`` while it
+    does not answer yet."""
     url = f"http://127.0.0.1:{port}/planner"
     try:
         with urllib.request.urlopen(url, timeout=1.0) as response:
-            status = json.loads(response.read())
+            status: dict[str, Any] = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         log.debug("planner status not available yet: %s", exc)
         return None
-    forecast: dict[str, Any] | None = status.get("forecast")
+    return status if isinstance(status, dict) else None
+
+
+def planner_forecast(port: int) -> dict[str, Any] | None:
+    """The ``forecast`` of the planner status on ``port``, or ``None``."""
+    status = planner_status(port)
+    forecast: dict[str, Any] | None = None if status is None else status.get("forecast")
     return forecast
+
+
+def throughput_belief(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the planner believes ``workers`` train (its f_sync fit on the workers' own
+    throughput samples, or the prior before enough pool sizes were measured): source,
+    description and the measured ``[workers, records/s]`` points (the planner's clock)."""
+    if not status or "throughput_source" not in status:
+        return None
+    return {
+        "source": status.get("throughput_source"),
+        "model": status.get("throughput"),
+        "measured": status.get("measured"),
+    }

@@ -61,7 +61,8 @@ from streamtrain.demo.observe import (
     Timeline,
     TopicFeeds,
     TrainedIds,
-    planner_forecast,
+    planner_status,
+    throughput_belief,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
 from streamtrain.demo.settings import BURST_PEAK_S, DEFAULT_SPEED, MIN_SLO_S, DemoSettings
@@ -123,6 +124,7 @@ class _Demo:
         self.lighthouse: LighthouseProcess | None = None  # torchft's, one model
         self.control_port = 0
         self.killed: list[int] = []
+        self.throughput: dict[str, Any] | None = None  # the planner's fitted f_sync
         self.replaced = 0
         self.lag_cost = LagCostCurve(
             drift_turns_per_day=settings.drift_turns_per_day,
@@ -259,7 +261,9 @@ class _Demo:
         )
 
     def poll_planner(self) -> None:
-        self.timeline.set_forecast(planner_forecast(self.control_port))
+        status = planner_status(self.control_port)
+        self.timeline.set_forecast(None if status is None else status.get("forecast"))
+        self.throughput = throughput_belief(status) or self.throughput
 
     def observe(self, now: float) -> None:
         if self.pool is not None:
@@ -328,6 +332,7 @@ class _Demo:
             started_at_s=self.start_at_s,
             ended_at_s=ended_at_s,
         )
+        result["throughput_model"] = self.throughput
         result["workers"]["killed"] = len(self.killed)
         result["workers"]["replaced"] = self.replaced
         result["phase"] = self.phases.phase.value

@@ -102,7 +102,7 @@ def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_mode
         grace_s=5.0,
         log_dir=tmp_path / "pool-logs",
         readiness=readiness,
-        prep_timeout_s=60.0,  # a busy 2-core machine starts a torch worker slowly
+        prep_timeout_s=120.0,  # a busy 2-core machine starts a torch worker slowly
     )
     try:
         job.produce(ids(0, 1000))
