@@ -80,8 +80,7 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
                 entries.append(json.loads(value))
             except (TypeError, ValueError):
                 log.warning("skipping an unreadable shard table entry: %r", value)
-        count = coordinator.book.restore(entries, now_s)
-        coordinator.restored = True
+        count = coordinator.restore(entries, now_s)
         log.info("shard book of job %s restored: %d partition(s)", job.job, count)
 
     async def persist_and_send(answers: list[Any]) -> None:

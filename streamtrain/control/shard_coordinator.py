@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ from streamtrain.shards.partition import MAX_WORKER_ID_CHARS, PartitionKey
 __all__ = ["ShardCoordinator", "ShardJobSettings"]
 
 log = logging.getLogger(__name__)
+
+_CLOCK_SKEW_MS = 1_000  # an update sent this long before a restore is read as live
+_CATCH_UP_LIMIT_MS = 60_000  # ... and any update once the restore is this old
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,24 @@ class ShardCoordinator:
         self.updates = 0
         self.failed = 0  # updates and ticks that raised: logged, counted, skipped
         self.restored = False
+        self._restored_at_ms = 0
+        self._caught_up = True  # no restore: nothing old to read
+
+    def restore(self, values: Iterable[Mapping[str, Any]], now_s: float) -> int:
+        """Restore the book from the table's ``values``; returns the partitions restored.
+
+        A restarted app first reads the updates workers sent while it was down. The
+        requests among them are old (their workers ask again) and are not served, and
+        the book hands out nothing queued until ``lease_s`` after the first update sent
+        since the restart was read: by then every live holder's heartbeat was heard, and
+        a grant the old process sent just before it died is reclaimed by its holder, not
+        handed to another worker.
+        """
+        count = self.book.restore(values, now_s)
+        self.restored = True
+        self._restored_at_ms = int(now_s * 1000)
+        self._caught_up = count == 0
+        return count
 
     def handle(self, data: bytes, now_s: float) -> pb.ShardGrant | None:
         """One ``ShardUpdate``; the grant to send back, if any. Never raises."""
@@ -126,11 +148,24 @@ class ShardCoordinator:
         # not list yet are grants on their way to it, and count against it
         listed = {rng for rng, _ in held}
         in_flight = [g for g in self.book.held_by(worker) if g.shard not in listed]
-        want = max(0, update.want_shards - len(in_flight))
+        want = max(0, update.want_shards - len(in_flight)) if self._live(update, now_s) else 0
         grants = self.book.request(worker, want, now_s)
         if not grants and not revoked:
             return None
         return self._grant_message(worker, grants, [rng for rng, _ in revoked])
+
+    def _live(self, update: pb.ShardUpdate, now_s: float) -> bool:
+        """Whether the updates read are those sent since the restore (see :meth:`restore`);
+        clocks may differ by ``_CLOCK_SKEW_MS``, and after ``_CATCH_UP_LIMIT_MS`` every
+        update counts as live (a worker whose clock is far behind still gets shards)."""
+        if not self._caught_up:
+            since = self._restored_at_ms - _CLOCK_SKEW_MS
+            late = now_s * 1000 - self._restored_at_ms > _CATCH_UP_LIMIT_MS
+            if update.sent_at_ms >= since or late:
+                self._caught_up = True
+                self.book.hold_queued(now_s + self.settings.book.lease_s)
+                log.info("read up to the updates sent since the restore; granting again")
+        return self._caught_up
 
     def _grant_message(
         self, worker: str, grants: list[Grant], revoked: list[ShardRange] | None = None

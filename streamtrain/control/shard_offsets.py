@@ -102,18 +102,12 @@ class ShardOffsets:
     def _discover(self) -> None:
         """The job's partitions; the start of each new one. Nothing changes unless every
         call answered (a failure raises, and the next read tries again)."""
-        found: list[TopicPartition] = []
-        for topic in self.settings.topics:
-            meta = self._consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
-            if meta is None or meta.error is not None:
-                log.warning("shards of job %s: topic %s not found (yet)", self.settings.job, topic)
-                continue
-            found += [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+        found = [tp for topic in self.settings.topics for tp in self._topic_partitions(topic)]
         new = [tp for tp in found if (tp.topic, tp.partition) not in self._starts]
         if new:
             lows = self._list(OffsetSpec.earliest(), new)  # type: ignore[no-untyped-call]
             starts = dict(lows)
-            for tp in self._consumer.committed(new, timeout=self.timeout_s):
+            for tp in self._committed(new):
                 if tp.error is not None:
                     raise KafkaError(
                         f"the committed offset of {tp.topic}[{tp.partition}]: {tp.error}"
@@ -127,6 +121,16 @@ class ShardOffsets:
             self._starts.update(starts)
         self._partitions = [tp for tp in found if (tp.topic, tp.partition) in self._starts]
         self._next_discovery_s = self._clock() + self.settings.discover_interval_s
+
+    def _topic_partitions(self, topic: str) -> list[TopicPartition]:
+        meta = self._consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            log.warning("shards of job %s: topic %s not found (yet)", self.settings.job, topic)
+            return []
+        return [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+
+    def _committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return list(self._consumer.committed(partitions, timeout=self.timeout_s))
 
     def _list(
         self, spec: Any, partitions: list[TopicPartition] | None = None

@@ -461,14 +461,15 @@ class ShardBook:
             for k, p in sorted(self._partitions.items())
         }
 
-    def restore(self, snapshot: Iterable[Mapping[str, Any]], now_s: float) -> int:
-        """Rebuild from :meth:`snapshot` values; returns the partitions restored.
+    def hold_queued(self, until_s: float) -> None:
+        """Hand out nothing queued before ``until_s`` (holders reclaim theirs first)."""
+        self._grace_until_s = max(self._grace_until_s, until_s)
 
-        Every value is validated; one a coordinator could not have written is logged and
-        skipped (its partition starts again where the job's group committed). Leases keep
-        their holders with a fresh deadline; for ``lease_s`` nothing queued is handed out
-        (not after a first start).
-        """
+    def restore(self, snapshot: Iterable[Mapping[str, Any]], now_s: float) -> int:
+        """Rebuild from :meth:`snapshot` values (each validated: one a coordinator could
+        not have written is logged and skipped, its partition starts again where the
+        job's group committed); returns the partitions restored. Leases keep their
+        holders with a fresh deadline; for ``lease_s`` nothing queued is handed out."""
         restored = 0
         for value in snapshot:
             try:

@@ -82,7 +82,10 @@ class ShardClient:
             if self.leaving:
                 self._returned.append(Grant(rng, self.worker_id, epoch))
             elif self.holdings.add(Grant(rng, self.worker_id, epoch)) is None:
-                log.warning("ignoring granted shard %s: it overlaps one already held", rng)
+                # the control app does not know what this worker holds (a restart lost
+                # a lease): hand it back now rather than let it wait for its lease to end
+                log.warning("handing back granted shard %s: it overlaps one already held", rng)
+                self._returned.append(Grant(rng, self.worker_id, epoch))
             else:
                 added += 1
         return added

@@ -169,3 +169,32 @@ def test_an_epoch_the_coordinator_never_issued_is_refused_and_grants_go_on(caplo
     )
     assert [s.epoch for s in grant.shards] == [1, 2]
     assert c.failed == 0
+
+
+def test_after_a_restore_old_requests_are_not_served_and_holders_reclaim_first():
+    """A restarted app reads the updates sent while it was down first: their requests
+    are old and must not hand out a shard whose grant the old process sent (its table
+    write lost) before the holder's live heartbeat reclaims it."""
+    old = coordinator()
+    [lost] = old.handle(update(want_shards=1), now_s=0.1).shards  # its write was lost
+    table: list[dict[str, object]] = []  # nothing of it reached the table
+    new = ShardCoordinator(old.settings)
+    assert new.restore(table, now_s=100.0) == 0
+    new.tick({(T, 0): 30, (T, 1): 10}, {(T, 0): 0, (T, 1): 0}, now_s=100.0)
+    restored = ShardCoordinator(old.settings)
+    restored.restore(list(new.book.snapshot().values()), now_s=200.0)
+
+    def sent(at_s, **kw):
+        return wire.encode(
+            pb.ShardUpdate(
+                job="job", worker_id=kw.pop("worker", "v"), sent_at_ms=int(at_s * 1000), **kw
+            )
+        )
+
+    # the backlog of old updates is read slowly: past the book's own grace
+    assert restored.handle(sent(150.0, want_shards=3), now_s=204.0) is None  # old: not served
+    assert restored.handle(sent(204.1, want_shards=3), now_s=204.2) is None  # live; held back
+    assert restored.handle(sent(204.3, worker="w", held=[lost]), now_s=204.4) is None
+    grant = restored.handle(sent(208.0, want_shards=3), now_s=208.0)
+    assert grant is not None and lost not in list(grant.shards)
+    assert [g.worker_id for g in restored.book.held_by("w")] == ["w"]

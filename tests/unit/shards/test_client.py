@@ -65,3 +65,12 @@ def test_leaving_hands_back_unstarted_shards_and_finishes_the_rest():
     assert c.drained
     last = c.last_update(6.0)
     assert last.leaving and list(last.returned) == []
+
+
+def test_a_grant_that_overlaps_a_held_shard_is_handed_back_at_once():
+    c = client()
+    c.apply(grant(rng(0, 0, 10, 1)))
+    assert c.apply(grant(rng(0, 5, 15, 7))) == 0
+    update = c.update(0.0)
+    assert [(r.start_offset, r.epoch) for r in update.returned] == [(5, 7)]
+    assert [(h.start_offset, h.epoch) for h in update.held] == [(0, 1)]

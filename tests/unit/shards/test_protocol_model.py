@@ -8,7 +8,8 @@ handed out again, first);
 a worker stalled past its lease while its peers ask for shards (its lease expires, a
 peer takes the shard or a split piece of it, the worker is told to let go); a worker
 killed (its queue and holdings lost; a new incarnation under the same id); the
-coordinator restarted from its table, with or without its last table write; a hostile
+coordinator restarted from its table, with or without its last table write, reading
+again the last updates before the restart; a hostile
 update (any epoch, held and done ranges that are not its own).
 
 Checked after every step: the committed offset of every partition is at or below its
@@ -90,6 +91,7 @@ class ShardProtocol(RuleBasedStateMachine):
         self.trained: dict[int, set[int]] = {p: set() for p in PARTITIONS}
         self.committed = dict.fromkeys(PARTITIONS, 0)
         self.workers = {w: Worker(w) for w in WORKERS}
+        self.sent: list[pb.ShardUpdate] = []
 
     # -- the system's moving parts ------------------------------------------------------
 
@@ -112,6 +114,8 @@ class ShardProtocol(RuleBasedStateMachine):
             worker.client.apply(worker.inbox.pop(0))
 
     def send(self, worker, update):
+        update.sent_at_ms = int(self.now * 1000)
+        self.sent.append(update)
         grant = self.coordinator.handle(wire.encode(update), self.now)
         self.persist()
         if grant is not None:
@@ -205,8 +209,11 @@ class ShardProtocol(RuleBasedStateMachine):
     def kill(self, w):
         self.workers[w] = Worker(w)
 
-    @rule(lose_last_write=st.booleans())
-    def restart_coordinator(self, lose_last_write):
+    @rule(lose_last_write=st.booleans(), replayed=st.integers(0, 6))
+    def restart_coordinator(self, lose_last_write, replayed):
+        """The process dies (perhaps before its last table write landed) and a new one
+        restores the table, then reads again the last ``replayed`` updates (its agent
+        had not committed its position past them) before any new one."""
         if lose_last_write:  # the process died before its last table write landed
             for key, before in self.last_write.items():
                 if before is None:
@@ -215,9 +222,13 @@ class ShardProtocol(RuleBasedStateMachine):
                     self.table[key] = before
         self.now += 1.0  # a process starts in no less
         self.coordinator = ShardCoordinator(self.settings)
-        self.coordinator.book.restore([json.loads(v) for v in self.table.values()], self.now)
-        self.coordinator.restored = True
+        self.coordinator.restore([json.loads(v) for v in self.table.values()], self.now)
         self.last_write = {}
+        for update in self.sent[-replayed:] if replayed else []:
+            grant = self.coordinator.handle(wire.encode(update), self.now)
+            self.persist()
+            if grant is not None:
+                self.deliver(grant)
 
     @rule(
         p=st.sampled_from(PARTITIONS),
