@@ -10,10 +10,11 @@ Owned here:
   gradients over the job's workers and steps the optimizer (one model on every worker
   with ``torchft``; each worker its own copy with ``none``). Around that:
 
-  - **a speed limit** (``capacity_records_per_s``): the forward and backward pass waits
-    until the batch's share of a second has passed, as a slower accelerator would. On a
-    2-core machine this is what makes the traffic peak need several workers. The
-    synchronization around it (the quorum, gloo's all-reduces) is real and adds to it.
+  - **a speed limit** (``capacity_records_per_s``): the forward and backward pass takes
+    the batch's share of a second, its computation included, as a slower accelerator
+    would. On a 2-core machine this is what makes the traffic peak need several workers.
+    The synchronization around it (the quorum, gloo's all-reduces) is real and adds to
+    it.
   - **the trained ids**: appended (int64, little-endian) to
     ``<run dir>/trained/<worker id>-<pid>.ids`` in the ``committed`` hook, once the step
     that trained the batch committed on every worker and before its records are
@@ -201,12 +202,14 @@ class DemoTrainer:
         return None
 
     def forward_backward(self, batch: Batch) -> float:
-        """The forward and backward pass, then the speed limit: this batch occupies the
-        "device" for ``n / capacity`` seconds."""
+        """The forward and backward pass, within the speed limit: this batch occupies the
+        "device" for ``n / capacity`` seconds from when it starts, its own computation
+        included; the rest of that time is slept."""
+        started = time.monotonic()
         loss = self.inner.forward_backward(batch)
-        now = time.monotonic()
         busy_s = len(batch) / self.config.capacity_records_per_s
-        self._busy_until = max(self._busy_until, now) + busy_s
+        self._busy_until = max(self._busy_until, started) + busy_s
+        now = time.monotonic()
         if self._busy_until > now:
             time.sleep(self._busy_until - now)
         return loss
