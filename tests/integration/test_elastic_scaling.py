@@ -48,7 +48,7 @@ def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice
     wait_trained(job, 300)
     job.control.send_signal(signal.SIGKILL)  # the shard coordinator, mid-run
     job.control.wait(10)
-    job.control_log.close()  # type: ignore[attr-defined]
+    job.control_log.close()
     job.produce(ids(1500, 500))
     job.start_control()
     job.produce(ids(2000, 500))

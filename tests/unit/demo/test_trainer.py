@@ -2,11 +2,11 @@
 once a step committed, and who evaluates the one model (no broker, no engine)."""
 
 import json
+import time
 
 import numpy as np
 import pytest
 
-from streamtrain.demo import trainer as trainer_module
 from streamtrain.demo.trainer import DemoTrainer, DemoWorkerConfig
 from streamtrain.elastic.app import DistributedApp
 from streamtrain.elastic.engine import StepOutcome
@@ -27,7 +27,7 @@ def config(tmp_path, **kw) -> DemoWorkerConfig:
 
 def test_the_speed_limit_counts_the_computation_as_device_time(tmp_path, monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(trainer_module.time, "sleep", slept.append)
+    monkeypatch.setattr(time, "sleep", slept.append)
     app = DemoTrainer(config(tmp_path, capacity_records_per_s=10.0), "w-1", slot=1)
     assert isinstance(app, DistributedApp) and not hasattr(app, "step")
     loss = app.forward_backward(a_batch(app, 0, 100))  # 10 s of the "device"
