@@ -376,6 +376,8 @@ def _planner_settings(
         if v["scale_up_prep_s"] is None
         else v["scale_up_prep_s"],
         min_action_pause_s=v["min_action_pause_s"],
+        # one model: a joiner heals before it is admitted, the others training meanwhile
+        two_phase_scale_up=v["plan_engine"] != "none",
         lag_floor_s=v["plan_lag_floor_s"],
         # an action is pending (no new decision) until the samples show its size, at
         # most this long: the measured preparation and pause, with room to spare
