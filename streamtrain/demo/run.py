@@ -80,6 +80,7 @@ from streamtrain.demo.worker_args import (
 from streamtrain.elastic.lighthouse import LighthouseProcess
 from streamtrain.errors import StreamtrainError
 from streamtrain.forecast.trace import synth_trace
+from streamtrain.scale.action_costs import measured_cost
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
@@ -325,6 +326,7 @@ class _Demo:
                 failed_to_produce=generator.failed if generator is not None else 0,
                 trained_from_peers=self.trained.forwarded,
             ),
+            assumed_costs=measured_cost(self.settings.assignment, self.settings.engine),
         )
         result["engine"] = engine_summary(
             self.settings.engine,

@@ -18,6 +18,7 @@ from streamtrain.demo.summary import (
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
 from streamtrain.ports import free_port
+from streamtrain.scale.action_costs import ActionCostEstimate
 from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0
@@ -235,6 +236,9 @@ def test_each_applied_action_lists_its_mode_preparation_pause_and_rates():
         speed=144.0,
         slo_lag_s=2.0,
         records=RecordCounts(produced=3000, trained_unique=3000, trained_total=3000),
+        assumed_costs=ActionCostEstimate(
+            prep_s=10.0, prep_spread_s=3.0, pause_s=0.5, pause_spread_s=0.25
+        ),
     )
     [action] = summary["actions"]
     assert action["mode"] == "group" and action["prep_s"] == 2.5
@@ -242,6 +246,14 @@ def test_each_applied_action_lists_its_mode_preparation_pause_and_rates():
     assert action["pause_simulated_s"] == pytest.approx(action["pause_s"] * 144, abs=0.5)
     assert action["records_per_s_before"] == pytest.approx(100, rel=0.1)
     assert summary["action_pauses_s"] == [action["pause_s"]]
+    # what the planner assumed beside what the run measured: the 2-s pause shows a gap
+    costs = summary["action_costs"]
+    assert costs["assumed"]["prep_s"] == 10.0 and costs["assumed"]["pause_s"] == 0.5
+    assert costs["measured"]["prep_s"] == [2.5, 2.5]
+    assert costs["measured"]["pause_s"] == [action["pause_s"], action["pause_s"]]
+    assert "assumed prep 10.00 s, pause 0.50 s; measured prep 2.50-2.50 s" in (
+        format_summary(summary | {"engine": {"kind": "none"}, "auc_lost_to_lag": None})
+    )
 
 
 def test_planner_forecast_is_none_until_the_control_app_answers():
