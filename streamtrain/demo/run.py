@@ -10,7 +10,7 @@ starts the embedded broker):
    scaled like it: :mod:`streamtrain.demo.history`), and starts the **control app**
    (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
    than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
-   subprocess;
+   subprocess, restarted if it dies (it resumes from its changelogs; three times at most);
 3. starts, with ``--engine torchft`` (the default), torchft's **lighthouse** on
    127.0.0.1 (:class:`~streamtrain.elastic.lighthouse.LighthouseProcess`), and the
    **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool` of
@@ -127,6 +127,7 @@ class _Demo:
         self.killed: list[int] = []
         self.throughput: dict[str, Any] | None = None  # the planner's fitted f_sync
         self.replaced = 0
+        self.control_restarts = 0  # the control app, restarted when it died (at most 3)
         self.lag_cost = LagCostCurve(
             drift_turns_per_day=settings.drift_turns_per_day,
             records_per_day=self.plan.total_records,
@@ -162,6 +163,7 @@ class _Demo:
             env=kafka_env(self.kafka),
             name="control-app",
             worker_id_prefix="control-app",
+            replace_dead=True,
             grace_s=10.0,
             log_dir=self.run_dir / "logs",
         )
@@ -234,16 +236,17 @@ class _Demo:
             if pool is None:
                 continue
             for exit in pool.reap():
-                then = "not replaced"
+                then, control = "not replaced", pool is self.control
                 if exit.replaced_by_pid is not None:
-                    self.replaced += 1
+                    self.control_restarts += control
+                    self.replaced += not control
                     then = f"replaced by pid {exit.replaced_by_pid}"
                 self.timeline.add_event(
                     time.time(),
                     f"{what} {exit.worker_id} (pid {exit.pid}) exited with code "
                     f"{exit.returncode}; {then}",
                 )
-                if pool is self.control:
+                if control and (then == "not replaced" or self.control_restarts > 3):
                     raise StreamtrainError(
                         f"the control app exited with code {exit.returncode}; see "
                         f"{self.run_dir / 'logs' / (exit.worker_id + '.log')}"
@@ -335,8 +338,8 @@ class _Demo:
             ended_at_s=ended_at_s,
         )
         result["throughput_model"] = self.throughput
-        result["workers"]["killed"] = len(self.killed)
-        result["workers"]["replaced"] = self.replaced
+        result["workers"].update(killed=len(self.killed), replaced=self.replaced)
+        result["control_app_restarts"] = self.control_restarts
         result["phase"] = self.phases.phase.value
         # started with the day, normally long done; a stopped run does not wait for it
         self.lag_cost.join(timeout=0 if self.phases.phase is Phase.STOPPED else 120)

@@ -92,6 +92,17 @@ class Demo:
                     todo.append(child)
         return found
 
+    def control_app_pid(self) -> int:
+        """The control app's pid (``streamtrain lag run --plan-job ...``)."""
+        for pid in self.descendants():
+            try:
+                argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"lag" in argv and b"--plan-job" in argv:
+                return pid
+        raise AssertionError(f"no control app below the demo:\n{self.log()}")
+
     def finish(self, timeout_s: float) -> str:
         """Wait for the exit; stdout (one summary line) fits the pipe's buffer."""
         self.process.wait(timeout=timeout_s)
@@ -141,6 +152,10 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
             120,
             "the day to run with lag reports",
         )
+        # the control app (planner, lag monitor, shard coordinator) dies mid-day: the
+        # demo restarts it and it resumes from its changelogs
+        control = demo.control_app_pid()
+        os.kill(control, signal.SIGKILL)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
             try:
@@ -197,6 +212,10 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
     assert applied and all(a["mode"] == "shards" for a in applied)
     assert all("pause_s" in a and "pause_simulated_s" in a for a in applied)
     assert summary["workers"]["killed"] == 1 and summary["workers"]["replaced"] >= 1
+    assert summary["control_app_restarts"] == 1
+    # one model (the default engine), and the costs the planner assumed beside the run's
+    assert summary["engine"]["kind"] == "torchft" and summary["engine"]["committed_steps"] > 0
+    assert set(summary["action_costs"]) == {"assumed", "measured"}
     assert summary["phase"] == "done"
     # an AUC was measured; at 6 turns a day a worker minutes behind ranks clicks
     # backwards, so the online mean is not bounded by chance (0.5) here

@@ -2,6 +2,7 @@
 once a step committed, and who evaluates the one model (no broker, no engine)."""
 
 import json
+import os
 import time
 
 import numpy as np
@@ -40,7 +41,7 @@ def test_ids_are_written_once_their_step_committed(tmp_path):
     app = DemoTrainer(config(tmp_path), "w-1", slot=1)
     batch = a_batch(app, 500, 20)
     app.forward_backward(batch)
-    ids_file = next((tmp_path / "trained").glob("w-1-*.ids"))
+    ids_file = tmp_path / "trained" / f"w-1-{os.getpid()}.ids"  # not the forwarded ids
     assert ids_file.read_bytes() == b""  # trained, not committed: not written
     app.committed(batch, step=7)
     assert np.fromfile(ids_file, dtype="<i8").tolist() == list(range(500, 520))
