@@ -176,8 +176,12 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
                 # The burst button: a lag spike, then an SLO alert on the page.
                 page.click("#burst")
                 page.wait_for_selector("#alerts li[data-kind='SLO']", timeout=60_000)
-                page.wait_for_selector("#alerts li[data-kind='DEMO']", timeout=10_000)
-                assert "burst" in (page.text_content("#alerts") or "")
+                page.wait_for_function(
+                    "[...document.querySelectorAll(\"#alerts li[data-kind='DEMO']\")]"
+                    ".some((li) => li.textContent.includes('burst'))",
+                    timeout=10_000,
+                )
+                assert "exited with code -9; replaced" in (page.text_content("#alerts") or "")
                 page.wait_for_function(
                     "Number(document.getElementById('auc').dataset.points || 0) > 0",
                     timeout=30_000,
@@ -196,7 +200,11 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
     summary = json.loads(out.strip().splitlines()[-1])
     records = summary["records"]
     assert records["produced"] > 1000
-    assert records["lost"] == 0 and records["trained_unique"] == records["produced"]
+    # (a drain that timed out on a machine too busy to train the day says so in phase)
+    assert records["lost"] == 0 and records["trained_unique"] == records["produced"], (
+        summary["phase"],
+        summary["workers"],
+    )
     assert records["failed_to_produce"] == 0
     # The workers read shards (the default --assignment), without the shuffle layer:
     # each clean exit's summary line says so, and nothing was trained by a peer.
