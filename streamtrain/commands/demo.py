@@ -143,6 +143,18 @@ __all__ = ["demo"]
     help="How often the hidden model that labels the traffic turns in a simulated day. "
     "Fast drift (e.g. 6) makes stale training visible: the summary's auc_lost_to_lag.",
 )
+@option(
+    "--engine",
+    env="DEMO_ENGINE",
+    type=click.Choice(["torchft", "torchelastic", "none"]),
+    default="torchft",
+    show_default=True,
+    help="How the workers train (streamtrain worker --engine): `torchft`, ONE model "
+    "data-parallel on every worker (the demo starts torchft's lighthouse on 127.0.0.1; "
+    "workers join and leave between steps while the others keep stepping); `none`, "
+    "each worker its own copy, nothing exchanged. `torchelastic` is refused here: every "
+    "scaling action restarts every worker (13-62 s measured), far beyond the SLO.",
+)
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print the summary as one JSON object.")
 @kafka_options
 @handle_errors
@@ -166,13 +178,15 @@ def demo(
     shuffle: str,
     assignment: str,
     drift_turns_per_day: float,
+    engine: str,
     as_json: bool,
     **opts: Any,
 ) -> None:
     """Run the elastic online-training demo: one simulated day, end to end, with a dashboard.
 
     Traffic shaped like KALE's day (compressed: 24 h in 10 minutes by default) goes into
-    a 16-partition topic; a pool of training workers (the MMoE CTR model) consumes it;
+    a 16-partition topic; a pool of training workers consumes it, training one MMoE CTR
+    model data-parallel (torchft);
     the control app forecasts the traffic and scales the pool; the dashboard
     (http://127.0.0.1:8765/) shows traffic and forecast, workers and actions, lag per
     partition, SLO and alerts, and online AUC. Ends with a summary.
@@ -209,6 +223,7 @@ def demo(
         shuffle=shuffle,
         assignment=assignment,
         drift_turns_per_day=drift_turns_per_day,
+        engine=engine,
     )
 
     def echo(line: str) -> None:

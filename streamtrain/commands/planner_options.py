@@ -115,6 +115,16 @@ def planner_options(command: F) -> F:
             "measured preparation and pause the planner expects per action.",
         ),
         option(
+            "--plan-engine",
+            env="PLAN_ENGINE",
+            type=click.Choice(["none", "torchft", "torchelastic"]),
+            default="none",
+            show_default=True,
+            help="How the planned job's workers train (their --engine): with one model "
+            "(torchft, torchelastic) the planner expects that engine's measured preparation "
+            "and pause per action (streamtrain.scale.action_costs).",
+        ),
+        option(
             "--min-action-pause-s",
             env="PLAN_MIN_ACTION_PAUSE_S",
             type=click.FloatRange(min=0),
@@ -288,6 +298,7 @@ _KEYS = (
     "action_pause_s",
     "scale_up_prep_s",
     "plan_assignment",
+    "plan_engine",
     "min_action_pause_s",
     "plan_lag_floor_s",
     "throughput_model",
@@ -344,7 +355,7 @@ def _planner_settings(
     if v["plan_history"] is not None:
         seed, origin_s = read_seed_history(v["plan_history"])
     clock = TimeScale(v["plan_time_scale"], origin_s)
-    cost = measured_cost(v["plan_assignment"])
+    cost = measured_cost(v["plan_assignment"], v["plan_engine"])
     bucket_s = v["sample_bucket_s"]
     prior_rate = v["prior_rate"]
     settings = PlannerSettings(
@@ -365,6 +376,8 @@ def _planner_settings(
         if v["scale_up_prep_s"] is None
         else v["scale_up_prep_s"],
         min_action_pause_s=v["min_action_pause_s"],
+        # one model: a joiner heals before it is admitted, the others training meanwhile
+        two_phase_scale_up=v["plan_engine"] != "none",
         lag_floor_s=v["plan_lag_floor_s"],
         # an action is pending (no new decision) until the samples show its size, at
         # most this long: the measured preparation and pause, with room to spare

@@ -66,10 +66,10 @@ def _mode_options(command: F) -> F:
             f"--{mode.value}-pause-s",
             env=f"SIMULATE_{name}_PAUSE_S",
             type=click.FloatRange(min=0),
-            default=cost.pause_s,
-            show_default=True,
+            default=None,
             help=f"Mean stall of the data hand-over in {mode.value} mode, drawn per action "
-            "within the measured spread (default: the live measurement).",
+            f"within the measured spread. Default: the live measurement for --engine "
+            f"({cost.pause_s:g} s with none).",
         )(command)
         command = option(
             f"--{mode.value}-prep-s",
@@ -83,9 +83,12 @@ def _mode_options(command: F) -> F:
     return command
 
 
-def _costs(checkpoint_s: float, two_phase_s: float, means: dict[str, float]) -> ActionCosts:
+def _costs(
+    checkpoint_s: float, two_phase_s: float, means: dict[str, Any], engine: str = "none"
+) -> ActionCosts:
+    measured = measured_mode_costs(engine)
     modes = {
-        mode: _MEASURED[mode].with_means(
+        mode: measured[mode].with_means(
             prep_s=means[f"{mode.value}_prep_s"], pause_s=means[f"{mode.value}_pause_s"]
         )
         for mode in AssignmentMode
@@ -190,6 +193,16 @@ def _costs(checkpoint_s: float, two_phase_s: float, means: dict[str, float]) -> 
     default=AssignmentMode.GROUP.value,
     show_default=True,
     help="How the simulated job hands data to its workers (sets which --<mode>-* costs apply).",
+)
+@option(
+    "--engine",
+    env="SIMULATE_ENGINE",
+    type=click.Choice(["none", "torchft", "torchelastic"]),
+    default="none",
+    show_default=True,
+    help="How the simulated job's workers train (streamtrain worker --engine): with one model "
+    "(torchft, torchelastic) an action's pause is that engine's measured one "
+    "(streamtrain.scale.action_costs), unless --<mode>-pause-s says otherwise.",
 )
 @_mode_options
 @option(
@@ -298,6 +311,7 @@ def simulate(
     scenario_path: Path | None,
     paper: bool,
     plot_path: Path | None,
+    engine: str,
     **mode_costs: float,
 ) -> None:
     """Replay traffic against scaling policies and print KALE Table 3 for it."""
@@ -316,7 +330,7 @@ def simulate(
         shuffle=ShuffleMode(shuffle),
         restart=RestartMode(restart),
         assignment=AssignmentMode(assignment),
-        costs=_costs(checkpoint_s, two_phase_checkpoint_s, mode_costs),
+        costs=_costs(checkpoint_s, two_phase_checkpoint_s, mode_costs, engine),
         model=model,
         forecaster=forecaster,
         jobs=jobs or os.cpu_count() or 1,

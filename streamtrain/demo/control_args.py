@@ -150,6 +150,9 @@ class ControlSettings(Protocol):
     @property
     def assignment(self) -> str: ...
 
+    @property
+    def engine(self) -> str: ...
+
 
 def control_app_argv(
     settings: ControlSettings,
@@ -167,7 +170,7 @@ def control_app_argv(
         """A wall-clock duration as whole model seconds."""
         return f"{wall_s * s.speed:.0f}"
 
-    cost = measured_cost(s.assignment)
+    cost = measured_cost(s.assignment, s.engine)
     shards = (
         (
             "--shards-job",
@@ -225,6 +228,8 @@ def control_app_argv(
         str(PLAN_STEP_S),
         "--plan-assignment",
         s.assignment,
+        "--plan-engine",
+        s.engine,
         "--plan-quantile",
         str(PLAN_QUANTILE),
         "--action-pause-s",

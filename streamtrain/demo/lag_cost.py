@@ -16,8 +16,10 @@ Owned here:
   is normally done when the day begins. Until it is done the loss is ``None``.
 
 The curve is one model trained on all the traffic, as ``python -m benchmarks.staleness``
-measures it, not a twin of the demo's workers (each trains its own model on its share);
-the loss is what the run's lag costs a model that sees the whole stream.
+measures it: what the demo's workers train with ``--engine torchft`` (one model,
+data-parallel, on the whole stream), so the loss is what the run's lag cost that model.
+With ``--engine none`` each worker trains its own copy on its share, and the curve is
+only an estimate for them.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ class LagCostCurve(threading.Thread):
     def basis(self) -> str:
         c = self.config
         return (
-            f"measured curve: one MMoE trained on the stream, hidden model turning "
+            f"measured curve: one MMoE trained on the whole stream (the demo's one model "
+            f"with --engine torchft), hidden model turning "
             f"{c.drift_turns_per_day:g} times a day, {c.records_per_min:,} records per "
             f"simulated minute (the run's mean); lag looked up per lag report"
         )

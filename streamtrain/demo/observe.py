@@ -12,8 +12,8 @@ Owned here:
 * :class:`TopicFeeds`: a thread reading the lag reports, alerts and scale commands
   topics from their beginning (assigned partitions, no consumer group) into the
   timeline; an undecodable message is counted and logged, never fatal.
-* :func:`planner_forecast`: the planner's newest forecast, from the control app's
-  ``/planner`` status page (``None`` until it answers).
+* :func:`planner_status`: the control app's ``/planner`` status page (``None`` until it
+  answers), and :func:`planner_forecast`, the planner's newest forecast in it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ __all__ = [
     "TopicFeeds",
     "TrainedIds",
     "planner_forecast",
+    "planner_status",
+    "throughput_belief",
 ]
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,7 @@ class Timeline:
     auc: list[tuple[float, float]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     progress: list[tuple[float, int, int]] = field(default_factory=list)  # t, produced, trained
+    steps: list[tuple[float, int, int]] = field(default_factory=list)  # t, committed step, quorum
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_auc: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
@@ -265,10 +268,14 @@ class Timeline:
 
     def add_evaluations(self, lines: Iterable[dict[str, Any]]) -> None:
         """Per-worker AUC evaluations; the timeline keeps the mean over workers whose
-        newest evaluation is at most 3 s old, once per evaluation batch."""
+        newest evaluation is at most 3 s old, once per evaluation batch (one model: one
+        worker evaluates it), and the job's committed step and quorum size they carry."""
         newest = 0.0
         with self.lock:
             for line in lines:
+                step, quorum = line.get("step"), line.get("quorum")
+                if isinstance(step, int) and isinstance(quorum, int):
+                    self.steps.append((float(line["at_s"]), step, quorum))
                 auc = line.get("auc")
                 if isinstance(auc, int | float) and np.isfinite(auc):
                     at_s = float(line["at_s"])
@@ -294,6 +301,7 @@ class Timeline:
                 "auc": [list(p) for p in self.auc],
                 "events": list(self.events),
                 "progress": [list(p) for p in self.progress],
+                "steps": [list(p) for p in self.steps],
             }
 
 
@@ -389,15 +397,34 @@ class TopicFeeds(threading.Thread):
             log.warning("demo observer: undecodable message on %s: %s", message.topic(), exc)
 
 
-def planner_forecast(port: int) -> dict[str, Any] | None:
-    """The ``forecast`` of the control app's planner status on ``port`` (on 127.0.0.1),
-    or ``None`` while it has none or does not answer yet."""
+def planner_status(port: int) -> dict[str, Any] | None:
+    """The control app's planner status on ``port`` (on 127.0.0.1), or ``None`` while it
+    does not answer yet."""
     url = f"http://127.0.0.1:{port}/planner"
     try:
         with urllib.request.urlopen(url, timeout=1.0) as response:
-            status = json.loads(response.read())
+            status: dict[str, Any] = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         log.debug("planner status not available yet: %s", exc)
         return None
-    forecast: dict[str, Any] | None = status.get("forecast")
+    return status if isinstance(status, dict) else None
+
+
+def planner_forecast(port: int) -> dict[str, Any] | None:
+    """The ``forecast`` of the planner status on ``port``, or ``None``."""
+    status = planner_status(port)
+    forecast: dict[str, Any] | None = None if status is None else status.get("forecast")
     return forecast
+
+
+def throughput_belief(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the planner believes ``workers`` train (its f_sync fit on the workers' own
+    throughput samples, or the prior before enough pool sizes were measured): source,
+    description and the measured ``[workers, records/s]`` points (the planner's clock)."""
+    if not status or "throughput_source" not in status:
+        return None
+    return {
+        "source": status.get("throughput_source"),
+        "model": status.get("throughput"),
+        "measured": status.get("measured"),
+    }

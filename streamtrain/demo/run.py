@@ -10,12 +10,15 @@ starts the embedded broker):
    scaled like it: :mod:`streamtrain.demo.history`), and starts the **control app**
    (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
    than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
-   subprocess;
-3. starts the **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool`
-   of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
-   and environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
-   default, with the control app as shard coordinator), two-phase (new workers
-   warm-start from the newest checkpoint, say READY and are admitted together:
+   subprocess, restarted if it dies (it resumes from its changelogs; three times at most);
+3. starts, with ``--engine torchft`` (the default), torchft's **lighthouse** on
+   127.0.0.1 (:class:`~streamtrain.elastic.lighthouse.LighthouseProcess`), and the
+   **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool` of
+   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv and
+   environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
+   default, with the control app as shard coordinator) training ONE model
+   data-parallel, two-phase (a new worker heals the model's weights from a live peer,
+   says READY and is admitted, with the others of its action, before it leases shards:
    :class:`~streamtrain.scale.executors.readiness.Readiness`), and a
    :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
@@ -52,16 +55,18 @@ from streamtrain.demo.control_args import control_app_argv
 from streamtrain.demo.dashboard import Dashboard
 from streamtrain.demo.history import demo_seed_history, write_seed_history
 from streamtrain.demo.lag_cost import LagCostCurve
+from streamtrain.demo.lighthouse import check_lighthouse, start_lighthouse
 from streamtrain.demo.observe import (
     StatsTail,
     Timeline,
     TopicFeeds,
     TrainedIds,
-    planner_forecast,
+    planner_status,
+    throughput_belief,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
 from streamtrain.demo.settings import BURST_PEAK_S, DEFAULT_SPEED, MIN_SLO_S, DemoSettings
-from streamtrain.demo.summary import RecordCounts, action_marks, summarize
+from streamtrain.demo.summary import RecordCounts, action_marks, engine_summary, summarize
 from streamtrain.demo.topics import create_demo_topics
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan, last_day
 from streamtrain.demo.trainer import DemoWorkerConfig
@@ -72,8 +77,10 @@ from streamtrain.demo.worker_args import (
     worker_argv,
     worker_env,
 )
+from streamtrain.elastic.lighthouse import LighthouseProcess
 from streamtrain.errors import StreamtrainError
 from streamtrain.forecast.trace import synth_trace
+from streamtrain.scale.action_costs import measured_cost
 from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
 from streamtrain.scale.executors.local import LocalProcessPool
@@ -115,9 +122,12 @@ class _Demo:
         self.shard_release: ShardRelease | None = None  # shards mode: a dead worker's shards
         self.pool: LocalProcessPool | None = None
         self.control: LocalProcessPool | None = None
+        self.lighthouse: LighthouseProcess | None = None  # torchft's, one model
         self.control_port = 0
         self.killed: list[int] = []
+        self.throughput: dict[str, Any] | None = None  # the planner's fitted f_sync
         self.replaced = 0
+        self.control_restarts = 0  # the control app, restarted when it died (at most 3)
         self.lag_cost = LagCostCurve(
             drift_turns_per_day=settings.drift_turns_per_day,
             records_per_day=self.plan.total_records,
@@ -153,6 +163,7 @@ class _Demo:
             env=kafka_env(self.kafka),
             name="control-app",
             worker_id_prefix="control-app",
+            replace_dead=True,
             grace_s=10.0,
             log_dir=self.run_dir / "logs",
         )
@@ -168,6 +179,7 @@ class _Demo:
             seed=s.seed,
             capacity_records_per_s=s.worker_capacity_records_per_s,
             drift_turns=s.drift_turns_per_day,
+            engine=s.engine,
         )
         argv = worker_argv(
             self.names,
@@ -175,6 +187,8 @@ class _Demo:
             shuffle=s.shuffle,
             queue_records=s.worker_queue_records,
             assignment=s.assignment,
+            engine=s.engine,
+            lighthouse=None if self.lighthouse is None else self.lighthouse.address,
         )
         return LocalProcessPool(
             argv,
@@ -217,20 +231,22 @@ class _Demo:
         return message
 
     def supervise(self) -> None:
+        check_lighthouse(self.lighthouse, self.run_dir)
         for pool, what in ((self.pool, "worker"), (self.control, "control app")):
             if pool is None:
                 continue
             for exit in pool.reap():
-                then = "not replaced"
+                then, control = "not replaced", pool is self.control
                 if exit.replaced_by_pid is not None:
-                    self.replaced += 1
+                    self.control_restarts += control
+                    self.replaced += not control
                     then = f"replaced by pid {exit.replaced_by_pid}"
                 self.timeline.add_event(
                     time.time(),
                     f"{what} {exit.worker_id} (pid {exit.pid}) exited with code "
                     f"{exit.returncode}; {then}",
                 )
-                if pool is self.control:
+                if control and (then == "not replaced" or self.control_restarts > 3):
                     raise StreamtrainError(
                         f"the control app exited with code {exit.returncode}; see "
                         f"{self.run_dir / 'logs' / (exit.worker_id + '.log')}"
@@ -249,7 +265,9 @@ class _Demo:
         )
 
     def poll_planner(self) -> None:
-        self.timeline.set_forecast(planner_forecast(self.control_port))
+        status = planner_status(self.control_port)
+        self.timeline.set_forecast(None if status is None else status.get("forecast"))
+        self.throughput = throughput_belief(status) or self.throughput
 
     def observe(self, now: float) -> None:
         if self.pool is not None:
@@ -283,6 +301,7 @@ class _Demo:
             },
             "timeline": timeline,
             "action_marks": action_marks(timeline),
+            "engine": engine_summary(self.settings.engine, timeline["steps"]),
             **self.lag_cost.loss(
                 timeline["reports"],
                 started_at_s=self.start_at_s,
@@ -310,9 +329,17 @@ class _Demo:
                 failed_to_produce=generator.failed if generator is not None else 0,
                 trained_from_peers=self.trained.forwarded,
             ),
+            assumed_costs=measured_cost(self.settings.assignment, self.settings.engine),
         )
-        result["workers"]["killed"] = len(self.killed)
-        result["workers"]["replaced"] = self.replaced
+        result["engine"] = engine_summary(
+            self.settings.engine,
+            self.timeline.to_json()["steps"],
+            started_at_s=self.start_at_s,
+            ended_at_s=ended_at_s,
+        )
+        result["throughput_model"] = self.throughput
+        result["workers"].update(killed=len(self.killed), replaced=self.replaced)
+        result["control_app_restarts"] = self.control_restarts
         result["phase"] = self.phases.phase.value
         # started with the day, normally long done; a stopped run does not wait for it
         self.lag_cost.join(timeout=0 if self.phases.phase is Phase.STOPPED else 120)
@@ -349,6 +376,10 @@ def run_demo(
         demo.create_topics()
         echo(f"demo run {demo.names.job}: files in {demo.run_dir}")
         demo.control = stack.enter_context(demo.control_app())
+        if settings.engine == "torchft":
+            demo.lighthouse = start_lighthouse(demo.run_dir)
+            stack.callback(demo.lighthouse.stop)
+            echo(f"lighthouse at {demo.lighthouse.address}")
         demo.readiness = stack.enter_context(
             Readiness(kafka, demo.names.job, states_topic(demo.names))
         )

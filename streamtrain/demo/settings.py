@@ -10,17 +10,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamtrain.config import AssignmentMode
-from streamtrain.demo.worker_args import WORKER_BATCH_RECORDS
+from streamtrain.demo.worker_args import ONE_MODEL_BATCH_RECORDS, WORKER_BATCH_RECORDS
 from streamtrain.errors import ConfigError
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.sim.metrics import SLO_LAG_S
 from streamtrain.units import DAY_S
 
-__all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings"]
+__all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "TORCHELASTIC_REFUSED", "DemoSettings"]
 
 DEFAULT_SPEED = 144.0  # simulated seconds per wall second: a day in 10 minutes
 MIN_SLO_S = 2.0  # the default SLO's floor, wall seconds: lag is measured to about a second
 BURST_PEAK_S = 15  # a dashboard burst is this many wall seconds of the peak rate
+TORCHELASTIC_REFUSED = (
+    "the demo does not run --engine torchelastic: under torchrun every join or leave "
+    "restarts every worker from the newest checkpoint, measured at 13-62 s per action "
+    '(docs/benchmarks.md, "Elastic training"), while the demo\'s SLO is 20 simulated '
+    "minutes, 8.3 wall seconds at 144x: a day of scaling would be a day of restarts. "
+    "`streamtrain worker --engine torchelastic` runs it, and `python -m "
+    "benchmarks.elastic` compares it with torchft; the demo runs torchft or none"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +61,19 @@ class DemoSettings:
     worker_queue_records: int = 1_024
     assignment: str = "shards"  # the workers' --assignment (benchmarks/scaling.py: best)
     drift_turns_per_day: float = 0.5  # how far the hidden labelling model turns a day
+    engine: str = "torchft"  # the workers' --engine: one model (torchft) or a copy each
 
     def __post_init__(self) -> None:
+        if self.engine == "torchelastic":
+            raise ConfigError(TORCHELASTIC_REFUSED)
+        if self.engine not in ("none", "torchft"):
+            raise ConfigError(f"the demo's engine is torchft or none, got {self.engine!r}")
+        if self.engine != "none" and self.assignment != "shards":
+            raise ConfigError(
+                f"--engine {self.engine} trains one model on every worker: use --assignment "
+                "shards (the shuffle of the group modes trains a peer's records on a "
+                "worker's own copy)"
+            )
         if not math.isfinite(self.drift_turns_per_day) or self.drift_turns_per_day < 0:
             raise ConfigError(f"the drift must be >= 0 turns a day, got {self.drift_turns_per_day}")
         if not math.isfinite(self.speed) or self.speed <= 0:
@@ -80,10 +99,9 @@ class DemoSettings:
             raise ConfigError(
                 f"the assignment must be group, cooperative or shards: {self.assignment!r}"
             )
-        if self.worker_queue_records < WORKER_BATCH_RECORDS:
-            raise ConfigError(
-                f"a worker's queue must hold a batch ({WORKER_BATCH_RECORDS} records)"
-            )
+        batch = WORKER_BATCH_RECORDS if self.engine == "none" else ONE_MODEL_BATCH_RECORDS
+        if self.worker_queue_records < batch:
+            raise ConfigError(f"a worker's queue must hold a batch ({batch} records)")
 
     @property
     def day_s(self) -> float:

@@ -15,6 +15,10 @@ The metrics follow KALE §4.1 (and :mod:`streamtrain.sim.metrics`), measured liv
 * ``actions``: each ScaleCommand with its reason and, once applied, the assignment
   mode, the preparation seconds of its new workers, its pause (wall and simulated
   seconds) and the trained records/s before and after it;
+* ``action_costs``: the preparation and pause per action the planner (and ``streamtrain
+  simulate``) assumed for this engine and assignment
+  (:func:`~streamtrain.scale.action_costs.measured_cost`) beside what this run
+  measured (the range over its actions), so a gap between them shows;
 * ``records``: produced (acknowledged by the broker) versus trained ids: ``lost`` is
   produced ids no worker trained, ``duplicates`` ids trained more than once (allowed:
   at-least-once), ``trained_from_peers`` records a worker trained after another
@@ -31,13 +35,25 @@ from typing import Any
 
 import numpy as np
 
+from streamtrain.scale.action_costs import ActionCostEstimate
 from streamtrain.scale.handover import ActionCost, action_costs
 from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 
 # An action's cost is measured until the next action, over this many wall seconds at most.
 ACTION_WINDOW_S = 20.0
 
-__all__ = ["RecordCounts", "action_marks", "format_summary", "summarize", "workers_at"]
+__all__ = [
+    "RecordCounts",
+    "action_marks",
+    "assumed_and_measured",
+    "engine_summary",
+    "format_summary",
+    "summarize",
+    "workers_at",
+]
+
+# Committed steps per second are measured over this many wall seconds of the newest steps.
+STEPS_WINDOW_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +121,39 @@ def action_marks(timeline: dict[str, Any]) -> list[dict[str, Any]]:
     return marks
 
 
+def engine_summary(
+    kind: str,
+    steps: Sequence[Sequence[float]],
+    *,
+    started_at_s: float | None = None,
+    ended_at_s: float | None = None,
+) -> dict[str, Any]:
+    """What the engine did, from the ``(time, committed step, quorum size)`` points the
+    evaluating worker logs: the job's committed steps, committed steps per second (over
+    the run between ``started_at_s`` and ``ended_at_s`` when given, else over the newest
+    :data:`STEPS_WINDOW_S`), and the quorum's size now, smallest and largest. With
+    ``none`` each worker has its own steps: only ``kind`` is meaningful."""
+    points = [(float(t), int(step), int(q)) for t, step, q in steps]
+    if started_at_s is not None:
+        points = [p for p in points if p[0] >= started_at_s]
+    if ended_at_s is not None:
+        points = [p for p in points if p[0] <= ended_at_s]
+    out: dict[str, Any] = {"kind": kind, "one_model": kind != "none"}
+    if not points or kind == "none":
+        return out
+    window = points
+    if started_at_s is None:
+        window = [p for p in points if p[0] >= points[-1][0] - STEPS_WINDOW_S]
+    span_s = window[-1][0] - window[0][0]
+    quorums = [q for _, _, q in points]
+    out.update(
+        committed_steps=points[-1][1],
+        steps_per_s=round((window[-1][1] - window[0][1]) / span_s, 2) if span_s > 0 else None,
+        quorum={"now": quorums[-1], "min": min(quorums), "max": max(quorums)},
+    )
+    return out
+
+
 def _costs(timeline: dict[str, Any]) -> dict[float, ActionCost]:
     """:func:`~streamtrain.scale.handover.action_costs` of the applied actions, by start."""
     applied = [a for a in timeline["actions"] if a.get("outcome") == "applied" and "at_s" in a]
@@ -159,8 +208,10 @@ def summarize(
     speed: float,
     slo_lag_s: float,
     records: RecordCounts,
+    assumed_costs: ActionCostEstimate | None = None,
 ) -> dict[str, Any]:
-    """The summary object ``streamtrain demo --json`` prints (see the module docstring)."""
+    """The summary object ``streamtrain demo --json`` prints (see the module docstring);
+    ``assumed_costs``: what the planner assumed an action costs (``action_costs``)."""
     reports = [r for r in timeline["reports"] if started_at_s <= r["at_s"] <= ended_at_s]
     lags = [float(r["max_lag_s"] or 0.0) for r in reports]
     violations = sum(1 for lag in lags if lag > slo_lag_s)
@@ -175,6 +226,7 @@ def summarize(
     at_day_end = workers_at(workers, day_end_s)
     applied = [a for a in timeline["actions"] if a.get("outcome") == "applied"]
     aucs = [a for t, a in timeline["auc"] if started_at_s <= t <= ended_at_s]
+    actions = _actions(timeline, started_at_s, speed)
     return {
         "duration_s": round(ended_at_s - started_at_s, 1),
         "speed": speed,
@@ -206,9 +258,40 @@ def summarize(
             "failed_to_produce": records.failed_to_produce,
             "trained_from_peers": records.trained_from_peers,
         },
-        "actions": _actions(timeline, started_at_s, speed),
+        "actions": actions,
+        # each applied action's pause (wall s; None: not measurable, e.g. the run ended)
+        "action_pauses_s": [a.get("pause_s") for a in actions if "mode" in a],
+        "action_costs": None
+        if assumed_costs is None
+        else assumed_and_measured(assumed_costs, actions),
         "alerts": len(timeline["alerts"]),
         "lag_reports": len(reports),
+    }
+
+
+def assumed_and_measured(
+    assumed: ActionCostEstimate, actions: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the planner assumed an action costs (wall seconds, mean and spread) beside
+    the smallest and largest preparation (scale-ups) and pause this run's applied
+    ``actions`` measured (``None`` where none measured it)."""
+
+    def span(values: list[float]) -> list[float] | None:
+        return [round(min(values), 2), round(max(values), 2)] if values else None
+
+    applied = [a for a in actions if "mode" in a]
+    grew = [a for a in applied if a["to"] > a["from"]]
+    return {
+        "assumed": {
+            "prep_s": assumed.prep_s,
+            "prep_spread_s": assumed.prep_spread_s,
+            "pause_s": assumed.pause_s,
+            "pause_spread_s": assumed.pause_spread_s,
+        },
+        "measured": {
+            "prep_s": span([float(a["prep_s"]) for a in grew if a.get("prep_s") is not None]),
+            "pause_s": span([float(a["pause_s"]) for a in applied if a.get("pause_s") is not None]),
+        },
     }
 
 
@@ -222,10 +305,23 @@ def format_summary(summary: dict[str, Any]) -> str:
 
     w, r, auc = summary["workers"], summary["records"], summary["auc"]
     rate = summary["slo_violation_rate"]
+    engine = summary.get("engine") or {}
+    pauses = ", ".join(number(p, "{:.2f}") for p in summary.get("action_pauses_s", []))
     return "\n".join(
         [
             f"demo finished: {summary['simulated_hours']} simulated hours in "
             f"{summary['duration_s']} s (speed {summary['speed']:g}x)",
+            f"  engine {engine.get('kind', 'n/a')}: "
+            + (
+                f"one model, {number(engine.get('committed_steps'))} committed steps "
+                f"({number(engine.get('steps_per_s'))}/s), quorum of "
+                f"{(engine.get('quorum') or {}).get('min', 'n/a')}-"
+                f"{(engine.get('quorum') or {}).get('max', 'n/a')}"
+                if engine.get("one_model")
+                else "each worker its own model copy"
+            )
+            + f"; action pauses (s): {pauses or 'none'}",
+            *_cost_line(summary.get("action_costs")),
             f"  SLO (lag <= {summary['slo_lag_s']} s): violated "
             f"{number(None if rate is None else 100 * rate, '{:.1f}')} % of the time; "
             f"peak lag {number(summary['peak_lag_s'])} s; accumulated lag "
@@ -242,3 +338,18 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{r['trained_from_peers']:,} trained by a peer of the worker that read them",
         ]
     )
+
+
+def _cost_line(costs: dict[str, Any] | None) -> list[str]:
+    if not costs:
+        return []
+    assumed, measured = costs["assumed"], costs["measured"]
+
+    def span(values: list[float] | None) -> str:
+        return "n/a" if values is None else f"{values[0]:.2f}-{values[1]:.2f}"
+
+    return [
+        f"  action costs: assumed prep {assumed['prep_s']:.2f} s, pause "
+        f"{assumed['pause_s']:.2f} s; measured prep {span(measured['prep_s'])} s, pause "
+        f"{span(measured['pause_s'])} s"
+    ]

@@ -5,25 +5,34 @@ Owned here:
 * :class:`DemoWorkerConfig`: what a demo worker needs to know, read from the environment
   the demo gives its pool (``STREAMTRAIN_DEMO_*``), so the worker stays an ordinary
   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app``.
-* :class:`DemoTrainer`, the :class:`~streamtrain.worker.app.TrainingApp`: one Adam step
-  of :class:`~streamtrain.ingest.mmoe.MMoE` per batch, then
+* :class:`DemoTrainer`, a :class:`~streamtrain.elastic.app.DistributedApp`: the worker's
+  engine (``--engine``) runs its ``forward_backward`` on each batch, averages the
+  gradients over the job's workers and steps the optimizer (one model on every worker
+  with ``torchft``; each worker its own copy with ``none``). Around that:
 
-  - **a speed limit** (``capacity_records_per_s``): the step waits until the batch's
-    share of a second has passed, as a slower accelerator would. On a 2-core machine
-    this is what makes the traffic peak need several workers.
+  - **a speed limit** (``capacity_records_per_s``): the forward and backward pass takes
+    the batch's share of a second, its computation included, as a slower accelerator
+    would. On a 2-core machine this is what makes the traffic peak need several workers.
+    The synchronization around it (the quorum, gloo's all-reduces) is real and adds to
+    it.
   - **the trained ids**: appended (int64, little-endian) to
-    ``<run dir>/trained/<worker id>-<pid>.ids`` (``...forwarded.ids`` for records a
-    peer's shuffle forwarded) before the step returns, that is before the batch is
+    ``<run dir>/trained/<worker id>-<pid>.ids`` in the ``committed`` hook, once the step
+    that trained the batch committed on every worker and before its records are
     acknowledged, so every committed record is in some file even when the worker is
     killed; the demo compares them with the produced ids.
   - **online AUC** every ``eval_interval_s``: the model's click AUC on a fresh sample of
     *today's* traffic (the hidden model at the current phase of the drift, which the
     traffic generator also follows). Training that lags behind learns a stale model and
     scores worse, which is KALE's Fig. 1. One JSON line per evaluation goes to
-    ``<run dir>/stats/<worker id>-<pid>.jsonl``.
-  - **a warm start**: the model is checkpointed to ``<run dir>/checkpoints/`` every
-    ``checkpoint_interval_s``; a new worker starts from the newest checkpoint of any
-    worker, as a scaled-up trainer would load the job's latest model.
+    ``<run dir>/stats/<worker id>-<pid>.jsonl``, with the job's committed step and the
+    quorum's size. With one model only the worker of slot 0 evaluates it (the pool
+    never stops that slot and refills it when its worker dies); with ``none`` every
+    worker evaluates its own copy.
+  - **a checkpoint** to ``<run dir>/checkpoints/`` every ``checkpoint_interval_s`` (one
+    model: slot 0's alone), and a **warm start** from the newest one before the worker
+    joins: with ``none`` that is how a new worker starts from the job's model; with
+    ``torchft`` the joiner then heals from a live peer anyway, and the checkpoint only
+    matters if every worker died (torchft keeps the model in the live workers alone).
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import torch
 
 from streamtrain.demo.observe import FORWARDED_IDS_SUFFIX
 from streamtrain.demo.traffic import drift_phase
+from streamtrain.elastic.engine import StepOutcome
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.example import SyntheticCtr
@@ -53,6 +63,7 @@ log = logging.getLogger(__name__)
 
 _ENV = "STREAMTRAIN_DEMO_"
 _EVAL_SEED = 7_777  # the evaluation sample's own random stream, apart from the traffic's
+ENGINES = ("none", "torchft", "torchelastic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +79,20 @@ class DemoWorkerConfig:
     eval_interval_s: float = 1.0
     eval_records: int = 2_000
     checkpoint_interval_s: float = 5.0
+    engine: str = "torchft"  # the workers' --engine: "none" trains one copy per worker
 
     def __post_init__(self) -> None:
         if self.duration_s <= 0 or self.capacity_records_per_s <= 0:
             raise ConfigError("the demo duration and worker capacity must be positive")
         if self.eval_interval_s <= 0 or self.eval_records < 10:
             raise ConfigError("evaluate at a positive interval on at least 10 records")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"the engine is one of {', '.join(ENGINES)}, got {self.engine!r}")
+
+    @property
+    def one_model(self) -> bool:
+        """Whether every worker trains the same model (any engine but ``none``)."""
+        return self.engine != "none"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> DemoWorkerConfig:
@@ -95,6 +114,7 @@ class DemoWorkerConfig:
                 drift_turns=float(source.get(_ENV + "DRIFT_TURNS", "0.5")),
                 seed=int(source.get(_ENV + "SEED", "0")),
                 capacity_records_per_s=float(source.get(_ENV + "CAPACITY", "400")),
+                engine=source.get(_ENV + "ENGINE", "torchft"),
             )
         except ValueError as exc:
             raise ConfigError(f"a {_ENV}* setting is not a number: {exc}") from exc
@@ -107,6 +127,7 @@ class DemoWorkerConfig:
             _ENV + "DRIFT_TURNS": repr(self.drift_turns),
             _ENV + "SEED": str(self.seed),
             _ENV + "CAPACITY": repr(self.capacity_records_per_s),
+            _ENV + "ENGINE": self.engine,
         }
 
     def phase(self, now_s: float) -> float:
@@ -117,10 +138,16 @@ class DemoWorkerConfig:
 class DemoTrainer:
     """See the module docstring."""
 
-    def __init__(self, config: DemoWorkerConfig, worker_id: str | None = None) -> None:
+    def __init__(
+        self, config: DemoWorkerConfig, worker_id: str | None = None, slot: int | None = None
+    ) -> None:
         self.config = config
         self.worker_id = worker_id or os.environ.get("STREAMTRAIN_WORKER_ID", "worker")
-        self.inner = MmoeCtrApp()
+        if slot is None:
+            slot = int(os.environ.get("STREAMTRAIN_WORKER_INDEX", "0") or 0)
+        # one model: one worker speaks for it (the evaluations, the checkpoint)
+        self.speaks_for_model = not config.one_model or slot == 0
+        self.inner = MmoeCtrApp(seed=config.seed)
         self.source = SyntheticCtr(seed=config.seed)
         name = f"{self.worker_id}-{os.getpid()}"
         for sub in ("trained", "stats", "checkpoints"):
@@ -140,6 +167,14 @@ class DemoTrainer:
     @property
     def decoder(self) -> Decoder:
         return self.inner.decoder
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.inner.model
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.inner.optimizer
 
     @property
     def last_loss(self) -> float:
@@ -166,28 +201,41 @@ class DemoTrainer:
             return path.name
         return None
 
-    def step(self, batch: Batch) -> float:
-        loss = self.inner.step(batch)
+    def forward_backward(self, batch: Batch) -> float:
+        """The forward and backward pass, within the speed limit: this batch occupies the
+        "device" for ``n / capacity`` seconds from when it starts, its own computation
+        included; the rest of that time is slept."""
+        started = time.monotonic()
+        loss = self.inner.forward_backward(batch)
+        busy_s = len(batch) / self.config.capacity_records_per_s
+        self._busy_until = max(self._busy_until, started) + busy_s
+        now = time.monotonic()
+        if self._busy_until > now:
+            time.sleep(self._busy_until - now)
+        return loss
+
+    def committed(self, batch: Batch, step: int) -> None:
+        """The step that trained ``batch`` committed on every worker: its ids are trained
+        (written before the batch is acknowledged)."""
         ids = np.ascontiguousarray(batch.columns["id"], dtype="<i8")
         os.write(self._forwarded_ids if batch.records.forwarded else self._ids, ids.tobytes())
         self.trained += len(ids)
-        now = time.monotonic()
-        # The speed limit: this batch occupies the "device" for n / capacity seconds.
-        busy_s = len(ids) / self.config.capacity_records_per_s
-        self._busy_until = max(self._busy_until, now) + busy_s
-        if self._busy_until > now:
-            time.sleep(self._busy_until - now)
+
+    def round_done(self, outcome: StepOutcome) -> None:
+        """After every round (with data or not): evaluate and checkpoint when due."""
+        if not self.speaks_for_model or not outcome.committed:
+            return
         now = time.monotonic()
         if now >= self._next_eval:
             self._next_eval = now + self.config.eval_interval_s
-            self.evaluate(loss)
+            self.evaluate(outcome.loss, outcome)
         if now >= self._next_checkpoint:
             self._next_checkpoint = now + self.config.checkpoint_interval_s
             self.save()
-        return loss
 
-    def evaluate(self, loss: float) -> float:
-        """Click AUC on a fresh sample of the traffic at this moment's phase; logged."""
+    def evaluate(self, loss: float, outcome: StepOutcome | None = None) -> float:
+        """Click AUC on a fresh sample of the traffic at this moment's phase; logged with
+        the job's committed step and the quorum's size."""
         wall = time.time()
         table = self.source.sample(
             self.config.eval_records,
@@ -203,10 +251,14 @@ class DemoTrainer:
         line = {
             "at_s": round(wall, 3),
             "worker_id": self.worker_id,
+            "engine": self.config.engine,
             "auc": round(auc, 5),
-            "loss": round(loss, 5),
+            "loss": None if loss != loss else round(loss, 5),  # NaN: an empty round
             "trained": self.trained,
         }
+        if outcome is not None:
+            line["step"] = outcome.step
+            line["quorum"] = outcome.world_size
         self._stats.write(json.dumps(line) + "\n")
         self._stats.flush()
         return auc

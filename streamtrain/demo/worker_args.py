@@ -18,14 +18,17 @@ from pathlib import Path
 from streamtrain.config import KafkaSettings
 from streamtrain.demo.children import DemoNames, kafka_env, streamtrain_command
 from streamtrain.demo.trainer import DemoWorkerConfig
+from streamtrain.errors import ConfigError
 
 __all__ = [
     "ADMISSION_TIMEOUT_S",
     "FAST_GROUP_CONFIG",
     "HEARTBEAT_INTERVAL_MS",
+    "ONE_MODEL_BATCH_RECORDS",
     "SESSION_TIMEOUT_MS",
     "SHUFFLE_HEARTBEAT_INTERVAL_MS",
     "SHUFFLE_HEARTBEAT_TIMEOUT_MS",
+    "STEP_WAIT_S",
     "THROUGHPUT_SAMPLE_INTERVAL_S",
     "WORKER_BATCH_RECORDS",
     "pool_size_path",
@@ -36,6 +39,10 @@ __all__ = [
 
 # Records per training batch (a worker's queue must hold at least one).
 WORKER_BATCH_RECORDS = 128
+# ... with one model (torchft): every round pays for a quorum and the all-reduces (about
+# 0.1 s with 2 workers, 0.4 s with 8, measured on the 2-core machine), so a round takes
+# up to twice the records (0.64 s at 400 records/s) to spend less of it waiting.
+ONE_MODEL_BATCH_RECORDS = 256
 # Consumer-group liveness: a member silent for 6 s is out; heartbeats every 0.5 s.
 SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 500
@@ -55,6 +62,9 @@ def pool_size_path(run_dir: Path) -> Path:
     return run_dir / "pool-size"
 
 
+# One model (torchft): a worker with no batch within this wait steps empty, so the
+# others' all-reduce never waits long for it (the engine's default).
+STEP_WAIT_S = 0.2
 # Two-phase start: a new worker waits this long at most for the executor's ADMITTED.
 ADMISSION_TIMEOUT_S = 60
 # A leaving shard worker finishes its current shards for this long at most (below the
@@ -74,9 +84,17 @@ def worker_argv(
     shuffle: str,
     queue_records: int,
     assignment: str = "group",
+    engine: str = "none",
+    lighthouse: str | None = None,
 ) -> list[str]:
     """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job
-    (``--shuffle none`` with shards: free workers pulling shards balance hot partitions)."""
+    (``--shuffle none`` with shards: free workers pulling shards balance hot partitions),
+    training on ``engine`` (``torchft`` needs the ``lighthouse`` address)."""
+    engine_args: tuple[str, ...] = ("--engine", engine)
+    if engine == "torchft":
+        if lighthouse is None:
+            raise ConfigError("the demo's torchft workers need the lighthouse's address")
+        engine_args += ("--lighthouse", lighthouse, "--step-wait-s", str(STEP_WAIT_S))
     return streamtrain_command(
         "worker",
         "--topic",
@@ -86,7 +104,7 @@ def worker_argv(
         "--entry",
         "streamtrain.demo.trainer:demo_app",
         "--batch-records",
-        str(WORKER_BATCH_RECORDS),
+        str(WORKER_BATCH_RECORDS if engine == "none" else ONE_MODEL_BATCH_RECORDS),
         "--queue-records",
         str(queue_records),
         "--shuffle",
@@ -113,9 +131,15 @@ def worker_argv(
         str(SESSION_TIMEOUT_MS),
         "--heartbeat-interval-ms",
         str(HEARTBEAT_INTERVAL_MS),
+        *engine_args,
     )
 
 
+# torchft's manager logs every quorum and commit at INFO: a line a step per worker.
+ENGINE_LOG_FILTER = "warn"
+
+
 def worker_env(kafka: KafkaSettings, config: DemoWorkerConfig) -> dict[str, str]:
-    """A demo worker's environment: the connection, then the trainer's settings."""
-    return {**kafka_env(kafka), **config.to_env()}
+    """A demo worker's environment: the connection, the trainer's settings, and the
+    engine's log filter (torchft's Rust side reads ``RUST_LOG``)."""
+    return {**kafka_env(kafka), **config.to_env(), "RUST_LOG": ENGINE_LOG_FILTER}

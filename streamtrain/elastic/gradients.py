@@ -33,6 +33,8 @@ __all__ = [
     "count_vector",
     "fingerprint",
     "read_counts",
+    "same_model_tags",
+    "weights_tag",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,27 @@ def fingerprint(model: torch.nn.Module) -> torch.Tensor:
             total[0] += flat.sum()
             total[1] += flat.square().sum()
     return total
+
+
+_TAG_CHUNKS = 8  # 16-bit pieces of the fingerprint's 128 bits
+
+
+def weights_tag(print_: torch.Tensor) -> torch.Tensor:
+    """:func:`fingerprint`'s bits as small integers (float64, each below 2**16), so that
+    they ride in the counts all-reduce: a SUM of up to 2**37 of them is exact, and a
+    participant can tell from the sum whether everyone sent its own tag
+    (:func:`same_model_tags`)."""
+    raw = print_.to(torch.float64).contiguous().numpy().tobytes()
+    pieces = [int.from_bytes(raw[i : i + 2], "little") for i in range(0, 2 * _TAG_CHUNKS, 2)]
+    return torch.tensor(pieces, dtype=torch.float64)
+
+
+def same_model_tags(summed: torch.Tensor, mine: torch.Tensor, participants: int) -> bool:
+    """Whether ``summed`` (the SUM of every participant's :func:`weights_tag`) is
+    ``participants`` times this worker's own: the same weights everywhere. Different
+    weights give a sum that equals it only if the other tags average to this one in all
+    eight 16-bit pieces at once."""
+    return bool(torch.equal(summed, mine * participants))
 
 
 class GradientBuffer:

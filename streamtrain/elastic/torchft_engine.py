@@ -5,14 +5,17 @@ process. A round:
 
 1. a quorum from the lighthouse (synchronous, so a joiner heals from a live peer
    before it computes anything: it then takes part in the same round); while the
-   lighthouse is away the quorum is asked for again every ``quorum_timeout_s``; then
-   a check that every participant holds the same weights (a MAX all-reduce of a
-   fingerprint: two quorums that formed apart are caught and healed, not trained on);
+   lighthouse is away the quorum is asked for again every ``quorum_timeout_s``;
 2. this worker's forward and backward pass on its batch, if any
    (:class:`~streamtrain.elastic.gradients.LocalStep`);
-3. one all-reduce of ``[records, participants, 0]`` and, when the step has records,
-   one of the gradients weighted by records (through ``Manager.allreduce``: a peer that
-   dies mid-step makes it fail, and the step is not committed);
+3. one all-reduce of ``[records, participants, 0]`` with a tag of this worker's weights
+   (:func:`~streamtrain.elastic.gradients.weights_tag`): every participant must start
+   the round from the same weights (two quorums that formed apart are caught and
+   healed, not trained on; only then a second all-reduce, a MAX of the fingerprints,
+   tells who holds the newer model); then, when the step has records, one all-reduce of
+   the gradients weighted by records (through ``Manager.allreduce``: a peer that dies
+   mid-step makes it fail, and the step is not committed). Each all-reduce waits for
+   the slowest participant, so a round has as few as the checks allow;
 4. ``manager.should_commit()`` and only then ``optimizer.step()`` (what torchft's
    ``OptimizerWrapper`` does; the engine calls it itself for the verdict).
 
@@ -55,6 +58,8 @@ from streamtrain.elastic.gradients import (
     count_vector,
     fingerprint,
     read_counts,
+    same_model_tags,
+    weights_tag,
 )
 from streamtrain.elastic.heal import HealServer
 from streamtrain.elastic.lighthouse import wait_reachable
@@ -171,14 +176,17 @@ class TorchftEngine:
             # collectives. Drop its connections so the others fail at once instead of
             # waiting out the timeout for it.
             self._abort_group(manager)
-        self._check_one_model(manager)
+        mine = fingerprint(self.app.model)
         contribution = self.local.run(batch if manager.is_participating() else None)
-        summed = self._allreduce(manager, count_vector(contribution.records))
-        records_global, participants, _ = read_counts(summed)
+        tag = weights_tag(mine)
+        summed = self._allreduce(manager, torch.cat([count_vector(contribution.records), tag]))
+        records_global, participants, _ = read_counts(summed[:3])
         if manager.errored() is None and participants != manager.num_participants():
             manager.report_error(
                 ElasticError(f"{participants} of {manager.num_participants()} took part")
             )
+        if manager.errored() is None and not same_model_tags(summed[3:], tag, participants):
+            self._one_model_again(manager, mine)
         gradients = None
         if records_global > 0 and manager.errored() is None:
             gradients = self._allreduce(manager, self.buffer.pack(contribution.records))
@@ -237,17 +245,16 @@ class TorchftEngine:
             else:
                 return True
 
-    def _check_one_model(self, manager: Manager) -> None:
-        """Every participant must start the round from the same weights. Two quorums that
+    def _one_model_again(self, manager: Manager, mine: torch.Tensor) -> None:
+        """The participants started the round from different weights. Two quorums that
         formed apart (a lighthouse glitch with ``--min-replicas`` below a majority) train
         two models under the same step numbers, which torchft cannot see (no worker is
         behind, so none heals): refuse the round, and have every worker but those with
-        the highest fingerprint step back one step, so they heal from those next round."""
-        mine = fingerprint(self.app.model)
+        the highest fingerprint step back one step, so they heal from those next round.
+        Every participant sees the mismatch in the same sum, so all of them take part
+        in the MAX all-reduce here."""
         both = self._allreduce(manager, torch.cat([mine, -mine]), ReduceOp.MAX)
-        if manager.errored() is not None or (
-            torch.equal(both[:2], mine) and torch.equal(-both[2:], mine)
-        ):
+        if manager.errored() is not None:
             return
         manager.report_error(ElasticError("the participants hold different models"))
         if not torch.equal(both[:2], mine):

@@ -1,11 +1,15 @@
-"""What a scaling action costs per assignment mode, as measured: the one home of the numbers.
+"""What a scaling action costs per assignment mode and engine, as measured: the one home
+of the numbers.
 
 Owned here (pure): :data:`MEASURED_COSTS`, per
 :class:`~streamtrain.config.AssignmentMode`, the preparation time of a scale-up and the
-pause of an action (mean and spread, **wall seconds**), and :func:`measured_cost`. The
-live planner's defaults (``streamtrain lag run --plan-assignment``) come from here,
-scaled to its model clock; the simulator reads its defaults from here too, so the
-simulated policy and the live one make the same assumption.
+pause of an action (mean and spread, **wall seconds**) of workers that each train their
+own model (``--engine none``); :data:`ENGINE_COSTS`, the same for one model trained by
+every worker, per engine (``torchft``, ``torchelastic``); and :func:`measured_cost`. The
+live planner's defaults (``streamtrain lag run --plan-assignment --plan-engine``) come
+from here, scaled to its model clock; the simulator reads its defaults from here too
+(``streamtrain simulate --engine``), so the simulated policy and the live one make the
+same assumption.
 
 * ``prep_s``: from the executor's command until every new worker said READY (process
   up, app warm-started, connected): the two-phase executor's preparation, during which
@@ -22,6 +26,15 @@ standard deviations over the actions of two runs for ``group`` and ``cooperative
 actions; ``prep_s`` over their 4 scale-ups) and of the second run for ``shards`` (4
 actions: the shard hand-over changed between the runs). Re-measure and update these
 numbers together with that section when the hand-over changes.
+
+:data:`ENGINE_COSTS` were measured by ``python -m benchmarks.elastic`` (docs/benchmarks.md,
+"Elastic training": the demo's MMoE on gloo, ``--assignment shards``, 2 -> 4 -> 2 -> 3
+workers, three runs on the busy 2-core machine): ``pause_s`` is the largest gap between
+committed steps of the workers that stay, per scale-up and drained scale-down (no step
+commits anywhere meanwhile, so it is the whole job's full stop), mean and population
+standard deviation over the 9 actions; ``prep_s`` is a joiner's start to its first
+committed step (it is READY just before: it holds the job's weights), over the runs'
+joiners. With another assignment mode the mode's own hand-over comes on top.
 """
 
 from __future__ import annotations
@@ -30,8 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streamtrain.config import AssignmentMode
+from streamtrain.errors import ConfigError
 
-__all__ = ["MEASURED_COSTS", "ActionCostEstimate", "measured_cost"]
+__all__ = ["ENGINES", "ENGINE_COSTS", "MEASURED_COSTS", "ActionCostEstimate", "measured_cost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,36 @@ MEASURED_COSTS: Mapping[AssignmentMode, ActionCostEstimate] = {
 }
 
 
-def measured_cost(mode: AssignmentMode | str) -> ActionCostEstimate:
-    """The measured cost of an action in ``mode``."""
-    return MEASURED_COSTS[AssignmentMode(mode)]
+# The engines' names (streamtrain.elastic.settings.EngineKind's values; spelled out here so
+# that the planner imports no torch).
+ENGINES = ("none", "torchft", "torchelastic")
+
+ENGINE_COSTS: Mapping[str, ActionCostEstimate] = {
+    # the others keep stepping: a join is one quorum change and a heal of the weights, a
+    # drained leave waits for the lighthouse to miss the leaver's heartbeat (500 ms)
+    "torchft": ActionCostEstimate(
+        prep_s=10.0, prep_spread_s=3.1, pause_s=0.49, pause_spread_s=0.28
+    ),
+    # every join or leave restarts every worker from the newest checkpoint
+    "torchelastic": ActionCostEstimate(
+        prep_s=24.6, prep_spread_s=7.0, pause_s=25.3, pause_spread_s=14.3
+    ),
+}
+
+
+def measured_cost(mode: AssignmentMode | str, engine: str = "none") -> ActionCostEstimate:
+    """The measured cost of an action in ``mode`` on ``engine`` (module docstring)."""
+    base = MEASURED_COSTS[AssignmentMode(mode)]
+    if engine == "none":
+        return base
+    if engine not in ENGINE_COSTS:
+        raise ConfigError(f"the engine is one of {', '.join(ENGINES)}, got {engine!r}")
+    cost = ENGINE_COSTS[engine]
+    if AssignmentMode(mode) is AssignmentMode.SHARDS:
+        return cost  # measured with shards: their hand-over is in it
+    return ActionCostEstimate(
+        prep_s=max(cost.prep_s, base.prep_s),
+        prep_spread_s=max(cost.prep_spread_s, base.prep_spread_s),
+        pause_s=cost.pause_s + base.pause_s,
+        pause_spread_s=cost.pause_spread_s + base.pause_spread_s,
+    )

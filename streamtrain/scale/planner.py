@@ -27,7 +27,9 @@ configured by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`:
   passes) the action is *pending* for the policy; the time it took (at least
   ``min_action_pause_s``: when the reported count moves before the new workers consume,
   as with a pool that reports its slots, the measured pause is too short) is the pause
-  given to the next decisions.
+  given to the next decisions. With ``two_phase_scale_up`` a scale-up's time is the new
+  workers' preparation (``last_prep_s`` in the status), during which the others train,
+  and leaves the pause as it was.
 * **The lag floor** (``lag_floor_s``): the lag a job shows while it keeps up (with
   shards: records waiting to be cut, granted and committed) is subtracted from each
   lag reading, and that many seconds of arrivals from the backlog, before the policy
@@ -127,6 +129,7 @@ class Planner:
         self._applied: tuple[float, int] | None = None
         self._pending: _Pending | None = None
         self._last_pause_s: float | None = None
+        self._last_prep_s: float | None = None  # two-phase scale-ups: command to admitted
         self._refitted_at_s = -math.inf
         self._decided_at_s = -math.inf
         self.keep_up = KeepUpWatch(
@@ -236,10 +239,11 @@ class Planner:
         action = pending.action
         if current == action.target_workers:
             measured = max(0.0, now_s - action.started_at_s)
-            self._last_pause_s = max(self.settings.min_action_pause_s, measured)
-            log.info(
-                "scale command %s took effect after %.1f s", pending.command_id, self._last_pause_s
-            )
+            if self.settings.two_phase_scale_up and action.target_workers > action.from_workers:
+                self._last_prep_s = measured  # the others trained meanwhile: no pause
+            else:
+                self._last_pause_s = max(self.settings.min_action_pause_s, measured)
+            log.info("scale command %s took effect after %.1f s", pending.command_id, measured)
             self._pending = None
         elif now_s - action.started_at_s > self.settings.command_timeout_s:
             log.warning(
@@ -408,6 +412,7 @@ class Planner:
             "restored_steps": self.restored_steps,
             "pending_command": pending.command_id if pending else None,
             "last_pause_s": self._last_pause_s,
+            "last_prep_s": self._last_prep_s,
             "commands_sent": self.commands_sent,
             "cannot_keep_up": self.keep_up.behind,
             "samples": {

@@ -53,6 +53,11 @@ class PlannerSettings:
     min_action_pause_s: float = 0.0  # a floor under the measured pause
     lag_floor_s: float = 0.0  # lag while keeping up: the policy sees lag above it
     scale_up_prep_s: float = 0.0
+    # The pool counts a new worker only once it is admitted, after its preparation, and
+    # the others train meanwhile (a two-phase start; with one model always: a joiner
+    # heals before it is admitted): the time a scale-up takes to show is preparation,
+    # not pause, and the pause stays the configured (measured) one.
+    two_phase_scale_up: bool = False
     refit_interval_s: float = 300.0
     refit_tolerance: float = 0.1
     command_timeout_s: float = 900.0

@@ -18,6 +18,8 @@ knows where they come from, and the live planner reads the same module.
   §1's ≈10-min restart: containers 30 s, image 30 s, model load 360 s, besides the 60-s
   checkpoint of :class:`~streamtrain.sim.execution.ActionCosts`): 420 s in every mode.
 
+With one model on every worker (``streamtrain simulate --engine torchft|torchelastic``)
+the pause is that engine's measured one (``ENGINE_COSTS`` in the same module).
 ``streamtrain simulate --<mode>-prep-s / --<mode>-pause-s`` replace them.
 """
 
@@ -30,7 +32,7 @@ from typing import Protocol
 
 from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
-from streamtrain.scale.action_costs import MEASURED_COSTS
+from streamtrain.scale.action_costs import MEASURED_COSTS, measured_cost
 
 __all__ = ["LiveEstimate", "ModeCost", "from_live", "measured_mode_costs"]
 
@@ -97,6 +99,11 @@ def from_live(
 _MEASURED = from_live(MEASURED_COSTS)
 
 
-def measured_mode_costs() -> dict[AssignmentMode, ModeCost]:
-    """Preparation and hand-over stall per assignment mode (see the module docstring)."""
-    return dict(_MEASURED)
+def measured_mode_costs(engine: str = "none") -> dict[AssignmentMode, ModeCost]:
+    """Preparation and hand-over stall per assignment mode (see the module docstring);
+    with ``engine`` (``torchft``, ``torchelastic``: one model trained by every worker)
+    the pause of that engine's measured action
+    (:func:`~streamtrain.scale.action_costs.measured_cost`)."""
+    if engine == "none":
+        return dict(_MEASURED)
+    return from_live({mode: measured_cost(mode, engine) for mode in AssignmentMode})

@@ -30,7 +30,9 @@ DEADLINE_S = 180.0
 # A distributed app over raw records whose value is their id: a small MLP on features
 # of the id. A record whose value is not an integer makes the step fail (a bad batch).
 # Each committed step appends the ids it trained to the worker's own file, before the
-# records are acknowledged. ELASTIC_HIDDEN changes the model (a mismatched worker).
+# records are acknowledged. ELASTIC_HIDDEN changes the model (a mismatched worker). With
+# ELASTIC_HANG_ONCE_DIR a worker's first process hangs in its warm start (it never says
+# READY); the process that replaces it in its slot starts normally.
 ONE_MODEL_APP = textwrap.dedent(
     """
     import os
@@ -75,7 +77,16 @@ ONE_MODEL_APP = textwrap.dedent(
         def committed(batch, step):
             os.write(log, "".join(f"{i} {step}\\n" for i in ids_of(batch)).encode())
 
+        def warm_start(worker_id):
+            marks = os.environ.get("ELASTIC_HANG_ONCE_DIR")
+            if marks and worker_id in os.environ.get("ELASTIC_HANG_WORKERS", "").split(","):
+                mark = os.path.join(marks, worker_id)
+                if not os.path.exists(mark):
+                    open(mark, "w").close()
+                    time.sleep(3600)
+
         app.committed = committed
+        app.warm_start = warm_start
         return app
     """
 )
@@ -101,13 +112,41 @@ class Job:
             LighthouseSettings(port=0, min_replicas=1), log_path=tmp_path / "lighthouse.log"
         )
         self.lighthouse.start()
+        self.start_control()
+
+    def start_control(self) -> None:
+        """The shard coordinator (`lag run --shards-job`); again after a kill, on the same
+        app id and data directory: it restores the shard book from its changelog."""
         self.control, self.control_log = start_lag_app(
-            bootstrap, self.name, self.port, tmp_path / "control.log",
+            self.bootstrap, self.name, self.port,
+            self.dir / f"control-{time.monotonic_ns()}.log",
             "--topic", self.topic, "--shards-job", self.name,
             "--shard-records", "50", "--shard-max-wait-s", "0.5",
-            "--app-id", f"{self.name}-control", "--data-dir", str(tmp_path / "control-data"),
+            "--app-id", f"{self.name}-control", "--data-dir", str(self.dir / "control-data"),
             "--reports-topic", f"{self.name}.reports", "--alerts-topic", f"{self.name}.alerts",
         )  # fmt: skip
+
+    def worker_argv(self, *extra: str) -> list[str]:
+        """A worker's command line (its id from --worker-id or STREAMTRAIN_WORKER_ID)."""
+        assert self.lighthouse.address is not None
+        return [
+            sys.executable, "-m", "streamtrain.commands.worker",
+            "--bootstrap", self.bootstrap, "--topic", self.topic, "--group", self.name,
+            "--assignment", "shards",
+            "--entry", "one_model_app:make", "--app-dir", str(self.dir),
+            "--batch-records", "20", "--throughput-topic", "",
+            "--states-topic", f"{self.name}.worker-states",
+            "--engine", "torchft", "--lighthouse", self.lighthouse.address,
+            "--step-wait-s", "0.1", *extra,
+        ]  # fmt: skip
+
+    def worker_env(self, **env: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "ELASTIC_TRAINED_DIR": str(self.trained_dir),
+            **env,
+        }
 
     def produce(self, values: list[bytes]) -> None:
         producer = Producer(self.kafka.confluent_config())
@@ -119,28 +158,11 @@ class Job:
     def start_worker(self, worker_id: str, *extra: str, **env: str) -> None:
         log = (self.dir / f"{worker_id}.out").open("w")
         self.logs.append(log)
-        assert self.lighthouse.address is not None
-        argv = [
-            sys.executable, "-m", "streamtrain.commands.worker",
-            "--bootstrap", self.bootstrap, "--topic", self.topic, "--group", self.name,
-            "--worker-id", worker_id, "--assignment", "shards",
-            "--entry", "one_model_app:make", "--app-dir", str(self.dir),
-            "--batch-records", "20", "--throughput-topic", "",
-            "--states-topic", f"{self.name}.worker-states",
-            "--engine", "torchft", "--lighthouse", self.lighthouse.address,
-            "--step-wait-s", "0.1", *extra,
-        ]  # fmt: skip
         self.workers[worker_id] = subprocess.Popen(
-            argv,
+            self.worker_argv("--worker-id", worker_id, *extra),
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                "PYTHONPATH": str(REPO),
-                "STREAMTRAIN_WORKER_ID": worker_id,
-                "ELASTIC_TRAINED_DIR": str(self.trained_dir),
-                **env,
-            },
+            env=self.worker_env(STREAMTRAIN_WORKER_ID=worker_id, **env),
         )
 
     def trained(self) -> dict[int, set[int]]:

@@ -22,10 +22,11 @@ its environment; a replaced worker keeps its slot's id and index.
 
 * **Two-phase start** (with ``readiness``, a
   :class:`~streamtrain.scale.executors.readiness.Readiness`): a scale-up starts the new
-  processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded,
-  connected), replaces once a worker that did not (and gives up on it after that), and
-  then admits the ready ones together (ADMITTED), so a group-mode scale-up of k workers
-  is one rebalance. Until then a new worker is not counted as capacity
+  processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded or
+  weights healed, connected), admits the ready ones together (ADMITTED), so a group-mode
+  scale-up of k workers is one rebalance, and replaces once a worker that did not say
+  READY (admitting the replacement once it does; after that it gives up on the slot).
+  Until then a new worker is not counted as capacity
   (:meth:`~LocalProcessPool.current_workers`) nor in the size file.
   :attr:`~LocalProcessPool.last_prep_s` is the preparation time of the last scale-up.
 
@@ -220,8 +221,9 @@ class LocalProcessPool:
                 return len(self._slots)
 
     def _admit(self, indexes: list[int], since_s: float) -> None:
-        """Wait for READY from the new slots, replace once those that stay silent, and
-        admit the ready ones together (module docstring). Called without the lock."""
+        """Wait for READY from the new slots and admit the ready ones together; replace
+        once those that stay silent (the others are not held back for them), and admit
+        the replacements that say READY (module docstring). Called without the lock."""
         readiness = self.readiness
         assert readiness is not None  # noqa: S101 - the caller checks
         pending = list(indexes)
@@ -230,6 +232,7 @@ class LocalProcessPool:
                 ids = {i: self._slots[i].worker_id for i in pending if i in self._slots}
             silent = readiness.wait_ready(ids.values(), since_s, self.prep_timeout_s)
             late = [i for i, worker_id in ids.items() if worker_id in silent]
+            self._admit_now([i for i in ids if i not in late])
             if not late:
                 break
             with self._lock:
@@ -251,12 +254,20 @@ class LocalProcessPool:
                     replacement.admitted = False
                     self._slots[worker.index] = replacement
             pending = [w.index for w in doomed]
+
+    def _admit_now(self, indexes: list[int]) -> None:
+        """ADMITTED for the workers of these slots, together; they count from now."""
+        readiness = self.readiness
+        assert readiness is not None  # noqa: S101 - the caller checks
         with self._lock:
             ready = [self._slots[i] for i in indexes if i in self._slots]
+        if not ready:
+            return
         readiness.admit([w.worker_id for w in ready])
         with self._lock:
             for worker in ready:
                 worker.admitted = True
+            self._write_size()
 
     def _write_size(self) -> None:
         if self._size_path is None:

@@ -68,6 +68,7 @@ def test_worker_argv_and_env_are_unchanged():
         *("--throughput-topic", "streamtrain.demo.abcd1234.throughput"),
         *("--sample-interval-s", "1", "--session-timeout-ms", "6000"),
         *("--heartbeat-interval-ms", "500"),
+        *("--engine", "none"),
     ]
     assert pool_size_path(run) == run / "pool-size"
     assert dict(FAST_GROUP_CONFIG) == {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
@@ -75,3 +76,33 @@ def test_worker_argv_and_env_are_unchanged():
     env = worker_env(KafkaSettings(bootstrap="localhost:9092"), config)
     assert env["STREAMTRAIN_BOOTSTRAP"] == "localhost:9092"
     assert DemoWorkerConfig.from_env(env) == config
+
+
+def test_one_model_workers_get_the_engine_and_the_lighthouse():
+    names = DemoNames.for_run("abcd1234")
+    argv = worker_argv(
+        names,
+        run_dir=Path("/tmp/run"),
+        shuffle="none",
+        queue_records=1024,
+        assignment="shards",
+        engine="torchft",
+        lighthouse="http://127.0.0.1:29510",
+    )
+    assert argv[argv.index("--batch-records") + 1] == "256"  # a round's sync amortized
+    tail = argv[argv.index("--engine") :]
+    assert tail == [
+        *("--engine", "torchft", "--lighthouse", "http://127.0.0.1:29510"),
+        *("--step-wait-s", "0.2"),
+    ]
+    with pytest.raises(ConfigError, match="lighthouse"):
+        worker_argv(
+            names, run_dir=Path("/tmp/run"), shuffle="none", queue_records=1024, engine="torchft"
+        )
+    config = DemoWorkerConfig(run_dir=Path("/tmp/run"), start_at_s=1.5, duration_s=600.0)
+    env = worker_env(KafkaSettings(bootstrap="localhost:9092"), config)
+    assert env["STREAMTRAIN_DEMO_ENGINE"] == "torchft" and config.one_model
+    assert env["RUST_LOG"] == "warn"  # torchft's manager logs every step at INFO
+    assert not DemoWorkerConfig.from_env({**env, "STREAMTRAIN_DEMO_ENGINE": "none"}).one_model
+    with pytest.raises(ConfigError, match="engine"):
+        DemoWorkerConfig.from_env({**env, "STREAMTRAIN_DEMO_ENGINE": "horovod"})

@@ -13,7 +13,7 @@ from streamtrain.scale.action_costs import measured_cost
 
 NAMES = DemoNames.for_run("abcd1234")
 RUN = Path("/tmp/run")
-SHARDS = measured_cost("shards")  # the demo's default --assignment
+SHARDS = measured_cost("shards", "torchft")  # the demo's default --assignment and --engine
 
 
 def model_s(wall_s: float, speed: float) -> str:
@@ -33,10 +33,10 @@ DEFAULT_ARGV = [
     *("--policy", "streamtrain", "--samples-topic", "streamtrain.demo.abcd1234.throughput"),
     *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
     *("--min-workers", "2", "--max-workers", "8", "--initial-workers", "2"),
-    *("--plan-step-s", "300", "--plan-assignment", "shards"),
+    *("--plan-step-s", "300", "--plan-assignment", "shards", "--plan-engine", "torchft"),
     *("--plan-quantile", "0.8"),
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
-    *("--scale-up-prep-s", "864"),  # the demo worker's measured 6 s
+    *("--scale-up-prep-s", model_s(SHARDS.prep_s, 144)),  # torchft's measured joiner
     *("--min-action-pause-s", model_s(SHARDS.pause_s, 144)),
     *("--plan-lag-floor-s", "288"),  # shards: 2 wall s more than group mode
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
@@ -132,3 +132,14 @@ def test_wall_durations_become_model_seconds(settings, expected):
     for flag, values in expected.items():
         assert flags[flag] == values, flag
     assert flags["--plan-step-s"] == [str(PLAN_STEP_S)]
+
+
+def test_each_engine_plans_with_its_own_measured_costs():
+    none = _flags(_argv(DemoSettings(engine="none")))
+    one_model = _flags(_argv(DemoSettings()))
+    assert none["--plan-engine"] == ["none"] and one_model["--plan-engine"] == ["torchft"]
+    copies = measured_cost("shards")
+    assert none["--action-pause-s"] == [model_s(copies.pause_s, 144)]
+    assert none["--scale-up-prep-s"] == ["864"]  # the demo worker's measured 6 s
+    assert one_model["--action-pause-s"] == [model_s(SHARDS.pause_s, 144)]
+    assert copies != SHARDS

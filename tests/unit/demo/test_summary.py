@@ -8,10 +8,17 @@ import pytest
 
 from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds, planner_forecast
 from streamtrain.demo.run import DemoSettings
-from streamtrain.demo.summary import RecordCounts, format_summary, summarize, workers_at
+from streamtrain.demo.summary import (
+    RecordCounts,
+    engine_summary,
+    format_summary,
+    summarize,
+    workers_at,
+)
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
 from streamtrain.ports import free_port
+from streamtrain.scale.action_costs import ActionCostEstimate
 from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0
@@ -229,12 +236,24 @@ def test_each_applied_action_lists_its_mode_preparation_pause_and_rates():
         speed=144.0,
         slo_lag_s=2.0,
         records=RecordCounts(produced=3000, trained_unique=3000, trained_total=3000),
+        assumed_costs=ActionCostEstimate(
+            prep_s=10.0, prep_spread_s=3.0, pause_s=0.5, pause_spread_s=0.25
+        ),
     )
     [action] = summary["actions"]
     assert action["mode"] == "group" and action["prep_s"] == 2.5
     assert action["pause_s"] == pytest.approx(2.0, abs=0.2)
     assert action["pause_simulated_s"] == pytest.approx(action["pause_s"] * 144, abs=0.5)
     assert action["records_per_s_before"] == pytest.approx(100, rel=0.1)
+    assert summary["action_pauses_s"] == [action["pause_s"]]
+    # what the planner assumed beside what the run measured: the 2-s pause shows a gap
+    costs = summary["action_costs"]
+    assert costs["assumed"]["prep_s"] == 10.0 and costs["assumed"]["pause_s"] == 0.5
+    assert costs["measured"]["prep_s"] == [2.5, 2.5]
+    assert costs["measured"]["pause_s"] == [action["pause_s"], action["pause_s"]]
+    assert "assumed prep 10.00 s, pause 0.50 s; measured prep 2.50-2.50 s" in (
+        format_summary(summary | {"engine": {"kind": "none"}, "auc_lost_to_lag": None})
+    )
 
 
 def test_planner_forecast_is_none_until_the_control_app_answers():
@@ -253,3 +272,30 @@ def test_demo_settings_are_checked():
     assert config.phase(T0 + 500) == 0.5
     with pytest.raises(ConfigError, match="STREAMTRAIN_DEMO_RUN_DIR"):
         DemoWorkerConfig.from_env({})
+
+
+def test_the_engine_summary_reads_the_one_models_steps_and_quorum():
+    steps = [[T0 + k, 10 * k, 2 if k < 5 else 4] for k in range(21)]  # 10 steps/s
+    live = engine_summary("torchft", steps)
+    assert live["kind"] == "torchft" and live["one_model"]
+    assert live["committed_steps"] == 200 and live["steps_per_s"] == pytest.approx(10.0)
+    assert live["quorum"] == {"now": 4, "min": 2, "max": 4}
+    run = engine_summary("torchft", steps, started_at_s=T0 + 5, ended_at_s=T0 + 10)
+    assert run["committed_steps"] == 100 and run["quorum"]["min"] == 4
+    assert engine_summary("none", steps) == {"kind": "none", "one_model": False}
+    assert engine_summary("torchft", []) == {"kind": "torchft", "one_model": True}
+    timeline = Timeline(partitions=1)
+    timeline.add_evaluations([{"at_s": T0, "worker_id": "w-0", "auc": 0.7, "step": 3, "quorum": 2}])
+    timeline.add_evaluations([{"at_s": T0 + 1, "worker_id": "w-0", "auc": 0.7}])  # engine none
+    assert timeline.to_json()["steps"] == [[T0, 3, 2]]
+
+
+def test_the_demo_runs_torchft_or_none_and_refuses_torchelastic_with_its_reason():
+    assert DemoSettings().engine == "torchft"
+    assert DemoSettings(engine="none", assignment="group").engine == "none"
+    with pytest.raises(ConfigError, match="restarts every worker"):
+        DemoSettings(engine="torchelastic")
+    with pytest.raises(ConfigError, match="--assignment shards"):
+        DemoSettings(assignment="group")  # one model: the shuffle would train a copy
+    with pytest.raises(ConfigError, match="torchft or none"):
+        DemoSettings(engine="horovod")

@@ -12,6 +12,8 @@ from streamtrain.elastic.gradients import (
     count_vector,
     fingerprint,
     read_counts,
+    same_model_tags,
+    weights_tag,
 )
 from streamtrain.errors import ElasticError
 from streamtrain.ingest.decoders import RawDecoder
@@ -115,3 +117,19 @@ def test_the_fingerprint_tells_different_weights_apart():
     with torch.no_grad():
         next(b.model.parameters())[0, 0] += 1e-6
     assert not torch.equal(fingerprint(a.model), fingerprint(b.model))
+
+
+def test_weight_tags_summed_over_participants_tell_one_model_from_two():
+    same = [weights_tag(fingerprint(app(seed=0).model)) for _ in range(5)]
+    assert all(0 <= float(x) < 2**16 and float(x) == int(x) for x in same[0])
+    total = torch.stack(same).sum(0)
+    assert all(same_model_tags(total, tag, 5) for tag in same)
+    other = app(seed=0)
+    with torch.no_grad():
+        next(other.model.parameters())[0, 0] += 1e-6
+    mixed = [*same[:4], weights_tag(fingerprint(other.model))]
+    total = torch.stack(mixed).sum(0)
+    # every participant sees that the sum is not five times its own tag
+    assert not any(same_model_tags(total, tag, 5) for tag in mixed)
+    three = [weights_tag(fingerprint(app(seed=s).model)) for s in (1, 2, 3)]
+    assert not any(same_model_tags(torch.stack(three).sum(0), tag, 3) for tag in three)

@@ -108,6 +108,27 @@ def test_a_decision_becomes_one_command_and_waits_for_the_pool(floor_s, pause_s)
     assert status["current_workers"] == 3
 
 
+def test_a_two_phase_scale_up_is_preparation_and_leaves_the_pause_as_measured():
+    # One model: the pool counts a joiner once it healed and was admitted, the others
+    # training meanwhile. The 3 s the scale-up took to show are preparation; the policy
+    # keeps planning with the configured pause (what the simulator assumes too).
+    p = planner(min_action_pause_s=0.5, two_phase_scale_up=True, action_pause_s=0.7)
+    p.add_sample(sample(1, 5.0, T0), T0)
+    p.observe_lag(LagReading(T0 + 3, 20.0, 30.0, 600))
+    command = p.tick(T0 + 3.5).command
+    assert command is not None and command.target_workers == 3
+    for worker in ("w0", "w1", "w2"):
+        p.add_sample(sample(3, 5.0, T0 + 6.5, worker), T0 + 6.5)
+    p.observe_lag(LagReading(T0 + 6.5, 20.0, 10.0, 200))
+    p.tick(T0 + 6.5)
+    status = p.status()
+    assert status["pending_command"] is None and status["current_workers"] == 3
+    assert status["last_prep_s"] == pytest.approx(3.0)
+    assert status["last_pause_s"] is None
+    obs = p.observation(T0 + 7, 3)
+    assert obs is not None and obs.last_pause_s is None  # the policy keeps action_pause_s
+
+
 def test_the_policy_sees_lag_and_backlog_above_the_lag_floor():
     p = planner(lag_floor_s=12.0)
     p.add_sample(sample(1, 5.0, T0), T0)

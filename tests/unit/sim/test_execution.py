@@ -123,3 +123,20 @@ def test_the_papers_restart_cost_for_every_mode():
         assert pause_s == pytest.approx(600.0)
     with pytest.raises(ConfigError):
         ActionCosts().with_restart_s(30.0)  # shorter than the checkpoint
+
+
+def test_one_model_engines_plan_with_their_own_measured_pause():
+    from streamtrain.scale.action_costs import ENGINE_COSTS
+
+    for engine in ("torchft", "torchelastic"):
+        costs = measured_mode_costs(engine)
+        assert costs[AssignmentMode.SHARDS].pause_s == ENGINE_COSTS[engine].pause_s
+        # the same preparation at a real job's scale as without an engine
+        assert (
+            costs[AssignmentMode.SHARDS].prep_s
+            == measured_mode_costs()[AssignmentMode.SHARDS].prep_s
+        )
+    assert (
+        measured_mode_costs("torchelastic")[AssignmentMode.SHARDS].pause_s
+        > 10 * measured_mode_costs("torchft")[AssignmentMode.SHARDS].pause_s
+    )

@@ -226,3 +226,17 @@ def test_the_paper_table(trace_csv):
     assert "violation % ours" in header and "paper" in header
     assert "19.57 ± 1.50" in hpa
     assert ours.startswith("| streamtrain")
+
+
+def test_the_engine_brings_its_measured_pause(trace_csv):
+    from streamtrain.scale.action_costs import ENGINE_COSTS
+
+    for engine in ("torchft", "torchelastic"):
+        run = _hpa("--assignment", "shards", "--engine", engine, trace_csv=trace_csv)
+        per_action_min = run["downtime_min"] / run["scaling_actions"]
+        assert per_action_min == pytest.approx(ENGINE_COSTS[engine].pause_s / 60, rel=0.6)
+    given = _hpa(
+        "--assignment", "shards", "--engine", "torchelastic", "--shards-pause-s", "0",
+        trace_csv=trace_csv,
+    )  # fmt: skip
+    assert given["downtime_min"] == 0

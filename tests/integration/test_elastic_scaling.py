@@ -1,0 +1,136 @@
+"""One model on many workers, scaled and restarted with real processes: `streamtrain worker
+--engine torchft --assignment shards` (the job of test_elastic_worker.py: the embedded
+broker, `streamtrain lighthouse`, the shard coordinator) under the two-phase local pool,
+and the shard coordinator killed mid-run. Every record id is checked."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from streamtrain import wire
+from streamtrain.proto import data_plane_pb2 as dp
+from streamtrain.scale.executors.local import LocalProcessPool
+from streamtrain.scale.executors.readiness import Readiness
+from tests.integration.test_elastic_worker import DEADLINE_S, Job, ids
+
+
+@pytest.fixture
+def one_model(broker, tmp_path):
+    running = Job(broker.bootstrap, tmp_path)
+    yield running
+    running.stop_all()
+
+
+def trained_by_worker(job: Job) -> dict[str, set[int]]:
+    return {
+        path.name: {int(line.split()[0]) for line in path.read_text().splitlines() if line}
+        for path in job.trained_dir.iterdir()
+    }
+
+
+def wait_trained(job: Job, count: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while len(job.trained()) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} ids trained"
+        time.sleep(0.2)
+
+
+def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice(one_model):
+    job = one_model
+    job.produce(ids(0, 1500))
+    for worker_id in ("w1", "w2"):
+        job.start_worker(worker_id, ELASTIC_STEP_DELAY_S="0.05")
+    wait_trained(job, 300)
+    job.control.send_signal(signal.SIGKILL)  # the shard coordinator, mid-run
+    job.control.wait(10)
+    job.control_log.close()
+    job.produce(ids(1500, 500))
+    job.start_control()
+    job.produce(ids(2000, 500))
+    job.wait_all(set(range(2500)))
+    assert job.committed_total() == 2500
+    by_worker = trained_by_worker(job)
+    # no worker died and no lease expired: a record trained by both workers would mean
+    # one shard was out to two workers at once
+    both = by_worker["w1"] & by_worker["w2"]
+    assert not both, f"{len(both)} records trained by both workers, e.g. {sorted(both)[:5]}"
+    assert by_worker["w1"] | by_worker["w2"] == set(range(2500))
+    for worker_id in ("w1", "w2"):
+        assert job.workers[worker_id].poll() is None, job.output(worker_id)
+    # one model: both workers' committed steps are the job's steps
+    steps = {step for found in job.trained().values() for step in found}
+    assert max(steps) > 10
+
+
+def admissions(job: Job) -> list[tuple[str, str]]:
+    """Every (worker id, state) on the job's states topic, in order."""
+    consumer = Consumer(job.kafka.confluent_config(**{"group.id": f"{job.name}-reader"}))
+    consumer.assign([TopicPartition(f"{job.name}.worker-states", 0, 0)])
+    events = []
+    try:
+        for message in consumer.consume(1000, 5.0):
+            if message.error() is None:
+                event = wire.decode(dp.WorkerStateEvent, message.value() or b"")
+                events.append((event.worker_id, dp.WorkerStateEvent.State.Name(event.state)))
+    finally:
+        consumer.close()
+    return events
+
+
+def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_model, tmp_path):
+    """The pool starts two joiners of a running torchft job together; one hangs before
+    it holds the weights (never READY): the other is admitted at once, the silent one
+    is not capacity, is replaced in its slot, and its replacement is admitted; every
+    record is trained by the one model."""
+    job = one_model
+    hang_marks = tmp_path / "hang"
+    hang_marks.mkdir()
+    readiness = Readiness(job.kafka, job.name, f"{job.name}.worker-states").start()
+    pool = LocalProcessPool(
+        job.worker_argv("--admission-timeout-s", "60"),
+        env=job.worker_env(
+            ELASTIC_STEP_DELAY_S="0.02",
+            ELASTIC_HANG_ONCE_DIR=str(hang_marks),
+            ELASTIC_HANG_WORKERS="worker-2",
+        ),
+        name="workers",
+        grace_s=5.0,
+        log_dir=tmp_path / "pool-logs",
+        readiness=readiness,
+        prep_timeout_s=120.0,  # a busy 2-core machine starts a torch worker slowly
+    )
+    try:
+        job.produce(ids(0, 1000))
+        assert pool.scale_to(1) == 1
+        wait_trained(job, 100)
+        counted: list[int] = []
+        scaling = threading.Thread(target=lambda: counted.append(pool.scale_to(3)))
+        scaling.start()
+        # while the silent worker prepares, only the admitted ones are capacity
+        deadline = time.monotonic() + DEADLINE_S
+        while ("worker-1", "ADMITTED") not in admissions(job):
+            assert time.monotonic() < deadline, "worker-1 was never admitted"
+            assert pool.current_workers() <= 2
+            time.sleep(1.0)
+        scaling.join(DEADLINE_S)
+        assert not scaling.is_alive() and counted == [3]
+        assert pool.not_ready == 1 and pool.current_workers() == 3
+        events = [state for worker, state in admissions(job) if worker == "worker-2"]
+        # the first process said STARTING and nothing more; its replacement READY, then
+        # the pool admitted it
+        assert events.count("STARTING") == 2, events
+        assert events.index("READY") > events.index("STARTING", 1), events
+        assert events.index("ADMITTED") > events.index("READY"), events
+        job.produce(ids(1000, 1000))
+        job.wait_all(set(range(2000)))
+        by_worker = trained_by_worker(job)
+        assert by_worker.get("worker-2"), "the replacement trained nothing"
+        assert set().union(*by_worker.values()) == set(range(2000))
+    finally:
+        pool.close()
+        readiness.close()
