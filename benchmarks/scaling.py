@@ -5,8 +5,8 @@ Run: .venv/bin/python -m benchmarks.scaling [--modes group,cooperative,shards]
 
 On the embedded broker, per mode: a fresh topic of ``P`` partitions (16) fed at a
 constant ``N`` records/s (800) by one producer; ``streamtrain worker`` processes of the
-default two-phase executor (:class:`~streamtrain.scale.executors.local.LocalProcessPool`
-with :class:`~streamtrain.scale.executors.readiness.Readiness`: new workers prepare,
+default two-phase executor (:class:`~streamtrain.executors.local.LocalProcessPool`
+with :class:`~streamtrain.executors.readiness.Readiness`: new workers prepare,
 say READY and are admitted together) whose training step sleeps ``len(batch) /
 capacity`` seconds (300 records/s a worker: a slow device, not a busy CPU, so the
 measurement is of the hand-over and not of CPU contention on a 2-core machine); shards
@@ -46,9 +46,9 @@ from confluent_kafka import Producer
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import KafkaSettings
 from streamtrain.demo.children import kafka_env
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
 from streamtrain.kafka import create_topic
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
 from streamtrain.scale.handover import ActionCost, action_costs, cumulative
 from streamtrain.worker.lifecycle import default_states_topic
 

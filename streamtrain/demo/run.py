@@ -11,13 +11,13 @@ starts the embedded broker):
    (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
    than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
    subprocess;
-3. starts the **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool`
+3. starts the **worker pool**: a :class:`~streamtrain.executors.LocalProcessPool`
    of ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
    and environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
    default, with the control app as shard coordinator), two-phase (new workers
    warm-start from the newest checkpoint, say READY and are admitted together:
-   :class:`~streamtrain.scale.executors.readiness.Readiness`), and a
-   :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
+   :class:`~streamtrain.executors.readiness.Readiness`), and a
+   :class:`~streamtrain.executors.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
 4. starts the **traffic** (:class:`~streamtrain.demo.traffic.TrafficGenerator`) at the
    moment the seed history ends, the **observers** (topics and the workers' files into a
@@ -73,12 +73,12 @@ from streamtrain.demo.worker_args import (
     worker_env,
 )
 from streamtrain.errors import StreamtrainError
+from streamtrain.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
+from streamtrain.executors.shard_release import ShardRelease
 from streamtrain.forecast.trace import synth_trace
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
-from streamtrain.scale.executors.shard_release import ShardRelease
 
 __all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings", "run_demo"]
 

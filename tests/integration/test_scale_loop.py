@@ -11,11 +11,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from streamtrain.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.kafka import create_topic
 from streamtrain.ports import free_port
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome
 from streamtrain.wire import decode, encode
 from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import get_json, read_topic

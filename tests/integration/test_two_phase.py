@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 from streamtrain.config import KafkaSettings
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from streamtrain.demo.run import DemoSettings
 from streamtrain.demo.summary import RecordCounts, format_summary, summarize, workers_at
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
+from streamtrain.executors import ApplyResult, Outcome
 from streamtrain.ports import free_port
-from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0
 

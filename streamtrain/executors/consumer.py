@@ -2,7 +2,7 @@
 
 Owned here: :class:`CommandConsumer` reads ``ScaleCommand`` messages from the commands
 topic (decoded with :mod:`streamtrain.wire`, never unpickled), keeps those for its job,
-and applies each through a :class:`~streamtrain.scale.executors.CommandApplier` (which
+and applies each through a :class:`~streamtrain.executors.CommandApplier` (which
 makes a redelivered command a no-op: idempotent on ``command_id``). Every result is
 logged by the applier and passed to ``on_result``; a failed apply (a command created
 in the future included) and a command too old to apply (``max_age_s`` after
@@ -35,8 +35,8 @@ from typing import Any
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, KafkaError, SchemaError
+from streamtrain.executors import ApplyResult, CommandApplier
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors import ApplyResult, CommandApplier
 from streamtrain.wire import DecodeFailures, decode, encode
 
 __all__ = ["CommandConsumer", "ConsumerSettings", "Handled"]

@@ -21,7 +21,7 @@ its environment; a replaced worker keeps its slot's id and index.
   kill the workers when that thread ends.
 
 * **Two-phase start** (with ``readiness``, a
-  :class:`~streamtrain.scale.executors.readiness.Readiness`): a scale-up starts the new
+  :class:`~streamtrain.executors.readiness.Readiness`): a scale-up starts the new
   processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded,
   connected), replaces once a worker that did not (and gives up on it after that), and
   then admits the ready ones together (ADMITTED), so a group-mode scale-up of k workers
@@ -32,7 +32,7 @@ its environment; a replaced worker keeps its slot's id and index.
 * ``on_exit`` is called with the worker id of a worker that exited on its own (not one
   a scale-down stopped), before its slot is refilled: a shard job's pool hands the dead
   worker's shards back at once with
-  :meth:`~streamtrain.scale.executors.shard_release.ShardRelease.worker_gone`.
+  :meth:`~streamtrain.executors.shard_release.ShardRelease.worker_gone`.
 
 * **Never spawns in a loop** (a command for 4e9 workers must not fork forever):
   ``scale_to`` above ``max_workers`` (default 64) is refused, not retriable, before any
@@ -59,9 +59,9 @@ from types import TracebackType
 from typing import IO
 
 from streamtrain.errors import ConfigError, ExecutorError
+from streamtrain.executors.readiness import Readiness
 from streamtrain.process import die_with_parent_preexec
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors.readiness import Readiness
 
 __all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
 
