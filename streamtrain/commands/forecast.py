@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from streamtrain.commands.common import handle_errors, option
+from streamtrain.config import comma_list
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.evaluate import (
@@ -42,7 +43,7 @@ def forecast() -> None:
 
 
 def _parse_models(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
+    names = comma_list(text)
     if not names:
         raise ConfigError("--models is empty")
     unknown = [name for name in names if name not in FORECASTER_NAMES]
