@@ -122,7 +122,9 @@ def test_an_option_group_adds_its_options_in_order_and_takes_back_only_them():
 def test_the_kafka_options_are_the_connection_fields_of_the_settings():
     from streamtrain.config import KAFKA_CONNECTION_FIELDS
 
-    lag_run = main.commands["lag"].commands["run"]
+    lag = main.commands["lag"]
+    assert isinstance(lag, click.Group)
+    lag_run = lag.commands["run"]
     flags = {p.name: p for p in lag_run.params}
     for field in KAFKA_CONNECTION_FIELDS:
         assert flags[field].envvar == f"STREAMTRAIN_{field.upper()}"

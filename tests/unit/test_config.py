@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+from typing import Any
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_key_values_strip_both_sides_and_name_the_flag_on_a_bad_item():
 
 
 def test_every_connection_field_reaches_the_confluent_config_under_its_dotted_name():
-    values = {name: f"v-{name}" for name in KAFKA_CONNECTION_FIELDS}
+    values: dict[str, Any] = {name: f"v-{name}" for name in KAFKA_CONNECTION_FIELDS}
     values["security_protocol"] = "SASL_SSL"
     values["sasl_mechanism"] = "PLAIN"
     settings = KafkaSettings(bootstrap="h:1", **values)
