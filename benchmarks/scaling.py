@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,7 @@ from streamtrain.demo.children import kafka_env
 from streamtrain.executors.local import LocalProcessPool
 from streamtrain.executors.readiness import Readiness
 from streamtrain.kafka import create_topic
+from streamtrain.process import stop_child
 from streamtrain.scale.handover import ActionCost, action_costs, cumulative
 from streamtrain.worker.lifecycle import default_states_topic
 
@@ -158,12 +158,7 @@ def control_app(kafka: KafkaSettings, job: str, topic: str, out: Path) -> Iterat
         time.sleep(8.0)  # the Faust app's start (its agent and timer), before any worker
         yield
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_child(process, "control app", 30.0)
         log.close()
 
 

@@ -1,4 +1,4 @@
-"""``streamtrain lag``: the Faust lag app (``run``) and a one-shot look (``status``).
+"""``streamtrain lag``: the Faust control app (``run``) and a one-shot look (``status``).
 
 All of the work lives in :mod:`streamtrain.lag`; this module parses, calls and prints.
 """
@@ -228,7 +228,7 @@ def lag_run(
     cps_window_s: float | None,
     **opts: Any,
 ) -> None:
-    """Run the Faust lag app until Ctrl-C or SIGTERM.
+    """Run the Faust control app until Ctrl-C or SIGTERM.
 
     Every --tick-s it reads HWMs and committed offsets in batched calls, publishes a
     LagReport per group to --reports-topic and alerts (status changes, SLO, its own
@@ -310,7 +310,7 @@ def lag_run(
             create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         watched = ", ".join(groups) or "-"
         click.echo(
-            f"lag app {app_id}: groups {watched}"
+            f"control app {app_id}: groups {watched}"
             + (f" + /{group_pattern}/" if group_pattern else "")
             + f", tick {tick_s:g} s, http://{web_host}:{web_port}/groups",
             err=True,
@@ -328,4 +328,4 @@ def lag_run(
                 f"http://{web_host}:{web_port}/planner",
                 err=True,
             )
-        run_faust_app(app, faust_log_level, "the lag app")
+        run_faust_app(app, faust_log_level, "the control app")

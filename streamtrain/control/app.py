@@ -23,7 +23,7 @@ a Faust worker):
 * optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
   samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
   ``/planner``, its series on ``/metrics`` (:mod:`streamtrain.control.planner_metrics`).
-  Without a planner the app is exactly the lag app;
+  without a planner the app only watches lag;
 * optionally (``settings.shards``) the shard coordinator of ``--assignment shards``
   (:mod:`streamtrain.control.shard_agent`): offset-range shards cut, leased, committed;
   ``/shards``.

@@ -1,4 +1,4 @@
-"""The lag app's settings and the state its timer, agents and web pages share.
+"""The control app's settings and the state its timer, agents and web pages share.
 
 Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
 

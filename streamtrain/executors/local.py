@@ -60,7 +60,7 @@ from typing import IO
 
 from streamtrain.errors import ConfigError, ExecutorError
 from streamtrain.executors.readiness import Readiness
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.process import die_with_parent_preexec, stop_children
 from streamtrain.proto import control_plane_pb2 as cp
 
 __all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
@@ -420,25 +420,13 @@ class LocalProcessPool:
         for worker in workers:
             if worker.process.poll() is None:
                 log.info("stopping worker %s (pid %d)", worker.worker_id, worker.process.pid)
-                worker.process.terminate()
-        deadline = time.monotonic() + self.grace_s
-        for worker in workers:
-            try:
-                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "worker %s (pid %d) ignored SIGTERM for %g s; killing it",
-                    worker.worker_id,
-                    worker.process.pid,
-                    self.grace_s,
-                )
-                worker.process.kill()
-                worker.process.wait()
+        children = [(w.process, f"worker {w.worker_id}") for w in workers]
+        for worker, code in zip(workers, stop_children(children, self.grace_s), strict=True):
             log.info(
                 "worker %s (pid %d) stopped with code %d",
                 worker.worker_id,
                 worker.process.pid,
-                worker.process.returncode,
+                code,
             )
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The lag monitor's tick, independent of Faust: fetch, compute, decide what to alert.
 
-Owned here: :class:`LagMonitor`, the state one lag app keeps between ticks (HWM history,
+Owned here: :class:`LagMonitor`, the state one control app keeps between ticks (HWM history,
 Burrow-style status windows, SLO states, the latest result per group, open alerts on
 its own health), and :class:`Tick`, what one tick produced. The Faust app
 (:mod:`streamtrain.control.app`) and benchmarks drive it; it never publishes anything

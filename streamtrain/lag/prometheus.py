@@ -1,4 +1,4 @@
-"""Prometheus metrics of the lag app, built at scrape time from the monitor's last tick.
+"""Prometheus metrics of the control app, built at scrape time from the monitor's last tick.
 
 Owned here: :class:`LagCollector`, a custom collector (no gauge objects to keep in sync,
 no stale series for a deleted topic or a group no longer watched). Unknown values are

@@ -7,7 +7,7 @@ and ``policies`` (the policies shared with the simulator), ``policy_settings`` (
 parser of a policy's settings), ``samples`` (throughput samples to observations, with a
 prior), ``arrivals`` (the per-step arrival history), ``keep_up`` (the CANNOT_KEEP_UP
 alert), ``timescale`` (a compressed model clock), ``planner_settings`` and ``planner``
-(the live planner behind the lag app's ``--plan-job``), ``executors`` (local process
+(the live planner behind the control app's ``--plan-job``), ``executors`` (local process
 pool, Kubernetes, webhook, command, and the idempotent ``CommandApplier``) and
 ``consumer`` (``streamtrain scale apply``).
 """

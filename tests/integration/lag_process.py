@@ -1,8 +1,8 @@
 """Start `streamtrain lag run` as a real process, and stop any CLI process, for tests."""
 
-import signal
 import subprocess
 
+from streamtrain.process import stop_child
 from tests.integration.cli_process import SCRIPT
 
 
@@ -37,13 +37,7 @@ def start_lag_app(bootstrap, group, port, log_path, *extra):
 
 def stop_process(process, log=None):
     """SIGTERM, then SIGKILL after 20 s; close ``log`` if given; the exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+    code = stop_child(process, "streamtrain lag run", timeout_s=20.0)
     if log is not None:
         log.close()
-    return process.returncode
+    return code
