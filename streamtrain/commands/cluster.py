@@ -15,6 +15,7 @@ import click
 
 from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
 from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.units import ms_to_s
 
 __all__ = ["cluster"]
 
@@ -232,7 +233,7 @@ def cluster_run(
             step_s=plan_step_s,
             horizon_steps=horizon_steps,
             solver=solver,
-            time_limit_s=time_limit_ms / 1000,
+            time_limit_s=ms_to_s(time_limit_ms),
             web_host=web_host,
             web_port=web_port,
             data_dir=data_dir,

@@ -28,6 +28,7 @@ from streamtrain.commands.common import (
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, fit_report
 from streamtrain.scale.plan import basic_plan, stabilize
+from streamtrain.units import MINUTE_S
 
 if TYPE_CHECKING:
     from streamtrain.executors import ApplyResult, Executor
@@ -156,7 +157,7 @@ def plan_command(
 def stabilize_command(plan_text: str, step_min: float, tau_min: float, rho: int) -> None:
     """Print the plan calibrated by KALE Algorithm 1."""
     counts = parse_float_list("--plan", plan_text)
-    result = stabilize(counts, step_s=step_min * 60, tau_s=tau_min * 60, rho=rho)
+    result = stabilize(counts, step_s=step_min * MINUTE_S, tau_s=tau_min * MINUTE_S, rho=rho)
     click.echo(",".join(str(w) for w in result))
 
 
