@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
@@ -29,6 +30,7 @@ from streamtrain.errors import ConfigError, StreamtrainError
 
 __all__ = [
     "OptionGroup",
+    "faust_app_options",
     "handle_errors",
     "kafka_connection",
     "kafka_options",
@@ -75,6 +77,27 @@ class OptionGroup:
     def take(self, opts: dict[str, Any]) -> dict[str, Any]:
         """The group's values, removed from ``opts``."""
         return {name: opts.pop(name) for name in self.names}
+
+
+def faust_app_options(env_prefix: str) -> OptionGroup:
+    """``--data-dir`` and ``--faust-log-level`` of a command that runs a Faust app, behind
+    ``STREAMTRAIN_<env_prefix>_DATA_DIR`` and ``..._FAUST_LOG_LEVEL``."""
+    return OptionGroup(
+        option(
+            "--data-dir",
+            env=f"{env_prefix}_DATA_DIR",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Faust's data directory (default: a new temporary one).",
+        ),
+        option(
+            "--faust-log-level",
+            env=f"{env_prefix}_FAUST_LOG_LEVEL",
+            type=click.Choice(["crit", "error", "warn", "info", "debug"]),
+            default="warn",
+            show_default=True,
+        ),
+    )
 
 
 # -- Kafka connection options, shared by every command that talks to Kafka --------------

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.common import (
+    faust_app_options,
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+)
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
 from streamtrain.commands.planner_options import planner_options, take_planner_options
 from streamtrain.commands.shard_options import shard_job_settings, shard_options
@@ -180,20 +186,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default=3600.0,
     show_default=True,
 )
-@option(
-    "--data-dir",
-    env="LAG_DATA_DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Faust's data directory (default: a new temporary one).",
-)
-@option(
-    "--faust-log-level",
-    env="LAG_FAUST_LOG_LEVEL",
-    type=click.Choice(["crit", "error", "warn", "info", "debug"]),
-    default="warn",
-    show_default=True,
-)
+@faust_app_options("LAG")
 @option(
     "--cps-window-s",
     env="LAG_CPS_WINDOW_S",

@@ -8,7 +8,6 @@ SIGKILL and restarted on the same port, for the outage).
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.broker import EmbeddedBroker, free_port
@@ -18,23 +17,12 @@ from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import encode
 from tests.integration.http_kafka import get_json, read_topic
 from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.waiting import wait_for_slow as wait_for
 
 # Longer than every timeout the app has on the broker: its producer's request timeout
 # (the tick, 1 s here), Faust's broker session timeout (10 s) and the 503 it notices with.
 OUTAGE_S = 20.0
 ALERTS_TOPIC = "streamtrain.lag.alerts"
-
-
-def _wait_for(predicate, timeout_s, what, explain=None):
-    """``predicate()`` once truthy; else fail, with ``explain()`` saying what was seen."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    seen = f": {explain()}" if explain is not None else ""
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}{seen}")
 
 
 def _commit(settings, group, topic, partitions):
@@ -66,17 +54,17 @@ def test_an_alert_raised_while_the_broker_is_gone_is_delivered_after(tmp_path):
         port = free_port()
         process, log = start_lag_app(broker.bootstrap, "trainer", port, tmp_path / "app.log")
         try:
-            _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
+            wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
             before = {
                 pb.Alert.FromString(v).alert_id for v in read_topic(settings, ALERTS_TOPIC, 3.0)
             }
             broker.kill()
             gone_at = time.monotonic()
-            _wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
+            wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
             time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - gone_at)))
             assert process.poll() is None
             broker.restart()
-            _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
+            wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
 
             def raised_during_the_outage():
                 alerts = [pb.Alert.FromString(v) for v in read_topic(settings, ALERTS_TOPIC, 3.0)]
@@ -96,7 +84,7 @@ def test_an_alert_raised_while_the_broker_is_gone_is_delivered_after(tmp_path):
                     "the producer, is lost)"
                 )
 
-            assert _wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
+            assert wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
             assert process.poll() is None
         finally:
             assert stop_process(process, log) == 0
@@ -142,7 +130,7 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
                 return ports[bodies.index(leaders[0])]
             return None
 
-        leader_port = _wait_for(one_leader, 180, "two instances, one of them the leader")
+        leader_port = wait_for(one_leader, 180, "two instances, one of them the leader")
         follower_port = next(p for p in ports if p != leader_port)
         producer = Producer(settings.confluent_config())
         now_ms = int(time.time() * 1000)
@@ -168,7 +156,7 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
                 f"forwarded {follower.get('forwarded_samples')}"
             )
 
-        _wait_for(
+        wait_for(
             lambda: _planner(leader_port).get("samples", {}).get("accepted", 0) >= count,
             90,
             "the leader to accept every sample",
