@@ -35,8 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as ClientError
@@ -155,7 +154,7 @@ class IngestConsumer(TrainingSource):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> IngestConsumer:
+    def start(self) -> Self:
         if self._consumer is not None:
             raise StreamtrainError("ingest consumer already started")
         keep_large_buffers_in_heap()  # a payload buffer per chunk: no page faults for each
@@ -225,17 +224,6 @@ class IngestConsumer(TrainingSource):
             log.warning("closing the consumer of group %r: %s", self.settings.group, exc)
         finally:
             self.queue.close()
-
-    def __enter__(self) -> IngestConsumer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- the trainer's side ----------------------------------------------------------------
 

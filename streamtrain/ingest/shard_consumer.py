@@ -32,8 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
@@ -137,7 +136,7 @@ class ShardConsumer(TrainingSource):
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def start(self) -> ShardConsumer:
+    def start(self) -> Self:
         if self._consumer is not None:
             raise StreamtrainError("shard consumer already started")
         keep_large_buffers_in_heap()  # a payload buffer per chunk: no page faults for each
@@ -237,17 +236,6 @@ class ShardConsumer(TrainingSource):
                 except (KafkaException, RuntimeError) as exc:
                     log.debug("closing a shard consumer client: %s", exc)
         self._consumer = self._grants = None
-
-    def __enter__(self) -> ShardConsumer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- the trainer's side -------------------------------------------------------------
 

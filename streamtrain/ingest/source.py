@@ -4,7 +4,8 @@ Owned here: :class:`TrainingSource`, the base of
 :class:`~streamtrain.ingest.consumer.IngestConsumer` (partitions by consumer group) and
 :class:`~streamtrain.ingest.shard_consumer.ShardConsumer` (shards leased by the control
 app). A subclass builds ``reader`` (its :class:`~streamtrain.ingest.reader.BatchReader`),
-keeps ``settings`` and ``assigned_event``, and stores an exception of its fetch thread
+keeps ``settings`` and ``assigned_event``, defines ``start`` and ``close`` (also
+what ``with`` calls), and stores an exception of its fetch thread
 in ``_failure``; this base hands out batches, raises that failure in the trainer's
 thread, and builds the torch and tf.data adapters.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 from streamtrain.errors import KafkaError, StreamtrainError
 from streamtrain.ingest.decoders import Decoder
@@ -36,6 +38,23 @@ class TrainingSource:
     settings: IngestSettings
     assigned_event: threading.Event
     _failure: BaseException | None = None
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def next_batch(
         self,
