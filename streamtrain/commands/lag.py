@@ -188,6 +188,15 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
 )
 @faust_app_options("LAG")
 @option(
+    "--session-timeout-s",
+    env="LAG_SESSION_TIMEOUT_S",
+    type=click.FloatRange(min=3.0),
+    default=10.0,
+    show_default=True,
+    help="The broker drops the app from its consumer group after this long without a "
+    "heartbeat (one a second); a (re)join on Tansu waits about half of it for others.",
+)
+@option(
     "--cps-window-s",
     env="LAG_CPS_WINDOW_S",
     type=click.FloatRange(min=0, min_open=True),
@@ -218,6 +227,7 @@ def lag_run(
     history_max_age_s: float,
     data_dir: Path | None,
     faust_log_level: str,
+    session_timeout_s: float,
     cps_window_s: float | None,
     **opts: Any,
 ) -> None:
@@ -276,6 +286,7 @@ def lag_run(
             web_port=web_port,
             webhook_url=webhook_url,
             request_timeout_s=min(opts["connect_timeout_s"], max(1.0, tick_s)),
+            session_timeout_s=session_timeout_s,
             data_dir=data_dir,
             monitor=monitor,
             planner=planner,

@@ -76,6 +76,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         web_port=settings.web_port,
         request_timeout_s=settings.request_timeout_s,
         faust_pages=settings.faust_pages,
+        session_timeout_s=settings.session_timeout_s,
     )
     history_topic = app.topic(
         settings.history_topic, key_type=str, value_type=str, partitions=1, internal=True

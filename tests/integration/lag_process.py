@@ -7,7 +7,8 @@ from tests.integration.cli_process import SCRIPT
 
 
 def start_lag_app(bootstrap, group, port, log_path, *extra):
-    """`lag run` ticking every second with 1-s history steps; output to ``log_path``."""
+    """`lag run` ticking every second with 1-s history steps and a 6-s group session;
+    output to ``log_path``."""
     log = open(log_path, "w")  # noqa: SIM115 - closed by stop_process
     process = subprocess.Popen(
         [
@@ -26,6 +27,9 @@ def start_lag_app(bootstrap, group, port, log_path, *extra):
             str(port),
             "--connect-timeout-s",
             "2",
+            # a join waits about half the session timeout on Tansu: 3 s instead of 5
+            "--session-timeout-s",
+            "6",
             *extra,
         ],
         stdout=log,

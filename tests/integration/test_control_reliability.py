@@ -20,7 +20,7 @@ from tests.integration.lag_process import start_lag_app, stop_process
 from tests.integration.waiting import wait_for_slow as wait_for
 
 # Longer than every timeout the app has on the broker: its producer's request timeout
-# (the tick, 1 s here), Faust's broker session timeout (10 s) and the 503 it notices with.
+# (the tick, 1 s here) and its group session (6 s here, 10 s by default).
 OUTAGE_S = 20.0
 ALERTS_TOPIC = "streamtrain.lag.alerts"
 
