@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = [
     "die_with_parent_initializer",
@@ -70,7 +71,7 @@ def die_with_parent_initializer(parent_pid: int) -> None:  # pragma: no cover - 
 
 
 def stop_child(
-    process: subprocess.Popen[bytes],
+    process: subprocess.Popen[Any],
     what: str,
     timeout_s: float,
     sig: signal.Signals = signal.SIGTERM,
@@ -81,7 +82,7 @@ def stop_child(
 
 
 def stop_children(
-    children: Sequence[tuple[subprocess.Popen[bytes], str]],
+    children: Sequence[tuple[subprocess.Popen[Any], str]],
     timeout_s: float,
     sig: signal.Signals = signal.SIGTERM,
 ) -> list[int]:
