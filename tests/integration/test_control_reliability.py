@@ -16,7 +16,7 @@ from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import encode
 from tests.integration.http_kafka import get_json, read_topic
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 from tests.integration.waiting import wait_for_slow as wait_for
 
 # Longer than every timeout the app has on the broker: its producer's request timeout
@@ -52,7 +52,13 @@ def test_an_alert_raised_while_the_broker_is_gone_is_delivered_after(tmp_path):
         create_topic(settings, "events", 1)
         _commit(settings, "trainer", "events", 1)
         port = free_port()
-        process, log = start_lag_app(broker.bootstrap, "trainer", port, tmp_path / "app.log")
+        process, log = start_lag_app(
+            broker.bootstrap,
+            "trainer",
+            port,
+            tmp_path / "app.log",
+            session_timeout_s=FAST_SESSION_S,
+        )
         try:
             wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
             before = {
@@ -117,7 +123,14 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
     ]
     ports = [free_port(), free_port()]
     apps = [
-        start_lag_app(broker.bootstrap, group, port, tmp_path / f"app-{i}.log", *shared)
+        start_lag_app(
+            broker.bootstrap,
+            group,
+            port,
+            tmp_path / f"app-{i}.log",
+            *shared,
+            session_timeout_s=FAST_SESSION_S,
+        )
         for i, port in enumerate(ports)
     ]
     try:

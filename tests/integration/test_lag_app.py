@@ -14,7 +14,7 @@ from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from tests.integration.http_kafka import get_json, read_topic
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 from tests.integration.waiting import wait_for_slow as wait_for
 
 TOPIC, GROUP = "events", "trainer"
@@ -53,7 +53,12 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
     committer.close()
     port = free_port()
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
+        own_broker.bootstrap,
+        GROUP,
+        port,
+        tmp_path / f"app-{time.monotonic_ns()}.log",
+        *PLANNER,
+        session_timeout_s=FAST_SESSION_S,
     )
     try:
         body = wait_for(
@@ -109,7 +114,12 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
 
     # A restarted app recovers its history tables from their changelogs.
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
+        own_broker.bootstrap,
+        GROUP,
+        port,
+        tmp_path / f"app-{time.monotonic_ns()}.log",
+        *PLANNER,
+        session_timeout_s=FAST_SESSION_S,
     )
     try:
         health = _wait_for_json(
