@@ -193,7 +193,7 @@ class RequestBook:
             return None
         pow2 = set(power_of_two)
         jobs = tuple(
-            self._job(self.declared[job], request, now_s, job in pow2)
+            self._job(self.declared[job], request, now_s, job in pow2, capacity_workers)
             for job, request in sorted(self.requests.items())
         )
         return ClusterProblem(
@@ -203,8 +203,11 @@ class RequestBook:
             opportunistic_budget_workers=budget_workers,
         )
 
-    def _job(self, cls: JobClass, request: Request, now_s: float, pow2: bool) -> ClusterJob:
-        top = request.max_workers or self.default_max_workers
+    def _job(
+        self, cls: JobClass, request: Request, now_s: float, pow2: bool, capacity_workers: int
+    ) -> ClusterJob:
+        # no job gets more than the pool: a larger cap only costs the solver time
+        top = min(request.max_workers or self.default_max_workers, capacity_workers)
         low = 0 if cls is JobClass.SERVING else max(1, request.min_workers)
         top = max(top, low, 1)
         wanted = (request.wanted_workers, *request.plan[1:]) if request.plan else ()

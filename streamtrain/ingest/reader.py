@@ -144,6 +144,8 @@ class BatchReader:
     to wait for a full batch; ``source_lingers`` says the source already did (it queues
     chunks of ``batch_records``, or fewer only after waiting ``linger_s`` for more, as
     the consumer's fetch thread does), so a batch of that size is not waited for twice.
+    ``still_wanted`` (a mask per record) drops queued records before they are decoded:
+    the shard reader's records of a shard taken away while they waited.
     """
 
     def __init__(
@@ -159,6 +161,7 @@ class BatchReader:
         batch_records: int = 512,
         linger_s: float = 0.05,
         source_lingers: bool = False,
+        still_wanted: Callable[[RecordColumns], NDArray[np.bool_]] | None = None,
     ) -> None:
         if batch_records < 1:
             raise ConfigError(f"batch_records must be at least 1, got {batch_records}")
@@ -171,6 +174,8 @@ class BatchReader:
         self.batch_records = batch_records
         self.linger_s = linger_s
         self.source_lingers = source_lingers
+        self.still_wanted = still_wanted
+        self.dropped_unwanted = 0
         self._acknowledge = acknowledge
         self._last: Batch | None = None
         self._handed_back: deque[Batch] = deque()
@@ -221,6 +226,13 @@ class BatchReader:
             self._handed_back.append(batch)
 
     def _decode(self, chunk: RecordColumns) -> Batch | None:
+        if self.still_wanted is not None:
+            wanted = self.still_wanted(chunk)
+            if not wanted.all():
+                self.dropped_unwanted += int(len(chunk) - wanted.sum())
+                chunk = chunk.take(np.flatnonzero(wanted))
+                if not len(chunk):
+                    return None
         # no record can be over the limit when all of them together are not
         if (
             chunk.payload_bytes > self.max_record_bytes

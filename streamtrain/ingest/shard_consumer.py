@@ -37,6 +37,7 @@ from typing import Any, Self
 import numpy as np
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as ClientError
+from numpy.typing import NDArray
 
 from streamtrain import wire
 from streamtrain.config import KafkaSettings
@@ -114,6 +115,7 @@ class ShardConsumer(TrainingSource):
             auto_ack=settings.auto_ack,
             batch_records=settings.batch_records,
             linger_s=settings.batch_linger_s,
+            still_wanted=self._still_held,
         )
         self._lock = threading.Lock()  # the client: fetch thread and trainer
         self._consumer: Consumer | None = None
@@ -248,6 +250,17 @@ class ShardConsumer(TrainingSource):
             return 0
         with self._lock:
             return self.client.ack(records.lease_ids)
+
+    def _still_held(self, records: RecordColumns) -> NDArray[np.bool_]:
+        """Records of a shard taken away while they waited in the queue are not
+        trained: the shard's next holder reads them again."""
+        if records.lease_ids is None:
+            return np.ones(len(records), dtype=np.bool_)
+        with self._lock:
+            held = self.client.holds(records.lease_ids)
+        if not held.all():
+            log.info("dropping %d queued records of shards taken away", len(held) - held.sum())
+        return held
 
     @property
     def last_committed(self) -> dict[PartitionKey, int]:

@@ -97,6 +97,11 @@ class ShardClient:
         :meth:`~streamtrain.shards.holdings.Holdings.accept`."""
         return self.holdings.accept(topic, partition, offsets)
 
+    def holds(self, lease_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each record's lease is still held: see
+        :meth:`~streamtrain.shards.holdings.Holdings.holds`."""
+        return self.holdings.holds(lease_ids)
+
     def ack(self, lease_ids: NDArray[np.int64]) -> int:
         """Records read under ``lease_ids`` were in a committed training step."""
         return self.holdings.ack(lease_ids)

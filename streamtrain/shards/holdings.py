@@ -148,6 +148,11 @@ class Holdings:
             held.read = True
             held.next_offset = held.range.end_offset
 
+    def holds(self, lease_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each record's lease is still held (records of a shard taken away
+        are worth neither training nor acknowledging)."""
+        return np.isin(lease_ids, np.fromiter(self._by_lease, dtype=np.int64))
+
     def ack(self, lease_ids: NDArray[np.int64]) -> int:
         """Acknowledge trained records by the lease ids they were read under; returns
         how many counted (records of leases no longer held count for nothing)."""

@@ -116,3 +116,12 @@ def test_the_newest_request_delivered_again_is_no_change():
     book.record(milp_allocate(problem), now_s=150.0)
     assert book.accept(first, 160.0) is None  # redelivered: not refused as stale
     assert book.requests["ads"] is first
+
+
+def test_a_max_workers_beyond_the_pool_is_capped_at_the_pool():
+    book = RequestBook(DECLARED, default_max_workers=10)
+    assert book.accept(replace(_request(), max_workers=10_000_000), 100.0) is None
+    problem = book.problem(100.0, capacity_workers=12, step_s=60.0, horizon=1)
+    assert problem is not None
+    [job] = problem.jobs
+    assert job.max_workers == 12

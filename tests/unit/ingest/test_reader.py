@@ -165,3 +165,35 @@ def test_a_batch_without_a_hand_back_does_nothing_on_nack():
     batch.nack()
     batch.ack()
     assert acked == [] and batch.acked
+
+
+def test_records_no_longer_wanted_are_dropped_before_decoding():
+    decoded = []
+
+    class CountingDecoder(RawDecoder):
+        def decode(self, records):
+            decoded.extend(records.offsets.tolist())
+            return super().decode(records)
+
+    wanted = {0, 2, 3}
+    reader, dead, acked, _ = setup(
+        [b"a", b"b", b"c", b"d"],
+        CountingDecoder(),
+        still_wanted=lambda records: np.isin(records.offsets, list(wanted)),
+    )
+    batch = reader.next_batch(10, timeout_s=0.1)
+    assert batch is not None
+    assert batch.records.offsets.tolist() == [0, 2, 3]
+    assert decoded == [0, 2, 3]
+    assert reader.dropped_unwanted == 1
+    assert dead.sent == [] and acked == []  # neither dead-lettered nor acknowledged
+    batch.ack()
+    assert acked == [0, 2, 3]
+
+
+def test_a_chunk_of_only_unwanted_records_yields_no_batch():
+    reader, _, acked, _ = setup(
+        [b"a", b"b"], RawDecoder(), still_wanted=lambda records: np.zeros(len(records), bool)
+    )
+    assert reader.next_batch(10, timeout_s=0.1) is None
+    assert reader.dropped_unwanted == 2 and acked == []

@@ -116,6 +116,21 @@ def test_records_of_a_shard_taken_away_never_count_toward_its_next_grant():
     assert done.lease_id == new.lease_id
 
 
+def test_only_records_of_shards_still_held_are_worth_training():
+    h = Holdings()
+    old = h.add(grant(0, 0, 10))
+    kept = h.add(grant(1, 0, 10))
+    assert old is not None and kept is not None
+    stale = h.accept(T, 0, np.arange(0, 4, dtype=np.int64))
+    live = h.accept(T, 1, np.arange(0, 4, dtype=np.int64))
+    both = np.concatenate([stale, live, offsets(NO_LEASE)])
+    assert h.holds(both).tolist() == [True] * 8 + [False]
+    h.drop([old.range])
+    assert h.holds(both).tolist() == [False] * 4 + [True] * 4 + [False]
+    h.drop([kept.range])
+    assert not h.holds(both).any()
+
+
 def test_a_lease_id_is_never_given_twice():
     h = Holdings()
     ids = set()
