@@ -126,7 +126,9 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
             port, "/health", lambda body: body.get("restored"), 90, "the restarted app"
         )
         assert health["restored"]
-        body = wait_for(lambda: get_json(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
+        body = _wait_for_json(
+            port, f"/groups/{GROUP}/lag", lambda body: "history" in body, 30, "a report"
+        )
         assert len(body["history"]) >= history_before
         # CPS needs two HWM snapshots: restored history gives it on the first tick.
         assert all(p["records_per_s"] is not None for p in body["partitions"])
