@@ -51,7 +51,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from streamtrain.broker import EmbeddedBroker
-from streamtrain.config import KafkaSettings
+from streamtrain.config import KafkaSettings, comma_list
 from streamtrain.ingest import IngestConsumer, IngestSettings, RawDecoder, messages
 from streamtrain.ingest.localqueue import LocalQueue
 from streamtrain.ingest.memory import RSS_CONSTANT_MIB, rss_bound_bytes, rss_bytes
@@ -193,7 +193,7 @@ def _queue_memory(settings: KafkaSettings, topic: str, queue_records: int) -> tu
 
 
 def _sizes(text: str) -> list[int]:
-    sizes = [int(part) for part in text.split(",") if part.strip()]
+    sizes = [int(part) for part in comma_list(text)]
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"batch sizes must be positive integers: {text!r}")
     return sizes

@@ -5,8 +5,8 @@ Run: .venv/bin/python -m benchmarks.scaling [--modes group,cooperative,shards]
 
 On the embedded broker, per mode: a fresh topic of ``P`` partitions (16) fed at a
 constant ``N`` records/s (800) by one producer; ``streamtrain worker`` processes of the
-default two-phase executor (:class:`~streamtrain.scale.executors.local.LocalProcessPool`
-with :class:`~streamtrain.scale.executors.readiness.Readiness`: new workers prepare,
+default two-phase executor (:class:`~streamtrain.executors.local.LocalProcessPool`
+with :class:`~streamtrain.executors.readiness.Readiness`: new workers prepare,
 say READY and are admitted together) whose training step sleeps ``len(batch) /
 capacity`` seconds (300 records/s a worker: a slow device, not a busy CPU, so the
 measurement is of the hand-over and not of CPU contention on a 2-core machine); shards
@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -70,9 +69,10 @@ from numpy.typing import NDArray
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import KafkaSettings
 from streamtrain.demo.children import kafka_env
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
 from streamtrain.kafka import create_topic
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
+from streamtrain.process import stop_child
 from streamtrain.scale.handover import (
     ActionCost,
     ActionDelay,
@@ -218,12 +218,7 @@ def control_app(kafka: KafkaSettings, job: str, topic: str, out: Path) -> Iterat
         time.sleep(8.0)  # the Faust app's start (its agent and timer), before any worker
         yield
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_child(process, "control app", 30.0)
         log.close()
 
 

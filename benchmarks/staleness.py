@@ -7,7 +7,7 @@ A stream of synthetic CTR records (``--records-per-min`` per simulated minute) w
 hidden labelling model turns ``--drift-turns-per-day`` times a simulated day. One MMoE
 model trains on the fresh stream (real Adam steps, one torch thread); copies held back
 by each lag are the fresh model's snapshots of that many minutes ago
-(:mod:`streamtrain.experiments.staleness`). After a warm-up, every 5 simulated minutes
+(:mod:`streamtrain.ingest.staleness`). After a warm-up, every 5 simulated minutes
 all copies are scored on one held-out sample of the next minute's traffic. The baseline,
 measured in the same run, is lag 0: the fresh model. Printed: the mean AUC per lag,
 its drop against lag 0 and the drop's standard error; written: ``staleness.md``,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamtrain.experiments.staleness import StalenessConfig, StalenessResult, measure_staleness
+from streamtrain.ingest.staleness import StalenessConfig, StalenessResult, measure_staleness
 
 
 def _render(result: StalenessResult, elapsed_s: float) -> str:

@@ -19,8 +19,10 @@ development machines:
 * The high watermark it reports is the base offset of the *last record batch* + 1, so
   with a batching producer the log-end offset reads too low. A producer with
   ``batch.num.messages=1`` gives exact watermarks (≈6,500 records/s).
-* A confluent-kafka group join or rebalance takes ≈20-25 s with default timeouts,
-  ≈3-5 s with ``session.timeout.ms=6000`` and ``heartbeat.interval.ms=500``.
+* A group join or rebalance waits about half the members' session timeout for others
+  to join: ≈20-25 s with confluent-kafka's default (45 s), ≈3-5 s with
+  ``session.timeout.ms=6000`` and ``heartbeat.interval.ms=500``, 5 s for a control app
+  on its default ``--session-timeout-s 10``.
 * When its port is taken it logs ``AddrInUse`` and may still exit 0, so the port is
   checked before starting and the process is watched while waiting.
 

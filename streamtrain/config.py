@@ -7,7 +7,11 @@ client that consumes it, so no other module spells out Kafka client keys.
 Owned here:
 
 * :class:`KafkaSettings`: where Kafka is and how to authenticate (bootstrap,
-  SASL, SSL), rendered for confluent-kafka and aiokafka.
+  SASL, SSL), rendered for confluent-kafka and aiokafka; its connection fields are
+  named once (:data:`KAFKA_CONNECTION_FIELDS`), for the CLI's options and a child
+  process's environment too.
+* :func:`comma_list` and :func:`key_values`: how a comma list and ``KEY=VALUE``
+  settings are read, wherever they come from.
 * :class:`EmbeddedBrokerSettings`: how to run the embedded Tansu broker.
 * :class:`AssignmentMode`: how a job's data is handed to its workers (a vocabulary the
   workers, the control app, the planner and the simulator share).
@@ -17,14 +21,22 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["AssignmentMode", "EmbeddedBrokerSettings", "KafkaSettings", "parse_bootstrap"]
+__all__ = [
+    "KAFKA_CONNECTION_FIELDS",
+    "AssignmentMode",
+    "EmbeddedBrokerSettings",
+    "KafkaSettings",
+    "comma_list",
+    "key_values",
+    "parse_bootstrap",
+]
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"})
@@ -35,9 +47,28 @@ _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]+):(?P<port
 _CLIENT_LOGGER = logging.getLogger("streamtrain.kafka.client")
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """The items of a comma-separated setting, stripped, empty ones left out
+    (``"a, b,,c"`` is ``("a", "b", "c")``): the one reading of every comma list."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def key_values(flag: str, items: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` texts as a dict (key and value stripped; a later key wins), or a
+    :class:`ConfigError` naming ``flag``: the one reading of every repeatable
+    ``KEY=VALUE`` option."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
 def parse_bootstrap(bootstrap: str) -> tuple[tuple[str, int], ...]:
     """Split ``host:port[,host:port...]`` into pairs, rejecting anything else clearly."""
-    servers = [part.strip() for part in bootstrap.split(",") if part.strip()]
+    servers = comma_list(bootstrap)
     if not servers:
         raise ConfigError("bootstrap address is empty; expected HOST:PORT[,HOST:PORT...]")
     parsed: list[tuple[str, int]] = []
@@ -50,6 +81,21 @@ def parse_bootstrap(bootstrap: str) -> tuple[tuple[str, int], ...]:
             raise ConfigError(f"bootstrap address {server!r} has port {port} outside 1-65535")
         parsed.append((match["host"], port))
     return tuple(parsed)
+
+
+# The connection settings besides ``bootstrap`` and ``extra``, named once: each is the
+# librdkafka property of the same name with dots (``ssl_ca_location`` is
+# ``ssl.ca.location``), the CLI's ``--ssl-ca-location`` and ``STREAMTRAIN_SSL_CA_LOCATION``.
+KAFKA_CONNECTION_FIELDS = (
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "ssl_ca_location",
+    "ssl_certificate_location",
+    "ssl_key_location",
+    "ssl_key_password",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,23 +146,20 @@ class KafkaSettings:
     def servers(self) -> tuple[tuple[str, int], ...]:
         return parse_bootstrap(self.bootstrap)
 
+    def connection(self) -> dict[str, str | None]:
+        """The :data:`KAFKA_CONNECTION_FIELDS` and their values (``None`` where unset)."""
+        return {name: getattr(self, name) for name in KAFKA_CONNECTION_FIELDS}
+
     def confluent_config(self, **overrides: Any) -> dict[str, Any]:
         """librdkafka properties for a confluent-kafka Producer, Consumer or AdminClient."""
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": self.security_protocol,
-            "logger": _CLIENT_LOGGER,
-        }
-        optional = {
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.sasl_username,
-            "sasl.password": self.sasl_password,
-            "ssl.ca.location": self.ssl_ca_location,
-            "ssl.certificate.location": self.ssl_certificate_location,
-            "ssl.key.location": self.ssl_key_location,
-            "ssl.key.password": self.ssl_key_password,
-        }
-        conf.update({key: value for key, value in optional.items() if value is not None})
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _CLIENT_LOGGER}
+        conf.update(
+            {
+                name.replace("_", "."): value
+                for name, value in self.connection().items()
+                if value is not None
+            }
+        )
         conf.update(self.extra)
         conf.update(overrides)
         return conf

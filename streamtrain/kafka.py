@@ -24,6 +24,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
+from streamtrain.units import s_to_ms
 
 __all__ = [
     "BrokerInfo",
@@ -55,7 +56,7 @@ class BrokerInfo:
 
 
 def _admin(settings: KafkaSettings, timeout_s: float) -> AdminClient:
-    timeout_ms = max(int(timeout_s * 1000), 1)
+    timeout_ms = max(int(s_to_ms(timeout_s)), 1)
     return AdminClient(
         settings.confluent_config(
             **{

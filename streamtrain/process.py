@@ -4,8 +4,9 @@ The embedded broker, the local S3 server and the local worker pool start long-li
 children. On Linux each child asks the kernel for a signal (SIGTERM; the broker, SIGINT)
 when the thread that forked it dies (the one ``PR_SET_PDEATHSIG`` helper), so nothing
 outlives a parent killed outright (``kill -9``). Elsewhere there is no such call and the
-parents' own shutdown paths are all there is. :func:`stop_child` is the one
-signal-wait-kill sequence.
+parents' own shutdown paths are all there is. :func:`stop_children` is the one
+signal-wait-kill sequence (:func:`stop_child` for one child): every child is signalled
+first and they share one grace period, so stopping ten takes no longer than one.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["die_with_parent_initializer", "die_with_parent_preexec", "stop_child"]
+__all__ = [
+    "die_with_parent_initializer",
+    "die_with_parent_preexec",
+    "stop_child",
+    "stop_children",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +71,32 @@ def die_with_parent_initializer(parent_pid: int) -> None:  # pragma: no cover - 
 
 
 def stop_child(
-    process: subprocess.Popen[bytes],
+    process: subprocess.Popen[Any],
     what: str,
     timeout_s: float,
     sig: signal.Signals = signal.SIGTERM,
 ) -> int:
     """Send ``sig`` to a running ``process``, wait up to ``timeout_s``, then SIGKILL it
     (logged, naming ``what``); its exit code. A process that has exited is only reaped."""
-    if process.poll() is None:
-        process.send_signal(sig)
+    return stop_children([(process, what)], timeout_s, sig)[0]
+
+
+def stop_children(
+    children: Sequence[tuple[subprocess.Popen[Any], str]],
+    timeout_s: float,
+    sig: signal.Signals = signal.SIGTERM,
+) -> list[int]:
+    """Send ``sig`` to each running child (a process and what it is, for the log), wait
+    up to ``timeout_s`` for all of them together, then SIGKILL those still running
+    (logged); their exit codes, in order. Children that have exited are only reaped."""
+    for process, _ in children:
+        if process.poll() is None:
+            process.send_signal(sig)
+    deadline_s = time.monotonic() + timeout_s
+    codes: list[int] = []
+    for process, what in children:
         try:
-            return process.wait(timeout=timeout_s)
+            codes.append(process.wait(timeout=max(0.0, deadline_s - time.monotonic())))
         except subprocess.TimeoutExpired:
             log.warning(
                 "%s (pid %d) still running %g s after %s; killing it",
@@ -83,4 +106,5 @@ def stop_child(
                 sig.name,
             )
             process.kill()
-    return process.wait()
+            codes.append(process.wait())
+    return codes

@@ -1,15 +1,34 @@
-"""Time constants, the one home for them (seconds and milliseconds).
+"""Time constants and conversions, the one home for them (seconds and milliseconds).
 
 Everything that needs "a day in seconds" imports it from here, so a unit is never
-written down twice with different types or spellings.
+written down twice with different types or spellings; seconds become milliseconds
+(wire stamps, librdkafka timeouts) and back through :func:`s_to_ms` and :func:`ms_to_s`,
+and a wall-clock stamp in milliseconds is :func:`now_ms`.
 """
 
 from __future__ import annotations
 
-__all__ = ["DAY_S", "HOUR_S", "MINUTE_S", "MS_PER_S", "WEEK_S"]
+import time
+
+__all__ = ["DAY_S", "HOUR_S", "MINUTE_S", "MS_PER_S", "WEEK_S", "ms_to_s", "now_ms", "s_to_ms"]
 
 MS_PER_S = 1_000
 MINUTE_S = 60
 HOUR_S = 3_600
 DAY_S = 86_400
 WEEK_S = 7 * DAY_S
+
+
+def s_to_ms(seconds: float) -> float:
+    """Seconds in milliseconds (the caller rounds where it needs an integer)."""
+    return seconds * MS_PER_S
+
+
+def ms_to_s(milliseconds: float) -> float:
+    """Milliseconds in seconds."""
+    return milliseconds / MS_PER_S
+
+
+def now_ms() -> int:
+    """The wall clock in whole milliseconds since the epoch (the wire's ``*_at_ms``)."""
+    return int(time.time() * MS_PER_S)

@@ -32,7 +32,7 @@ from streamtrain.cluster.problem import Allocation, ClusterJob, ClusterProblem, 
 from streamtrain.cluster.warmstart import JobRecord, warm_start
 from streamtrain.errors import ConfigError
 
-__all__ = ["Change", "GrantState", "Refusal", "Request", "RequestBook"]
+__all__ = ["Change", "GrantState", "Request", "RequestBook", "RequestRefusal"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +59,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class RequestRefusal:
     job: str
     request_id: str
     reason: str
@@ -132,7 +132,7 @@ class RequestBook:
             )
         return None
 
-    def accept(self, request: Request, now_s: float) -> Refusal | None:
+    def accept(self, request: Request, now_s: float) -> RequestRefusal | None:
         """Keep ``request`` as its job's newest, or return why not. The newest request
         delivered again (at-least-once) is accepted as it was, without a change."""
         newest = self.requests.get(request.job)
@@ -140,7 +140,7 @@ class RequestBook:
             return None
         why = self.refusal_reason(request)
         if why is not None:
-            return Refusal(request.job, request.request_id, why, now_s)
+            return RequestRefusal(request.job, request.request_id, why, now_s)
         if request.wanted_workers == 0 and request.job not in self.grants:
             request = self._warm_start(request)
         self.requests[request.job] = request

@@ -13,8 +13,15 @@ from typing import Any
 
 import click
 
-from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.common import (
+    faust_app_options,
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+)
 from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.units import ms_to_s
 
 __all__ = ["cluster"]
 
@@ -156,20 +163,7 @@ def cluster() -> None:
     default=6067,
     show_default=True,
 )
-@option(
-    "--data-dir",
-    env="CLUSTER_DATA_DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Faust's data directory (default: a new temporary one).",
-)
-@option(
-    "--faust-log-level",
-    env="CLUSTER_FAUST_LOG_LEVEL",
-    type=click.Choice(["crit", "error", "warn", "info", "debug"]),
-    default="warn",
-    show_default=True,
-)
+@faust_app_options("CLUSTER")
 @kafka_options
 @handle_errors
 def cluster_run(
@@ -232,7 +226,7 @@ def cluster_run(
             step_s=plan_step_s,
             horizon_steps=horizon_steps,
             solver=solver,
-            time_limit_s=time_limit_ms / 1000,
+            time_limit_s=ms_to_s(time_limit_ms),
             web_host=web_host,
             web_port=web_port,
             data_dir=data_dir,

@@ -2,9 +2,12 @@
 error/signal wrapper every command uses.
 
 Owned here: ``option`` (a click option backed by ``STREAMTRAIN_<NAME>``, shown in
-``--help``), ``kafka_options`` / ``kafka_connection`` (``--bootstrap`` or the embedded
-broker), ``handle_errors`` (streamtrain errors to one stderr line and an exit code;
-SIGINT and SIGTERM unwind like Ctrl-C), and small parsers for comma lists.
+``--help``), :class:`OptionGroup` (options declared once: the decorator that adds them
+and the names it takes back out of a command's keyword arguments), ``kafka_options`` /
+``kafka_connection`` (``--bootstrap`` or the embedded broker), ``handle_errors``
+(streamtrain errors to one stderr line and an exit code; SIGINT and SIGTERM unwind like
+Ctrl-C), and the comma-list readers of the commands' flags (over
+:func:`streamtrain.config.comma_list`).
 """
 
 from __future__ import annotations
@@ -15,21 +18,25 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from streamtrain.config import KafkaSettings
+from streamtrain.config import KAFKA_CONNECTION_FIELDS, KafkaSettings, comma_list, key_values
 from streamtrain.errors import ConfigError, StreamtrainError
 
 __all__ = [
+    "OptionGroup",
+    "faust_app_options",
     "handle_errors",
     "kafka_connection",
     "kafka_options",
     "option",
     "parse_float_list",
+    "parse_names",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,7 +53,67 @@ def option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
     return click.option(*names, envvar=_ENV + env, show_envvar=True, **kwargs)
 
 
+class OptionGroup:
+    """Click options declared once: calling the group on a command adds them (in the
+    order given, as ``--help`` lists them), and :meth:`take` pops their values out of the
+    command's keyword arguments by the names click gives them."""
+
+    def __init__(self, *options: Callable[[Any], Any]) -> None:
+        self._options = options
+
+        def probe() -> None:  # pragma: no cover - never called: it only collects params
+            """Carries the options' click parameters, to read their names."""
+
+        for add in options:
+            add(probe)
+        params: list[click.Parameter] = getattr(probe, "__click_params__", [])
+        self.names: tuple[str, ...] = tuple(str(p.name) for p in params)
+
+    def __call__(self, command: F) -> F:
+        for add in reversed(self._options):
+            command = add(command)
+        return command
+
+    def take(self, opts: dict[str, Any]) -> dict[str, Any]:
+        """The group's values, removed from ``opts``."""
+        return {name: opts.pop(name) for name in self.names}
+
+
+def faust_app_options(env_prefix: str) -> OptionGroup:
+    """``--data-dir`` and ``--faust-log-level`` of a command that runs a Faust app, behind
+    ``STREAMTRAIN_<env_prefix>_DATA_DIR`` and ``..._FAUST_LOG_LEVEL``."""
+    return OptionGroup(
+        option(
+            "--data-dir",
+            env=f"{env_prefix}_DATA_DIR",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Faust's data directory (default: a new temporary one).",
+        ),
+        option(
+            "--faust-log-level",
+            env=f"{env_prefix}_FAUST_LOG_LEVEL",
+            type=click.Choice(["crit", "error", "warn", "info", "debug"]),
+            default="warn",
+            show_default=True,
+        ),
+    )
+
+
 # -- Kafka connection options, shared by every command that talks to Kafka --------------
+
+
+def _connection_option(field: str) -> Callable[[F], F]:
+    flag = "--" + field.replace("_", "-")
+    if field == "security_protocol":
+        return option(
+            flag,
+            env=field.upper(),
+            type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], False),
+            default="PLAINTEXT",
+            show_default=True,
+        )
+    return option(flag, env=field.upper(), default=None)
 
 
 def kafka_options(command: F) -> F:
@@ -67,20 +134,7 @@ def kafka_options(command: F) -> F:
             show_default=True,
             help="Give up on an unreachable --bootstrap after this many seconds.",
         ),
-        option(
-            "--security-protocol",
-            env="SECURITY_PROTOCOL",
-            type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], False),
-            default="PLAINTEXT",
-            show_default=True,
-        ),
-        option("--sasl-mechanism", env="SASL_MECHANISM", default=None),
-        option("--sasl-username", env="SASL_USERNAME", default=None),
-        option("--sasl-password", env="SASL_PASSWORD", default=None),
-        option("--ssl-ca-location", env="SSL_CA_LOCATION", default=None),
-        option("--ssl-certificate-location", env="SSL_CERTIFICATE_LOCATION", default=None),
-        option("--ssl-key-location", env="SSL_KEY_LOCATION", default=None),
-        option("--ssl-key-password", env="SSL_KEY_PASSWORD", default=None),
+        *(_connection_option(field) for field in KAFKA_CONNECTION_FIELDS),
         option(
             "--kafka-config",
             env="KAFKA_CONFIG",
@@ -95,23 +149,10 @@ def kafka_options(command: F) -> F:
 
 
 def _kafka_settings(bootstrap: str, opts: dict[str, Any]) -> KafkaSettings:
-    extra: dict[str, str] = {}
-    for item in opts["kafka_config"]:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--kafka-config {item!r} is not KEY=VALUE")
-        extra[key.strip()] = value
     return KafkaSettings(
         bootstrap=bootstrap,
-        security_protocol=opts["security_protocol"],
-        sasl_mechanism=opts["sasl_mechanism"],
-        sasl_username=opts["sasl_username"],
-        sasl_password=opts["sasl_password"],
-        ssl_ca_location=opts["ssl_ca_location"],
-        ssl_certificate_location=opts["ssl_certificate_location"],
-        ssl_key_location=opts["ssl_key_location"],
-        ssl_key_password=opts["ssl_key_password"],
-        extra=extra,
+        extra=key_values("--kafka-config", opts["kafka_config"]),
+        **{field: opts[field] for field in KAFKA_CONNECTION_FIELDS},
     )
 
 
@@ -190,10 +231,24 @@ def graceful_stop(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def parse_names(flag: str, text: str, known: Sequence[str]) -> tuple[str, ...]:
+    """A comma list of names, each one of ``known`` and none twice, or a
+    :class:`ConfigError` naming the flag."""
+    names = comma_list(text)
+    if not names:
+        raise ConfigError(f"{flag} is empty")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{flag} names one twice")
+    return names
+
+
 def parse_float_list(flag: str, text: str) -> list[float]:
     """``"1,2.5,3"`` to floats, or a :class:`ConfigError` naming the flag."""
     try:
-        values = [float(part) for part in text.split(",") if part.strip()]
+        values = [float(part) for part in comma_list(text)]
     except ValueError as exc:
         raise ConfigError(f"{flag} {text!r} is not a comma-separated list of numbers") from exc
     if not values:

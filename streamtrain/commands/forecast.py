@@ -24,6 +24,7 @@ import click
 
 from streamtrain.commands.common import handle_errors, option
 from streamtrain.commands.progress import Meter
+from streamtrain.config import comma_list
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.evaluate import (
@@ -62,7 +63,7 @@ def forecast() -> None:
 
 
 def _parse_models(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
+    names = comma_list(text)
     if not names:
         raise ConfigError("--models is empty")
     unknown = [name for name in names if name not in FORECASTER_NAMES]

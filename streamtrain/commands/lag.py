@@ -1,4 +1,4 @@
-"""``streamtrain lag``: the Faust lag app (``run``) and a one-shot look (``status``).
+"""``streamtrain lag``: the Faust control app (``run``) and a one-shot look (``status``).
 
 All of the work lives in :mod:`streamtrain.lag`; this module parses, calls and prints.
 """
@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamtrain.commands.common import handle_errors, kafka_connection, kafka_options, option
+from streamtrain.commands.common import (
+    faust_app_options,
+    handle_errors,
+    kafka_connection,
+    kafka_options,
+    option,
+)
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
 from streamtrain.commands.planner_options import planner_options, take_planner_options
 from streamtrain.commands.shard_options import shard_job_settings, shard_options
@@ -180,19 +186,15 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
     default=3600.0,
     show_default=True,
 )
+@faust_app_options("LAG")
 @option(
-    "--data-dir",
-    env="LAG_DATA_DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Faust's data directory (default: a new temporary one).",
-)
-@option(
-    "--faust-log-level",
-    env="LAG_FAUST_LOG_LEVEL",
-    type=click.Choice(["crit", "error", "warn", "info", "debug"]),
-    default="warn",
+    "--session-timeout-s",
+    env="LAG_SESSION_TIMEOUT_S",
+    type=click.FloatRange(min=3.0),
+    default=10.0,
     show_default=True,
+    help="The broker drops the app from its consumer group after this long without a "
+    "heartbeat (one a second); a (re)join on Tansu waits about half of it for others.",
 )
 @option(
     "--cps-window-s",
@@ -225,10 +227,11 @@ def lag_run(
     history_max_age_s: float,
     data_dir: Path | None,
     faust_log_level: str,
+    session_timeout_s: float,
     cps_window_s: float | None,
     **opts: Any,
 ) -> None:
-    """Run the Faust lag app until Ctrl-C or SIGTERM.
+    """Run the Faust control app until Ctrl-C or SIGTERM.
 
     Every --tick-s it reads HWMs and committed offsets in batched calls, publishes a
     LagReport per group to --reports-topic and alerts (status changes, SLO, its own
@@ -289,6 +292,7 @@ def lag_run(
             web_port=web_port,
             webhook_url=webhook_url,
             request_timeout_s=min(opts["connect_timeout_s"], max(1.0, tick_s)),
+            session_timeout_s=session_timeout_s,
             data_dir=data_dir,
             monitor=monitor,
             planner=planner,
@@ -316,7 +320,7 @@ def lag_run(
             create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
         watched = ", ".join(groups) or "-"
         click.echo(
-            f"lag app {app_id}: groups {watched}"
+            f"control app {app_id}: groups {watched}"
             + (f" + /{group_pattern}/" if group_pattern else "")
             + f", tick {tick_s:g} s, http://{web_host}:{web_port}/groups",
             err=True,
@@ -334,4 +338,4 @@ def lag_run(
                 f"http://{web_host}:{web_port}/planner",
                 err=True,
             )
-        run_faust_app(app, faust_log_level, "the lag app")
+        run_faust_app(app, faust_log_level, "the control app")

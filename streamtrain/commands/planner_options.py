@@ -11,14 +11,14 @@ The preparation and pause a scaling action is expected to cost default to what
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamtrain.commands.common import option
+from streamtrain.commands.common import OptionGroup, option
+from streamtrain.config import key_values
 from streamtrain.errors import ConfigError
 from streamtrain.roster import RosterSettings
 from streamtrain.scale.policies import POLICY_NAMES
@@ -29,11 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PlannerOptions", "planner_options", "take_planner_options"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def planner_options(command: F) -> F:
-    """Add the planner's options to ``command`` (module docstring)."""
+def _declared() -> OptionGroup:
+    """The planner's options (module docstring), declared here only."""
     options = [
         option("--plan-job", env="PLAN_JOB", default=None, help="Run the planner for this job."),
         option(
@@ -265,9 +263,10 @@ def planner_options(command: F) -> F:
             help="With --allocator: served first (guarantee) or with what is left.",
         ),
     ]
-    for add in reversed(options):
-        command = add(command)
-    return command
+    return OptionGroup(*options)
+
+
+planner_options = _declared()
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,48 +283,13 @@ class PlannerOptions:
     heartbeat_interval_s: float = 15.0
 
 
-_KEYS = (
-    "plan_job",
-    "plan_group",
-    "policy",
-    "policy_settings",
-    "samples_topic",
-    "commands_topic",
-    "min_workers",
-    "max_workers",
-    "initial_workers",
-    "plan_step_s",
-    "action_pause_s",
-    "scale_up_prep_s",
-    "plan_assignment",
-    "plan_engine",
-    "min_action_pause_s",
-    "plan_lag_floor_s",
-    "throughput_model",
-    "min_distinct_workers",
-    "prior_rate",
-    "sample_bucket_s",
-    "sample_max_clock_skew_s",
-    "sample_max_pool_workers",
-    "sample_max_records_per_s",
-    "worker_expiry_s",
-    "heartbeats_topic",
-    "heartbeat_interval_s",
-    "plan_time_scale",
-    "plan_history",
-    "allocator",
-    "requests_topic",
-    "job_class",
-)
-
-
 def take_planner_options(
     opts: dict[str, Any], groups: tuple[str, ...], forecasting: dict[str, Any]
 ) -> PlannerOptions:
     """Take the planner's options out of ``opts``; ``groups`` are the watched ``--group``s
     (the default ``--plan-group`` is the only one), ``forecasting`` the forecaster's
     settings (:func:`~streamtrain.commands.forecaster_options.forecaster_settings`)."""
-    v = {key: opts.pop(key) for key in _KEYS}
+    v = planner_options.take(opts)
     settings = None
     if v["plan_job"] is not None:
         settings = _planner_settings(v, groups, forecasting)
@@ -344,7 +308,12 @@ def _planner_settings(
     v: dict[str, Any], groups: tuple[str, ...], forecasting: dict[str, Any]
 ) -> PlannerSettings:
     from streamtrain.scale.action_costs import measured_cost
-    from streamtrain.scale.planner_settings import PlannerSettings, check_policy
+    from streamtrain.scale.planner_settings import (
+        PlannerSettings,
+        check_policy,
+        command_timeout_s,
+        sample_retention_s,
+    )
     from streamtrain.scale.policy_settings import parse_policy_settings
     from streamtrain.scale.timescale import TimeScale, read_seed_history
 
@@ -362,9 +331,7 @@ def _planner_settings(
         job=v["plan_job"],
         group=group,
         policy=v["policy"],
-        policy_settings=parse_policy_settings(
-            _key_values("--policy-setting", v["policy_settings"])
-        ),
+        policy_settings=parse_policy_settings(key_values("--policy-setting", v["policy_settings"])),
         step_s=v["plan_step_s"],
         min_workers=v["min_workers"],
         max_workers=v["max_workers"],
@@ -379,15 +346,10 @@ def _planner_settings(
         # one model: a joiner heals before it is admitted, the others training meanwhile
         two_phase_scale_up=v["plan_engine"] != "none",
         lag_floor_s=v["plan_lag_floor_s"],
-        # an action is pending (no new decision) until the samples show its size, at
-        # most this long: the measured preparation and pause, with room to spare
-        command_timeout_s=max(
-            900.0, clock.model_duration(max(30.0, 4 * (cost.prep_s + cost.pause_s)))
-        ),
+        command_timeout_s=command_timeout_s(clock, cost.prep_s, cost.pause_s),
         samples=SampleSettings(
             bucket_s=bucket_s,
-            # samples may arrive this late: some wall seconds, however fast the clock
-            retention_s=max(300.0, 2 * bucket_s, clock.model_duration(10.0)),
+            retention_s=sample_retention_s(clock, bucket_s),
             min_distinct_workers=v["min_distinct_workers"],
             model_kind=v["throughput_model"],
             prior_single_worker_records_per_s=None
@@ -405,13 +367,3 @@ def _planner_settings(
     )
     check_policy(settings)
     return settings
-
-
-def _key_values(flag: str, items: tuple[str, ...]) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
-        pairs[key.strip()] = value.strip()
-    return pairs

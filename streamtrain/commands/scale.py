@@ -2,7 +2,7 @@
 
 ``plan`` solves Eq. 10 for given loads, ``stabilize`` runs Algorithm 1 on a plan,
 ``fit`` fits a throughput model to a CSV of observations, and ``apply`` applies a job's
-ScaleCommands from Kafka through an executor (:mod:`streamtrain.scale.consumer`). All of
+ScaleCommands from Kafka through an executor (:mod:`streamtrain.executors.consumer`). All of
 the work lives in :mod:`streamtrain.scale`; this module parses, calls and prints.
 """
 
@@ -28,9 +28,10 @@ from streamtrain.commands.common import (
 from streamtrain.errors import ConfigError
 from streamtrain.scale.models import MODEL_KINDS, ThroughputModel, fit, fit_report
 from streamtrain.scale.plan import basic_plan, stabilize
+from streamtrain.units import MINUTE_S
 
 if TYPE_CHECKING:
-    from streamtrain.scale.executors import ApplyResult, Executor
+    from streamtrain.executors import ApplyResult, Executor
 
 __all__ = ["scale"]
 
@@ -156,7 +157,7 @@ def plan_command(
 def stabilize_command(plan_text: str, step_min: float, tau_min: float, rho: int) -> None:
     """Print the plan calibrated by KALE Algorithm 1."""
     counts = parse_float_list("--plan", plan_text)
-    result = stabilize(counts, step_s=step_min * 60, tau_s=tau_min * 60, rho=rho)
+    result = stabilize(counts, step_s=step_min * MINUTE_S, tau_s=tau_min * MINUTE_S, rho=rho)
     click.echo(",".join(str(w) for w in result))
 
 
@@ -364,8 +365,8 @@ def apply_command(
     """
     import threading
 
-    from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-    from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool
+    from streamtrain.executors import ApplierSettings, CommandApplier, LocalProcessPool
+    from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
 
     bound = max_target_workers or max_workers
     with kafka_connection(opts) as kafka, _executor(executor, opts, bound) as chosen:
@@ -422,7 +423,7 @@ def _echo_result(result: ApplyResult) -> None:
 @contextlib.contextmanager
 def _executor(kind: str, opts: dict[str, Any], max_workers: int) -> Iterator[Executor]:
     """The executor ``kind`` from the options, closed on exit when it holds resources."""
-    from streamtrain.scale.executors import (
+    from streamtrain.executors import (
         CommandExecutor,
         KubernetesExecutor,
         LocalProcessPool,

@@ -7,31 +7,20 @@ control app's :class:`~streamtrain.control.shard_coordinator.ShardJobSettings` (
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamtrain.commands.common import option
+from streamtrain.commands.common import OptionGroup, option
 
 if TYPE_CHECKING:
     from streamtrain.control.shard_coordinator import ShardJobSettings
 
 __all__ = ["shard_job_settings", "shard_options"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-_KEYS = (
-    "shards_job",
-    "shard_records",
-    "shard_max_wait_s",
-    "shard_lease_s",
-    "shard_tick_s",
-    "shard_discover_interval_s",
-)
 
-
-def shard_options(command: F) -> F:
-    """Add the shard coordinator's options to ``command`` (module docstring)."""
+def _declared() -> OptionGroup:
+    """The shard coordinator's options (module docstring), declared here only."""
     options = [
         option(
             "--shards-job",
@@ -84,14 +73,15 @@ def shard_options(command: F) -> F:
             "later are trained too (a listing that fails is retried at every tick).",
         ),
     ]
-    for add in reversed(options):
-        command = add(command)
-    return command
+    return OptionGroup(*options)
+
+
+shard_options = _declared()
 
 
 def shard_job_settings(opts: dict[str, Any], topics: tuple[str, ...]) -> ShardJobSettings | None:
     """Take the shard options out of ``opts``; the coordinator's settings, if asked for."""
-    values = {key: opts.pop(key) for key in _KEYS}
+    values = shard_options.take(opts)
     if values["shards_job"] is None:
         return None
     from streamtrain.control.shard_coordinator import ShardJobSettings

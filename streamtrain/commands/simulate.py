@@ -22,10 +22,9 @@ from typing import Any, TypeVar
 
 import click
 
-from streamtrain.commands.common import handle_errors, option
+from streamtrain.commands.common import handle_errors, option, parse_names
 from streamtrain.commands.progress import Meter, duration_text
 from streamtrain.config import AssignmentMode
-from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import load_trace, synth_trace
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
@@ -41,20 +40,6 @@ __all__ = ["simulate"]
 
 _MEASURED = measured_mode_costs()
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _policies(text: str) -> tuple[str, ...]:
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not names:
-        raise ConfigError("--policies is empty")
-    unknown = [n for n in names if n not in POLICY_NAMES]
-    if unknown:
-        raise ConfigError(
-            f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(POLICY_NAMES)}"
-        )
-    if len(set(names)) != len(names):
-        raise ConfigError("--policies names a policy twice")
-    return names
 
 
 def _mode_options(command: F) -> F:
@@ -319,7 +304,7 @@ def simulate(
         _scenario(scenario_path, as_json)
         return
     settings = SimSettings(
-        policies=_policies(policies),
+        policies=parse_names("--policies", policies, POLICY_NAMES),
         peak_workers=peak_workers,
         max_workers=max_workers,
         simulate_days=simulate_days,

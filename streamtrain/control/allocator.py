@@ -2,7 +2,7 @@
 pool's workers to the jobs that share it.
 
 Owned here, and only the wiring (:func:`create_allocator_app`; the CLI runs it with a
-Faust worker, as ``lag run`` does the lag app):
+Faust worker, as ``lag run`` does the control app):
 
 * an agent reads ``ScaleRequest`` messages from the requests topic into the
   :class:`~streamtrain.control.allocator_service.AllocatorService` (refusals are logged

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamtrain.cluster.book import GrantState, Refusal, Request, RequestBook
+from streamtrain.cluster.book import GrantState, Request, RequestBook, RequestRefusal
 from streamtrain.cluster.greedy import greedy_allocate
 from streamtrain.cluster.milp import MilpSettings, milp_allocate
 from streamtrain.cluster.problem import Allocation, JobClass
@@ -204,7 +204,7 @@ class AllocatorService:
         self.settings = settings
         self.book = RequestBook(settings.declared, default_max_workers=settings.capacity_workers)
         self.throttle = Throttle(ThrottleSettings(ceiling_workers=settings.capacity_workers))
-        self.refusals: list[Refusal] = []
+        self.refusals: list[RequestRefusal] = []
         self.failures = DecodeFailures("scale request", log)
         self.clamped = 0  # requests whose counts were clamped to the pool's capacity
         self.accepted = 0
@@ -230,9 +230,9 @@ class AllocatorService:
         request = request_from_proto(message)
         bounded = bound_request(request, self.settings.request_limits, now_s)
         self.dirty = True
-        refusal: Refusal | None
+        refusal: RequestRefusal | None
         if bounded.request is None:
-            refusal = Refusal(request.job, request.request_id, bounded.refusal or "", now_s)
+            refusal = RequestRefusal(request.job, request.request_id, bounded.refusal or "", now_s)
         else:
             if bounded.clamped:
                 self.clamped += 1

@@ -23,7 +23,7 @@ a Faust worker):
 * optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
   samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
   ``/planner``, its series on ``/metrics`` (:mod:`streamtrain.control.planner_metrics`).
-  Without a planner the app is exactly the lag app;
+  without a planner the app only watches lag;
 * optionally (``settings.shards``) the shard coordinator of ``--assignment shards``
   (:mod:`streamtrain.control.shard_agent`): offset-range shards cut, leased, committed;
   ``/shards``.
@@ -81,6 +81,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         web_port=settings.web_port,
         request_timeout_s=settings.request_timeout_s,
         faust_pages=settings.faust_pages,
+        session_timeout_s=settings.session_timeout_s,
     )
     history_topic = app.topic(
         settings.history_topic, key_type=str, value_type=str, partitions=1, internal=True

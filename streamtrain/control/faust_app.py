@@ -48,6 +48,7 @@ def new_faust_app(
     web_port: int,
     request_timeout_s: float,
     faust_pages: bool = False,
+    session_timeout_s: float = 10.0,
 ) -> Any:
     """A Faust app for ``app_id`` on ``kafka`` (module docstring)."""
     import faust
@@ -71,7 +72,9 @@ def new_faust_app(
         web_stats_enabled=False,
         web_graph_enabled=False,
         producer_request_timeout=request_timeout_s,
-        broker_session_timeout=10.0,
+        # the broker drops the app after this long without a heartbeat (one a second);
+        # on Tansu a group (re)join also waits about half of it for other members
+        broker_session_timeout=session_timeout_s,
         broker_heartbeat_interval=1.0,
     )
 

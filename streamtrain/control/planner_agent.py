@@ -1,4 +1,4 @@
-"""The planner inside the lag app (``streamtrain lag run --plan-job``).
+"""The planner inside the control app (``streamtrain lag run --plan-job``).
 
 Owned here, the planner's side of the app (:mod:`streamtrain.scale.planner` decides;
 this feeds it and publishes what it returns):
@@ -18,7 +18,7 @@ this feeds it and publishes what it returns):
   ``ScaleCommand`` (key: the job) to the commands topic and its alerts
   (``CANNOT_KEEP_UP``) to the alerts topic. A command that cannot be sent is kept
   (at most ``COMMAND_OUTBOX_LIMIT``) and re-sent first on the next tick; an alert that
-  cannot be sent goes to the lag app's alert outbox;
+  cannot be sent goes to the control app's alert outbox;
 * each complete arrival step of the planner goes through the history topic into the
   ``arrival_history`` table (:mod:`streamtrain.lag.history_tables`); after table
   recovery the planner starts from it, so a restart does not cost the forecast its days;

@@ -1,4 +1,4 @@
-"""The lag app's settings and the state its timer, agents and web pages share.
+"""The control app's settings and the state its timer, agents and web pages share.
 
 Owned here (no Faust: :mod:`streamtrain.control.app` wires this to one):
 
@@ -58,6 +58,7 @@ class LagAppSettings:
     web_port: int = 6066
     webhook_url: str | None = None
     request_timeout_s: float = 5.0
+    session_timeout_s: float = 10.0  # Faust's consumer-group session (faust_app.py)
     data_dir: Path | None = None  # Faust's data directory; a fresh temporary one if None
     monitor: MonitorSettings = field(default_factory=MonitorSettings)
     planner: PlannerSettings | None = None

@@ -1,4 +1,4 @@
-"""The lag app's HTTP pages, registered on its Faust web server.
+"""The control app's HTTP pages, registered on its Faust web server.
 
 Owned here: ``/metrics`` (the Prometheus text of the service's collector, rendered in a
 thread), ``/groups`` (JSON summary of every watched group), ``/groups/{group}/lag`` (the

@@ -59,17 +59,8 @@ def streamtrain_command(*args: str) -> list[str]:
 def kafka_env(settings: KafkaSettings) -> dict[str, str]:
     """The ``STREAMTRAIN_*`` variables that give a subprocess the same connection."""
     env = {"STREAMTRAIN_BOOTSTRAP": settings.bootstrap}
-    fields = {
-        "SECURITY_PROTOCOL": settings.security_protocol,
-        "SASL_MECHANISM": settings.sasl_mechanism,
-        "SASL_USERNAME": settings.sasl_username,
-        "SASL_PASSWORD": settings.sasl_password,
-        "SSL_CA_LOCATION": settings.ssl_ca_location,
-        "SSL_CERTIFICATE_LOCATION": settings.ssl_certificate_location,
-        "SSL_KEY_LOCATION": settings.ssl_key_location,
-        "SSL_KEY_PASSWORD": settings.ssl_key_password,
-    }
-    env.update({f"STREAMTRAIN_{k}": v for k, v in fields.items() if v})
+    connection = settings.connection().items()
+    env.update({f"STREAMTRAIN_{name.upper()}": v for name, v in connection if v})
     if settings.extra:
         if any(" " in f"{k}={v}" for k, v in settings.extra.items()):
             raise ConfigError("--kafka-config values with spaces cannot be passed to the workers")

@@ -3,8 +3,9 @@
 Owned here: :func:`control_app_argv`, the argv of the control app for a run, and the
 named constants behind every number in it.
 
-Two clocks meet in this command line. The lag app measures on the **wall clock**: its
-tick, history step, SLO and arrival-rate window are wall seconds. The planner runs on
+Two clocks meet in this command line. The control app's lag monitor measures on the
+**wall clock**: its tick, history step, SLO and arrival-rate window are wall seconds.
+The planner runs on
 a **model clock** ``speed`` times faster (``--plan-time-scale``; a simulated day takes
 ``86400 / speed`` wall seconds), so its step, pauses, sample bucket and policy settings
 are model (simulated) seconds. A duration the demo means in wall seconds, such as how
@@ -43,7 +44,7 @@ __all__ = [
     "control_app_argv",
 ]
 
-# -- the lag app (wall clock) ---------------------------------------------------------
+# -- the lag monitor (wall clock) -----------------------------------------------------
 
 # One lag report a wall second (2.4 simulated minutes at 144x): the dashboard and the
 # planner see lag move while a compressed day passes.
@@ -162,7 +163,7 @@ def control_app_argv(
     data_dir: Path,
     history_path: Path,
 ) -> list[str]:
-    """The control app's argv: the lag app for ``names.job`` with the streamtrain
+    """The control app's argv: lag watched for ``names.job``, with the streamtrain
     policy planning it (see the module docstring for the two clocks)."""
     s, n = settings, names
 

@@ -5,13 +5,13 @@ Owned here:
 * :func:`auc_lost_to_lag` (pure): from the timeline's lag reports and an AUC-against-lag
   curve, the mean click AUC the run lost to its lag (KALE Fig. 1), weighted by time: each
   report's lag (wall seconds, converted to simulated minutes at the demo's speed) is
-  looked up on the curve (:func:`~streamtrain.experiments.staleness.lost_auc`). Two
+  looked up on the curve (:func:`~streamtrain.ingest.staleness.lost_auc`). Two
   lags per report: the mean over partitions (how late a typical partition's records
   were trained: the headline number) and the job lag (the largest partition lag: an
   upper bound, as if every record had waited as long as the worst partition's).
 * :class:`LagCostCurve`: a thread that measures the curve for *this* run (the hidden
   model's drift per day and the mean records per simulated minute of the run's traffic)
-  with :func:`~streamtrain.experiments.staleness.measure_staleness`, real MMoE training
+  with :func:`~streamtrain.ingest.staleness.measure_staleness`, real MMoE training
   on one torch thread (a few CPU seconds), started before the demo's children so it
   is normally done when the day begins. Until it is done the loss is ``None``.
 
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from streamtrain.errors import StreamtrainError
-from streamtrain.experiments.staleness import StalenessConfig, lost_auc, measure_staleness
+from streamtrain.ingest.staleness import StalenessConfig, lost_auc, measure_staleness
 from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = ["LagCostCurve", "auc_lost_to_lag"]

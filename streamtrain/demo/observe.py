@@ -34,9 +34,9 @@ from numpy.typing import NDArray
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import SchemaError, StreamtrainError
+from streamtrain.executors import ApplyResult
 from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors import ApplyResult
 from streamtrain.wire import decode
 
 __all__ = [

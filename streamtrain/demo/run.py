@@ -13,14 +13,14 @@ starts the embedded broker):
    subprocess, restarted if it dies (it resumes from its changelogs; three times at most);
 3. starts, with ``--engine torchft`` (the default), torchft's **lighthouse** on
    127.0.0.1 (:class:`~streamtrain.elastic.lighthouse.LighthouseProcess`), and the
-   **worker pool**: a :class:`~streamtrain.scale.executors.LocalProcessPool` of
+   **worker pool**: a :class:`~streamtrain.executors.LocalProcessPool` of
    ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv and
    environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
    default, with the control app as shard coordinator) training ONE model
    data-parallel, two-phase (a new worker heals the model's weights from a live peer,
    says READY and is admitted, with the others of its action, before it leases shards:
-   :class:`~streamtrain.scale.executors.readiness.Readiness`), and a
-   :class:`~streamtrain.scale.consumer.CommandConsumer` thread applying the planner's
+   :class:`~streamtrain.executors.readiness.Readiness`), and a
+   :class:`~streamtrain.executors.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
 4. starts the **traffic** (:class:`~streamtrain.demo.traffic.TrafficGenerator`) at the
    moment the seed history ends, the **observers** (topics and the workers' files into a
@@ -79,13 +79,13 @@ from streamtrain.demo.worker_args import (
 )
 from streamtrain.elastic.lighthouse import LighthouseProcess
 from streamtrain.errors import StreamtrainError
+from streamtrain.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
+from streamtrain.executors.shard_release import ShardRelease
 from streamtrain.forecast.trace import synth_trace
 from streamtrain.scale.action_costs import measured_cost
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
-from streamtrain.scale.executors.shard_release import ShardRelease
 
 __all__ = ["BURST_PEAK_S", "DEFAULT_SPEED", "MIN_SLO_S", "DemoSettings", "run_demo"]
 

@@ -30,7 +30,6 @@ moment (:mod:`streamtrain.experiments.table2_metrics`). Rendering is the caller'
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -49,6 +48,7 @@ from streamtrain.experiments.mmoe_trainer import drift_phase_at
 from streamtrain.experiments.table2_metrics import AucSummary, auc_summary, lag_seconds
 from streamtrain.ingest.example import CTR_RECORD, SyntheticCtr, split_records
 from streamtrain.kafka import create_topic
+from streamtrain.process import stop_children
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.policy import ShufflePolicy
@@ -367,15 +367,7 @@ def run_policy(
         _wait_started(config, policy, out_dir, procs)
         return _measure(kafka, job, policy, config, out_dir, procs)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_children([(p, f"shuffle worker {w}") for w, p in enumerate(procs)], 30.0)
         for log in logs:
             log.close()
 
@@ -453,10 +445,7 @@ def _measure(
         producer.join(timeout=config.produce_s + 60)
         watcher.close()
     window_s = time.monotonic() - started
-    for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        proc.wait(timeout=60)
+    stop_children([(p, f"shuffle worker {w}") for w, p in enumerate(procs)], 60.0)
     after = {f"w{w}": _worker_totals(_status(out_dir, w) or {}) for w in range(config.workers)}
     per_worker = {w: {k: after[w][k] - before[w].get(k, 0.0) for k in after[w]} for w in after}
     received = sum(t["batches_received"] for t in per_worker.values())

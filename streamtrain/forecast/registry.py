@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamtrain.config import comma_list
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
 from streamtrain.forecast.evaluate import default_horizon_steps
@@ -102,7 +103,7 @@ def _fedformer(step_s: int, seed: int, options: dict[str, Any]) -> FedformerFore
 
 
 def _candidates(value: Any) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in value.split(",")) if isinstance(value, str) else tuple(value)
+    names = comma_list(value) if isinstance(value, str) else tuple(value)
     bad = [n for n in names if n not in AUTO_CANDIDATES]
     if bad or not names:
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""The keys of the lag app's history: one encoder and one decoder for each of them.
+"""The keys of the control app's history: one encoder and one decoder for each of them.
 
 Owned here (pure). The app persists three kinds of history step through its internal
 history topic into three tables (:mod:`streamtrain.lag.history_tables`); each kind has

@@ -1,4 +1,4 @@
-"""The lag app's history that survives a restart: what is written, kept and read back.
+"""The control app's history that survives a restart: what is written, kept and read back.
 
 Owned here (pure: the tables are any mutable string mappings; the app passes Faust
 tables with changelogs, tests pass dicts). Keys are

@@ -1,6 +1,6 @@
 """The lag monitor's tick, independent of Faust: fetch, compute, decide what to alert.
 
-Owned here: :class:`LagMonitor`, the state one lag app keeps between ticks (HWM history,
+Owned here: :class:`LagMonitor`, the state one control app keeps between ticks (HWM history,
 Burrow-style status windows, SLO states, the latest result per group, open alerts on
 its own health), and :class:`Tick`, what one tick produced. The Faust app
 (:mod:`streamtrain.control.app`) and benchmarks drive it; it never publishes anything
@@ -45,6 +45,7 @@ from streamtrain.lag.results import GroupLag, RecordKey
 from streamtrain.lag.slo import SloSettings, SloState, SloTracker, SloTransition
 from streamtrain.lag.status import Status, StatusChange, StatusSettings, StatusTracker
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.units import s_to_ms
 from streamtrain.wire import SCHEMA_VERSION
 
 __all__ = [
@@ -168,8 +169,8 @@ class LagMonitor:
         try:
             snapshot = await self.reader.snapshot()
         except KafkaError as exc:
-            return self._failed(str(exc), (time.perf_counter() - started) * 1000)
-        fetch_ms = (time.perf_counter() - started) * 1000
+            return self._failed(str(exc), s_to_ms(time.perf_counter() - started))
+        fetch_ms = s_to_ms(time.perf_counter() - started)
         tick = await asyncio.to_thread(self._compute, snapshot, fetch_ms)
         needed = [
             key
@@ -228,7 +229,7 @@ class LagMonitor:
             alerts.extend(_slo_alert(t) for t in self.slo.update_group(lag))
         self._forget_timestamps(results)
         alerts.extend(self._conditions(snapshot, now_s))
-        compute_ms = (time.perf_counter() - started) * 1000
+        compute_ms = s_to_ms(time.perf_counter() - started)
         self.latest = results
         self.last_error = None
         hwm_points, group_points = self._history_points(snapshot, results, now_s)
@@ -373,7 +374,7 @@ def _alert(
         topic=topic,
         state=state,
         message=message,
-        raised_at_ms=round(at_s * 1000),
+        raised_at_ms=round(s_to_ms(at_s)),
     )
 
 

@@ -50,6 +50,7 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
 from streamtrain.kafka import broker_answers
 from streamtrain.lag.metrics import TopicOffsets
+from streamtrain.units import ms_to_s, s_to_ms
 
 __all__ = ["OffsetsReader", "OffsetsSnapshot", "TopicPartitionKey", "read_record_timestamps"]
 
@@ -132,7 +133,7 @@ class OffsetsReader:
 
     def _client(self) -> AdminClient:
         if self._admin is None:
-            timeout_ms = int(self.request_timeout_s * 1000)
+            timeout_ms = int(s_to_ms(self.request_timeout_s))
             self._admin = AdminClient(
                 self.settings.confluent_config(
                     **{
@@ -354,7 +355,7 @@ def read_record_timestamps(
                 if key in positions and key not in found:
                     _, stamp_ms = message.timestamp()
                     if stamp_ms > 0:
-                        found[key] = stamp_ms / 1000.0
+                        found[key] = ms_to_s(stamp_ms)
                     consumer.pause([TopicPartition(key[0], key[1])])
     except KafkaException as exc:
         raise _translate(exc, "reading record timestamps failed") from exc

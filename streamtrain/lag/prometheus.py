@@ -1,4 +1,4 @@
-"""Prometheus metrics of the lag app, built at scrape time from the monitor's last tick.
+"""Prometheus metrics of the control app, built at scrape time from the monitor's last tick.
 
 Owned here: :class:`LagCollector`, a custom collector (no gauge objects to keep in sync,
 no stale series for a deleted topic or a group no longer watched). Unknown values are
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from streamtrain.units import ms_to_s
 
 if TYPE_CHECKING:
     from streamtrain.lag.monitor import LagMonitor
@@ -132,9 +134,9 @@ class LagCollector(Collector):
         yield up
         if tick is not None:
             fetch = GaugeMetricFamily("streamtrain_lag_fetch_seconds", "Last tick's fetch time.")
-            fetch.add_metric([], tick.fetch_ms / 1000)
+            fetch.add_metric([], ms_to_s(tick.fetch_ms))
             compute = GaugeMetricFamily(
                 "streamtrain_lag_compute_seconds", "Last tick's compute time."
             )
-            compute.add_metric([], tick.compute_ms / 1000)
+            compute.add_metric([], ms_to_s(tick.compute_ms))
             yield from (fetch, compute)

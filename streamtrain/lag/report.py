@@ -16,6 +16,7 @@ from typing import Any
 from streamtrain.lag.metrics import GroupLag
 from streamtrain.lag.status import Status
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.units import s_to_ms
 from streamtrain.wire import SCHEMA_VERSION
 
 __all__ = ["group_lag_json", "status_to_proto", "to_proto"]
@@ -44,7 +45,7 @@ def to_proto(group_lag: GroupLag) -> pb.LagReport:
     report = pb.LagReport(
         schema_version=SCHEMA_VERSION,
         group=group_lag.group,
-        observed_at_ms=round(group_lag.observed_at_s * 1000.0),
+        observed_at_ms=round(s_to_ms(group_lag.observed_at_s)),
         total_lag_records=group_lag.total_lag_records,
         group_status=status_to_proto(group_lag.status),
     )

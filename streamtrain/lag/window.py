@@ -2,7 +2,7 @@
 
 Burrow (linkedin/Burrow wiki, "Consumer Lag Evaluation Rules") judges a consumer from a
 sliding window of its commits, not from a lag threshold. This module keeps such a window
-per (group, topic, partition) from the offsets the lag app polls each tick, vectorized
+per (group, topic, partition) from the offsets the control app polls each tick, vectorized
 per (group, topic) with numpy, and evaluates, in this order:
 
 * UNKNOWN: no committed offset or no HWM this tick; nothing to judge.

@@ -1,4 +1,4 @@
-"""scale: throughput models, proactive plans, stabilization, fallback, executors (KALE §3.3-3.4).
+"""scale: throughput models, proactive plans, stabilization, fallback (KALE §3.3-3.4).
 
 Modules: ``models`` (NNLS throughput models), ``physics`` (KALE Eq. 4 for synthetic
 data), ``plan`` (Eq. 10 and Algorithm 1), ``fallback`` (HPA-style threshold path),
@@ -7,9 +7,10 @@ and ``policies`` (the policies shared with the simulator), ``policy_settings`` (
 parser of a policy's settings), ``samples`` (throughput samples to observations, with a
 prior), ``arrivals`` (the per-step arrival history), ``keep_up`` (the CANNOT_KEEP_UP
 alert), ``timescale`` (a compressed model clock), ``planner_settings`` and ``planner``
-(the live planner behind the lag app's ``--plan-job``), ``executors`` (local process
-pool, Kubernetes, webhook, command, and the idempotent ``CommandApplier``) and
-``consumer`` (``streamtrain scale apply``).
+(the live planner behind the control app's ``--plan-job``).
+
+scale decides how many workers a job should have; :mod:`streamtrain.executors` (a
+package of its own) makes it so and reads the commands for ``streamtrain scale apply``.
 """
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired, stabilize_scale_down

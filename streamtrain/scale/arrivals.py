@@ -1,6 +1,6 @@
 """The arrival history the planner forecasts from: per-step mean arrival rates.
 
-Owned here (pure: no clock, no Kafka; the planner feeds it, the lag app persists it):
+Owned here (pure: no clock, no Kafka; the planner feeds it, the control app persists it):
 
 * :class:`ArrivalSteps`: the monitored group's CPS (the HWM growth rate, records/s)
   from each lag tick, averaged per ``step_s`` step (step ``k`` covers

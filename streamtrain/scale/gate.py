@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
+from streamtrain.units import MINUTE_S
 
 __all__ = [
     "GateVerdict",
@@ -182,7 +183,8 @@ def gate_scale_up(
         saved=saved,
         overhead=created,
         explanation=(
-            f"Eq. 8 {verdict}: saves {saved:,.0f} records over {steps * step_s / 60:.0f} min, "
+            f"Eq. 8 {verdict}: saves {saved:,.0f} records over "
+            f"{steps * step_s / MINUTE_S:.0f} min, "
             f"the pause leaves {created:,.0f} unconsumed"
         ),
     )
@@ -224,13 +226,18 @@ def gate_scale_down(
     accept = saved > overhead and drains and within_budget
     reasons = []
     if saved <= overhead:
-        reasons.append(f"frees {saved / 60:,.0f} worker-min, the pause wastes {overhead / 60:,.0f}")
+        reasons.append(
+            f"frees {saved / MINUTE_S:,.0f} worker-min, the pause wastes {overhead / MINUTE_S:,.0f}"
+        )
     if not drains:
-        reasons.append(f"the backlog would not drain within {drain_s / 60:.0f} min")
+        reasons.append(f"the backlog would not drain within {drain_s / MINUTE_S:.0f} min")
     if not within_budget:
-        reasons.append(f"projected lag {lag.max() / 60:.1f} min > budget {lag_budget_s / 60:.1f}")
+        reasons.append(
+            f"projected lag {lag.max() / MINUTE_S:.1f} min > budget {lag_budget_s / MINUTE_S:.1f}"
+        )
     explanation = (
-        f"Eq. 8 passes: frees {saved / 60:,.0f} worker-min for {overhead / 60:,.0f} wasted"
+        f"Eq. 8 passes: frees {saved / MINUTE_S:,.0f} worker-min for "
+        f"{overhead / MINUTE_S:,.0f} wasted"
         if accept
         else "Eq. 8 fails: " + "; ".join(reasons)
     )

@@ -1,6 +1,6 @@
 """The live planner: lag readings and throughput samples in, ScaleCommands and alerts out.
 
-Owned here (no Faust, no Kafka: the lag app feeds it and publishes what it returns),
+Owned here (no Faust, no Kafka: the control app feeds it and publishes what it returns),
 configured by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`:
 
 * **Arrivals** (:class:`~streamtrain.scale.arrivals.ArrivalSteps`): the monitored

@@ -14,6 +14,8 @@ Owned here (pure):
   is made from the settings and a throughput estimate (the planner's refits use it).
 * :func:`check_policy`: builds the policy once on a prior, so bad policy settings fail
   at start (``streamtrain lag run --plan-job``) rather than at the first decision.
+* :func:`command_timeout_s` and :func:`sample_retention_s`: the defaults that follow
+  from the measured action costs and the planner's clock.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from streamtrain.scale.samples import SampleBook, SampleSettings, ThroughputEsti
 from streamtrain.scale.timescale import SeedHistory, TimeScale
 from streamtrain.units import DAY_S, MINUTE_S, WEEK_S
 
-__all__ = ["QUANTILE_SETTING", "PlannerSettings", "build_policy", "check_policy"]
+__all__ = [
+    "QUANTILE_SETTING",
+    "PlannerSettings",
+    "build_policy",
+    "check_policy",
+    "command_timeout_s",
+    "sample_retention_s",
+]
 
 # The policies that plan on a forecast quantile, and the name of that setting.
 QUANTILE_SETTING = {"streamtrain": "quantile", "madu": "uncertainty_level"}
@@ -158,3 +167,16 @@ def check_policy(settings: PlannerSettings) -> None:
     prior = SampleSettings(prior_single_worker_records_per_s=1.0, model_kind=s.samples.model_kind)
     estimate = SampleBook(s.job, prior).estimate(0.0, max_workers=s.max_workers)
     build_policy(s, estimate)
+
+
+def command_timeout_s(clock: TimeScale, prep_s: float, pause_s: float) -> float:
+    """How long an action stays pending (no new decision) until the samples show its
+    size (model seconds): the measured preparation and pause (wall seconds), with room
+    to spare, and at least 15 model minutes."""
+    return max(15 * MINUTE_S, clock.model_duration(max(30.0, 4 * (prep_s + pause_s))))
+
+
+def sample_retention_s(clock: TimeScale, bucket_s: float) -> float:
+    """How late a sample may arrive and still count (model seconds): two buckets, five
+    model minutes, and some wall seconds however fast the clock runs."""
+    return max(5 * MINUTE_S, 2 * bucket_s, clock.model_duration(10.0))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from streamtrain.errors import ConfigError
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.units import ms_to_s, s_to_ms
 
 __all__ = ["SeedHistory", "TimeScale", "read_seed_history"]
 
@@ -72,7 +73,7 @@ class TimeScale:
         converted.records_per_s_consumed = self.model_rate(sample.records_per_s_consumed)
         converted.records_per_s_trained = self.model_rate(sample.records_per_s_trained)
         converted.window_s = self.model_duration(sample.window_s)
-        converted.observed_at_ms = round(self.model_s(sample.observed_at_ms / 1000) * 1000)
+        converted.observed_at_ms = round(s_to_ms(self.model_s(ms_to_s(sample.observed_at_ms))))
         return converted
 
 
@@ -97,7 +98,7 @@ def read_seed_history(path: Path) -> tuple[SeedHistory, float]:
     try:
         raw = json.loads(path.read_text())
         step_s = int(raw["step_s"])
-        end_s = float(raw["end_at_ms"]) / 1000
+        end_s = ms_to_s(float(raw["end_at_ms"]))
         rates = tuple(float(v) for v in raw["records_per_s"])
     except FileNotFoundError as exc:
         raise ConfigError(f"no seed history at {path}") from exc

@@ -27,6 +27,7 @@ import re
 from typing import Final
 
 from streamtrain.ports import is_loopback
+from streamtrain.units import ms_to_s
 
 __all__ = [
     "MAX_WORKER_ID_BYTES",
@@ -127,7 +128,7 @@ def heartbeat_problem(
     if heartbeat_at_ms <= 0:
         return "no heartbeat time"
     if heartbeat_at_ms > now_ms + max_skew_ms:
-        ahead_s = (heartbeat_at_ms - now_ms) / 1000.0
+        ahead_s = ms_to_s(heartbeat_at_ms - now_ms)
         return f"heartbeat {ahead_s:.1f} s in the future (clock skew allowed: {max_skew_ms} ms)"
     if not 0 < heartbeat_interval_ms <= max_interval_ms:
         return f"heartbeat interval {heartbeat_interval_ms} ms is not in 1..{max_interval_ms} ms"

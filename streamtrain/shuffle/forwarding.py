@@ -45,8 +45,8 @@ from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import (
+    BatchRefusal,
     Drop,
-    Refusal,
     check_batch,
     check_control,
     check_event,
@@ -404,7 +404,7 @@ class ForwardingUnit:
                 user_id=user_id,
                 topics=topics,
             )
-            if isinstance(batch, Refusal):
+            if isinstance(batch, BatchRefusal):
                 self._count.dropped(batch.why)
                 answer = (batch.batch_id, BatchAck.REJECTED, batch.reason)
                 self._replies.send(sockets.router, sender, *answer, route=route)

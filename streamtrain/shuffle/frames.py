@@ -13,7 +13,7 @@ state; the ForwardingUnit's thread calls them):
   to its member's worker id), parse, name its sender as origin and this job, and carry
   records of a topic this job reads. A batch that may deserve an answer but cannot be
   taken (from a worker not yet a member, of a newer schema version, of a topic this
-  worker does not read) is a :class:`Refusal`: the receiver answers REJECTED, and the
+  worker does not read) is a :class:`BatchRefusal`: the receiver answers REJECTED, and the
   sender re-routes at once instead of after its ACK timeout.
 * :func:`check_control`: an ACK or a credit grant on a DEALER must parse and name the
   receiver it came from.
@@ -21,7 +21,7 @@ state; the ForwardingUnit's thread calls them):
   it arrived on (each peer's events have their own socket, authenticated under CURVE by
   that peer's server key): nobody can announce another worker's state, or its ``LEFT``.
 
-Each returns the decoded message, a :class:`Refusal`, or the :class:`Drop` reason; the
+Each returns the decoded message, a :class:`BatchRefusal`, or the :class:`Drop` reason; the
 caller counts drops and refusals.
 """
 
@@ -36,8 +36,8 @@ from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, WorkerStateE
 from streamtrain.shuffle import codec
 
 __all__ = [
+    "BatchRefusal",
     "Drop",
-    "Refusal",
     "check_batch",
     "check_control",
     "check_event",
@@ -49,7 +49,7 @@ _SEPARATOR = b"\x00"
 
 
 class Drop(enum.Enum):
-    """Why a frame was dropped (or, inside a :class:`Refusal`, refused)."""
+    """Why a frame was dropped (or, inside a :class:`BatchRefusal`, refused)."""
 
     MALFORMED = enum.auto()  # not a frame of this protocol, or it does not parse
     NOT_A_MEMBER = enum.auto()  # from a worker not (yet) in the membership view
@@ -59,7 +59,7 @@ class Drop(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class BatchRefusal:
     """A batch to answer REJECTED (``reason``) rather than take; ``why`` is counted."""
 
     batch_id: str
@@ -83,8 +83,8 @@ def sender_of(route: bytes) -> str | None:
         return None
 
 
-def _refusal(payload: bytes | memoryview, sender: str, job: str, why: Drop) -> Refusal | Drop:
-    """A :class:`Refusal` for ``sender``'s own batch of this job, else the plain drop."""
+def _refusal(payload: bytes | memoryview, sender: str, job: str, why: Drop) -> BatchRefusal | Drop:
+    """A :class:`BatchRefusal` for ``sender``'s own batch of this job, else the plain drop."""
     header = codec.peek_batch(payload)
     if header is None or header.origin_worker != sender or header.job != job:
         return why if why is not Drop.NEWER_SCHEMA else Drop.MALFORMED
@@ -99,7 +99,7 @@ def _refusal(payload: bytes | memoryview, sender: str, job: str, why: Drop) -> R
         )
     else:
         reason = f"topic {header.topic!r} is not read by this job"
-    return Refusal(header.batch_id, reason, why)
+    return BatchRefusal(header.batch_id, reason, why)
 
 
 def check_batch(
@@ -111,7 +111,7 @@ def check_batch(
     curve: bool,
     user_id: object = None,
     topics: Container[str] | None = None,
-) -> codec.DecodedBatch | Refusal | Drop:
+) -> codec.DecodedBatch | BatchRefusal | Drop:
     """The batch ``sender`` (the worker id of its routing id) sent, or why it is not taken.
 
     ``curve``: the sockets authenticate, and ``user_id`` is the identity the sender's

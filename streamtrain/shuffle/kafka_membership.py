@@ -38,6 +38,7 @@ from streamtrain.proto.data_plane_pb2 import Member
 from streamtrain.shuffle.announcements import heartbeat_problem
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.settings import check_heartbeat
+from streamtrain.units import ms_to_s
 
 __all__ = ["MAX_CLOCK_SKEW_MS", "KafkaMembership", "MembershipStats", "members_topic"]
 
@@ -87,9 +88,9 @@ class KafkaMembership:
         self._kafka = kafka
         self._job = job
         self._topic = members_topic(job)
-        self._interval_s = heartbeat_interval_ms / 1000.0
+        self._interval_s = ms_to_s(heartbeat_interval_ms)
         self._interval_ms = heartbeat_interval_ms
-        self._timeout_s = heartbeat_timeout_ms / 1000.0
+        self._timeout_s = ms_to_s(heartbeat_timeout_ms)
         self._timeout_ms = heartbeat_timeout_ms
         self._clock = clock
         self._wall_ms = wall_clock_ms
@@ -289,8 +290,8 @@ class KafkaMembership:
         if info is None:
             self._refuse(worker, problem or "unusable record")
             return
-        age_s = max(0.0, (now_ms - record.heartbeat_at_ms) / 1000.0)
-        timeout_s = max(self._timeout_s, 3 * record.heartbeat_interval_ms / 1000.0)
+        age_s = max(0.0, ms_to_s(now_ms - record.heartbeat_at_ms))
+        timeout_s = max(self._timeout_s, ms_to_s(3 * record.heartbeat_interval_ms))
         previous = self._seen.get(worker)
         if previous is not None and previous.info.incarnation > info.incarnation:
             return  # a late record of an earlier incarnation

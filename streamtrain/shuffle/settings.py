@@ -20,6 +20,7 @@ from streamtrain.shuffle.announcements import (
     worker_id_problem,
 )
 from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.units import ms_to_s
 
 __all__ = ["CurveKeys", "ShuffleSettings", "check_heartbeat"]
 
@@ -183,11 +184,11 @@ class ShuffleSettings:
 
     @property
     def ack_timeout_s(self) -> float:
-        return self.ack_timeout_ms / 1000.0
+        return ms_to_s(self.ack_timeout_ms)
 
     @property
     def max_queued_s(self) -> float:
-        return self.max_queued_ms / 1000.0
+        return ms_to_s(self.max_queued_ms)
 
     @property
     def bind_host(self) -> str:

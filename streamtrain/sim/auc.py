@@ -5,7 +5,7 @@ and the covariance of the mean drops against lag 0), :data:`MEASURED_CURVE` and
 :func:`auc_pct`.
 
 **Where the curve comes from**: ``python -m benchmarks.staleness`` (KALE Fig. 1
-measured, :mod:`streamtrain.experiments.staleness`): one MMoE CTR model trained with real
+measured, :mod:`streamtrain.ingest.staleness`): one MMoE CTR model trained with real
 Adam steps on a stream whose hidden labelling model turns 6 times a simulated day,
 scored every 5 simulated minutes against its own snapshots of 5, 10, 20 and 40 minutes
 earlier; 49 paired evaluations. :data:`MEASURED_CURVE` holds that run's means and the

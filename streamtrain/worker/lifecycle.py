@@ -4,7 +4,7 @@ Owned here: :class:`Lifecycle`. With a states topic it publishes this worker's
 ``WorkerStateEvent`` (key: worker id) at each step of its life: STARTING when the
 process is up, READY once the app's warm start ran and it is about to take data,
 DRAINING when told to leave, LEFT when it closed. An executor that admits new workers
-together (:mod:`streamtrain.scale.executors.readiness`) answers READY with ADMITTED;
+together (:mod:`streamtrain.executors.readiness`) answers READY with ADMITTED;
 with ``admission_timeout_s`` the worker waits for that answer (or the timeout) before
 it joins the group or asks for shards, so k new workers join in one rebalance. Without
 a topic every call is a no-op.

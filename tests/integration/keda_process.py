@@ -4,6 +4,7 @@ import subprocess
 import threading
 import time
 
+from streamtrain.process import stop_child
 from tests.integration.cli_process import SCRIPT
 
 
@@ -66,13 +67,7 @@ class ScalerProcess:
 
     def stop(self, timeout_s=20.0):
         """SIGTERM (exit 130 when it stopped cleanly), SIGKILL if it does not."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_child(self.process, "streamtrain keda serve", timeout_s)
         for reader in self._readers:
             reader.join(timeout=5)
         for stream in (self.process.stdout, self.process.stderr):

@@ -20,7 +20,7 @@ from streamtrain.broker import free_port
 from streamtrain.kafka import create_topic
 from tests.integration.cli_process import SCRIPT
 from tests.integration.keda_process import ScalerProcess
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 from tests.integration.test_scale_loop import JOB, Traffic
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,6 +124,7 @@ def start_stack(broker, tmp_path):
         *("--policy-setting", "decision_interval_s=1", "--samples-topic", names["samples"]),
         *("--commands-topic", names["commands"], "--plan-step-s", "1"),
         *("--sample-bucket-s", "1", "--action-pause-s", "5", "--max-workers", "4"),
+        session_timeout_s=FAST_SESSION_S,
     )
     processes.append((app, app_log))
     # A worker of another group on the same topic: the records are not CTR examples,

@@ -1,5 +1,5 @@
 """The control app (`streamtrain lag run`) under faults: a broker that is really gone
-for 60 s and several instances of the app.
+for longer than every timeout of the app and several instances of the app.
 
 Real pieces: `lag run` processes (Faust), the embedded broker (durable, killed with
 SIGKILL and restarted on the same port, for the outage).
@@ -8,7 +8,6 @@ SIGKILL and restarted on the same port, for the outage).
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.broker import EmbeddedBroker, free_port
@@ -17,22 +16,13 @@ from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.wire import encode
 from tests.integration.http_kafka import get_json, read_topic
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
+from tests.integration.waiting import wait_for_slow as wait_for
 
-OUTAGE_S = 60.0
+# Longer than every timeout the app has on the broker: its producer's request timeout
+# (the tick, 1 s here) and its group session (6 s here, 10 s by default).
+OUTAGE_S = 20.0
 ALERTS_TOPIC = "streamtrain.lag.alerts"
-
-
-def _wait_for(predicate, timeout_s, what, explain=None):
-    """``predicate()`` once truthy; else fail, with ``explain()`` saying what was seen."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    seen = f": {explain()}" if explain is not None else ""
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}{seen}")
 
 
 def _commit(settings, group, topic, partitions):
@@ -43,12 +33,13 @@ def _commit(settings, group, topic, partitions):
     committer.close()
 
 
-def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tmp_path):
+def test_an_alert_raised_while_the_broker_is_gone_is_delivered_after(tmp_path):
     """The app counted a send done once Faust *enqueued* it; with the
     broker process gone (not paused: SIGSTOP keeps TCP open and hid this) aiokafka fails
     the batch after its request timeout and the alert was lost. A send leaves the
     outbox only once its delivery future is confirmed: the CRITICAL alert the app
-    raises during a 60-s outage reaches the alerts topic after the broker is back.
+    raises during an outage longer than its timeouts reaches the alerts topic after the
+    broker is back.
 
     Before the fix (``publish`` not awaiting the delivery future, the rest as now) this
     failed with: "timed out after 60 s waiting for the outage's alert: the CRITICAL
@@ -61,19 +52,25 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
         create_topic(settings, "events", 1)
         _commit(settings, "trainer", "events", 1)
         port = free_port()
-        process, log = start_lag_app(broker.bootstrap, "trainer", port, tmp_path / "app.log")
+        process, log = start_lag_app(
+            broker.bootstrap,
+            "trainer",
+            port,
+            tmp_path / "app.log",
+            session_timeout_s=FAST_SESSION_S,
+        )
         try:
-            _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
+            wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app's first tick")
             before = {
                 pb.Alert.FromString(v).alert_id for v in read_topic(settings, ALERTS_TOPIC, 3.0)
             }
             broker.kill()
             gone_at = time.monotonic()
-            _wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
+            wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
             time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - gone_at)))
             assert process.poll() is None
             broker.restart()
-            _wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
+            wait_for(lambda: get_json(port, "/health")[0] == 200, 120, "the app to recover")
 
             def raised_during_the_outage():
                 alerts = [pb.Alert.FromString(v) for v in read_topic(settings, ALERTS_TOPIC, 3.0)]
@@ -93,7 +90,7 @@ def test_an_alert_raised_while_the_broker_is_gone_for_60_s_is_delivered_after(tm
                     "the producer, is lost)"
                 )
 
-            assert _wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
+            assert wait_for(raised_during_the_outage, 60, "the outage's alert", lost)
             assert process.poll() is None
         finally:
             assert stop_process(process, log) == 0
@@ -126,7 +123,14 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
     ]
     ports = [free_port(), free_port()]
     apps = [
-        start_lag_app(broker.bootstrap, group, port, tmp_path / f"app-{i}.log", *shared)
+        start_lag_app(
+            broker.bootstrap,
+            group,
+            port,
+            tmp_path / f"app-{i}.log",
+            *shared,
+            session_timeout_s=FAST_SESSION_S,
+        )
         for i, port in enumerate(ports)
     ]
     try:
@@ -139,7 +143,7 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
                 return ports[bodies.index(leaders[0])]
             return None
 
-        leader_port = _wait_for(one_leader, 180, "two instances, one of them the leader")
+        leader_port = wait_for(one_leader, 180, "two instances, one of them the leader")
         follower_port = next(p for p in ports if p != leader_port)
         producer = Producer(settings.confluent_config())
         now_ms = int(time.time() * 1000)
@@ -165,7 +169,7 @@ def test_with_two_app_instances_the_leader_plans_with_every_sample(broker, tmp_p
                 f"forwarded {follower.get('forwarded_samples')}"
             )
 
-        _wait_for(
+        wait_for(
             lambda: _planner(leader_port).get("samples", {}).get("accepted", 0) >= count,
             90,
             "the leader to accept every sample",

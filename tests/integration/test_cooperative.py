@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.config import KafkaSettings
 from streamtrain.kafka import create_topic
+from streamtrain.process import stop_children
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 120.0
@@ -152,12 +153,6 @@ def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_pa
         text = "".join((tmp_path / f"{w}.out").read_text() for w in "abc")
         assert "Traceback" not in text
     finally:
-        for process, log in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(10)
+        stop_children([(process, "worker") for process, _ in processes], 30.0)
+        for _, log in processes:
             log.close()

@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streamtrain import wire
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
 from streamtrain.proto import data_plane_pb2 as dp
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
 from tests.integration.test_elastic_worker import DEADLINE_S, Job, ids
 
 

@@ -28,7 +28,7 @@ from streamtrain.wire import decode
 from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import read_topic
 from tests.integration.keda_process import ScalerProcess
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 from tests.integration.waiting import wait_for
 
 MAX_PLAN_AGE_S = 10.0
@@ -91,6 +91,7 @@ def control_app(broker, names, tmp_path, log_name):
         # a fixed allocation of 3: the planner commands 2 -> 3 once it knows there are 2
         *("--policy", "adequate", "--policy-setting", "workers=3", "--max-workers", "4"),
         *("--data-dir", str(tmp_path / "lag-state")),
+        session_timeout_s=FAST_SESSION_S,
     )
 
 

@@ -22,7 +22,7 @@ from streamtrain.proto.externalscaler_pb2_grpc import ExternalScalerStub
 from streamtrain.wire import decode
 from tests.integration.http_kafka import read_topic
 from tests.integration.keda_process import ScalerProcess
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 from tests.integration.test_scale_loop import JOB, Traffic
 from tests.integration.waiting import wait_for
 
@@ -96,6 +96,7 @@ def test_keda_gets_the_planned_count_from_the_running_planner(broker, names, tmp
             *("--policy-setting", "decision_interval_s=1", "--samples-topic", names["samples"]),
             *("--commands-topic", names["commands"], "--plan-step-s", "1"),
             *("--sample-bucket-s", "1", "--action-pause-s", "5", "--max-workers", "4"),
+            session_timeout_s=FAST_SESSION_S,
         )
         # The workers report 1: the push stream says active (the plan went from nothing
         # to 1 worker), then the planner commands more workers for the lag.

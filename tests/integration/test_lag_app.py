@@ -14,19 +14,10 @@ from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from tests.integration.http_kafka import get_json, read_topic
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
+from tests.integration.waiting import wait_for_slow as wait_for
 
 TOPIC, GROUP = "events", "trainer"
-
-
-def _wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def _wait_for_json(port, path, ready, timeout_s, what):
@@ -36,7 +27,7 @@ def _wait_for_json(port, path, ready, timeout_s, what):
         body = get_json(port, path)[1] or {}
         return body if ready(body) else None
 
-    return _wait_for(attempt, timeout_s, what)
+    return wait_for(attempt, timeout_s, what)
 
 
 @pytest.fixture
@@ -62,10 +53,15 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
     committer.close()
     port = free_port()
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
+        own_broker.bootstrap,
+        GROUP,
+        port,
+        tmp_path / f"app-{time.monotonic_ns()}.log",
+        *PLANNER,
+        session_timeout_s=FAST_SESSION_S,
     )
     try:
-        body = _wait_for(
+        body = wait_for(
             lambda: (get_json(port, f"/groups/{GROUP}/lag")[1] or {}).get("partitions"),
             90,
             "the app's first report",
@@ -87,15 +83,15 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
         # The broker goes away (paused) for some seconds: the app says so and carries on.
         os.kill(own_broker.pid, signal.SIGSTOP)
         try:
-            _wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
+            wait_for(lambda: get_json(port, "/health")[0] == 503, 30, "the app to notice")
             assert process.poll() is None
         finally:
             os.kill(own_broker.pid, signal.SIGCONT)
-        _wait_for(lambda: get_json(port, "/health")[0] == 200, 60, "the app to recover")
+        wait_for(lambda: get_json(port, "/health")[0] == 200, 60, "the app to recover")
         alerts = [pb.Alert.FromString(v) for v in read_topic(settings, "streamtrain.lag.alerts")]
         control = [a for a in alerts if a.kind == pb.Alert.CONTROL_APP]
         assert any(not a.resolved and a.severity == pb.Alert.CRITICAL for a in control)
-        _wait_for(
+        wait_for(
             lambda: any(
                 a.kind == pb.Alert.CONTROL_APP and a.resolved
                 for a in map(pb.Alert.FromString, read_topic(settings, "streamtrain.lag.alerts"))
@@ -118,14 +114,21 @@ def test_app_serves_publishes_survives_an_outage_and_restores_history(own_broker
 
     # A restarted app recovers its history tables from their changelogs.
     process, log = start_lag_app(
-        own_broker.bootstrap, GROUP, port, tmp_path / f"app-{time.monotonic_ns()}.log", *PLANNER
+        own_broker.bootstrap,
+        GROUP,
+        port,
+        tmp_path / f"app-{time.monotonic_ns()}.log",
+        *PLANNER,
+        session_timeout_s=FAST_SESSION_S,
     )
     try:
         health = _wait_for_json(
             port, "/health", lambda body: body.get("restored"), 90, "the restarted app"
         )
         assert health["restored"]
-        body = _wait_for(lambda: get_json(port, f"/groups/{GROUP}/lag")[1], 30, "a report")
+        body = _wait_for_json(
+            port, f"/groups/{GROUP}/lag", lambda body: "history" in body, 30, "a report"
+        )
         assert len(body["history"]) >= history_before
         # CPS needs two HWM snapshots: restored history gives it on the first tick.
         assert all(p["records_per_s"] is not None for p in body["partitions"])

@@ -26,7 +26,7 @@ def stack(broker, tmp_path_factory):
         stop_stack(running)
 
 
-def test_prometheus_scrapes_the_lag_app_and_returns_a_lag_series(stack):
+def test_prometheus_scrapes_the_control_app_and_returns_a_lag_series(stack):
     group = stack.names["group"]
     events = stack.names["events"]
     expr = f'streamtrain_lag_seconds{{group="{group}"}}'

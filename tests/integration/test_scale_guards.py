@@ -16,16 +16,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamtrain.errors import ExecutorError
-from streamtrain.kafka import create_topic
-from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings, Handled
-from streamtrain.scale.executors import (
+from streamtrain.executors import (
     ApplierSettings,
     CommandApplier,
     LocalProcessPool,
     Outcome,
     WebhookExecutor,
 )
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings, Handled
+from streamtrain.kafka import create_topic
+from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.wire import decode, encode
 from tests.integration.http_kafka import read_topic
 

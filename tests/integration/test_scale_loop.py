@@ -11,15 +11,15 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from streamtrain.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.kafka import create_topic
 from streamtrain.ports import free_port
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, CommandApplier, LocalProcessPool, Outcome
 from streamtrain.wire import decode, encode
 from tests.integration.cli_process import SCRIPT
 from tests.integration.http_kafka import get_json, read_topic
-from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.lag_process import FAST_SESSION_S, start_lag_app, stop_process
 
 JOB = "demo"
 FAST_GROUP = (("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500"))
@@ -104,6 +104,7 @@ def test_planner_command_is_applied_once_to_a_local_pool(broker, names, tmp_path
         "5",
         "--max-workers",
         "4",
+        session_timeout_s=FAST_SESSION_S,
     )
     pool = LocalProcessPool([sys.executable, "-c", "import time; time.sleep(300)"], grace_s=2)
     applier = CommandApplier(pool, ApplierSettings(job=JOB, max_attempts=1))

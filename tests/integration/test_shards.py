@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamtrain import wire
 from streamtrain.broker import free_port
 from streamtrain.config import KafkaSettings
+from streamtrain.executors.shard_release import ShardRelease
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
-from streamtrain.scale.executors.shard_release import ShardRelease
 from tests.integration.lag_process import start_lag_app, stop_process
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 from streamtrain.config import KafkaSettings
-from streamtrain.scale.executors.local import LocalProcessPool
-from streamtrain.scale.executors.readiness import Readiness
+from streamtrain.executors.local import LocalProcessPool
+from streamtrain.executors.readiness import Readiness
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ FAKE_WORKER = textwrap.dedent(
 )
 
 
-def pool_for(broker, tmp_path, readiness, job, topic, silent):
+def pool_for(broker, tmp_path, readiness, job, topic, silent, prep_timeout_s):
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER)
     return LocalProcessPool(
@@ -52,7 +52,7 @@ def pool_for(broker, tmp_path, readiness, job, topic, silent):
         },
         grace_s=2.0,
         readiness=readiness,
-        prep_timeout_s=15.0,
+        prep_timeout_s=prep_timeout_s,
         size_path=tmp_path / "pool-size",
     )
 
@@ -63,7 +63,8 @@ def test_workers_are_admitted_together_after_ready(broker, tmp_path):
     kafka = KafkaSettings(broker.bootstrap)
     with (
         Readiness(kafka, job, topic) as readiness,
-        pool_for(broker, tmp_path, readiness, job, topic, silent="") as pool,
+        # waited out only if a worker is late: room for a busy machine
+        pool_for(broker, tmp_path, readiness, job, topic, silent="", prep_timeout_s=60.0) as pool,
     ):
         assert pool.scale_to(3) == 3
         assert pool.current_workers() == 3
@@ -87,7 +88,10 @@ def test_a_worker_that_never_says_ready_is_not_capacity_and_is_replaced(broker, 
     kafka = KafkaSettings(broker.bootstrap)
     with (
         Readiness(kafka, job, topic) as readiness,
-        pool_for(broker, tmp_path, readiness, job, topic, silent="worker-1") as pool,
+        # waited out twice for the silent worker (it and its replacement)
+        pool_for(
+            broker, tmp_path, readiness, job, topic, silent="worker-1", prep_timeout_s=15.0
+        ) as pool,
     ):
         assert pool.scale_to(2) == 1  # worker-1 failed twice: given up
         assert pool.not_ready == 2  # the first one, then its replacement

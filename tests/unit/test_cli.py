@@ -94,3 +94,37 @@ def test_bootstrap_comes_from_the_environment():
     )
     assert result.exit_code == 2
     assert "not-an-address" in result.output
+
+
+def test_an_option_group_adds_its_options_in_order_and_takes_back_only_them():
+    from streamtrain.commands.common import OptionGroup, option
+
+    group = OptionGroup(
+        option("--first-x", env="TEST_FIRST_X", default="1"),
+        option("--second-y", "renamed", env="TEST_SECOND_Y", default="2"),
+    )
+    assert group.names == ("first_x", "renamed")
+    seen = {}
+
+    @click.command()
+    @group
+    @click.option("--other", default="o")
+    def command(**opts):
+        seen["taken"] = group.take(opts)
+        seen["left"] = opts
+
+    result = CliRunner().invoke(command, ["--second-y", "z"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"taken": {"first_x": "1", "renamed": "z"}, "left": {"other": "o"}}
+    assert [p.name for p in command.params][:2] == ["first_x", "renamed"]
+
+
+def test_the_kafka_options_are_the_connection_fields_of_the_settings():
+    from streamtrain.config import KAFKA_CONNECTION_FIELDS
+
+    lag = main.commands["lag"]
+    assert isinstance(lag, click.Group)
+    lag_run = lag.commands["run"]
+    flags = {p.name: p for p in lag_run.params}
+    for field in KAFKA_CONNECTION_FIELDS:
+        assert flags[field].envvar == f"STREAMTRAIN_{field.upper()}"

@@ -2,10 +2,18 @@
 
 import dataclasses
 import logging
+from typing import Any
 
 import pytest
 
-from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings, parse_bootstrap
+from streamtrain.config import (
+    KAFKA_CONNECTION_FIELDS,
+    EmbeddedBrokerSettings,
+    KafkaSettings,
+    comma_list,
+    key_values,
+    parse_bootstrap,
+)
 from streamtrain.errors import ConfigError
 
 
@@ -95,3 +103,29 @@ def test_settings_are_frozen():
 def test_bad_broker_settings(kwargs):
     with pytest.raises(ConfigError):
         EmbeddedBrokerSettings(**kwargs)
+
+
+def test_a_comma_list_is_stripped_and_skips_empty_items():
+    assert comma_list(" a, b,,c ,") == ("a", "b", "c")
+    assert comma_list(" , ") == ()
+
+
+def test_key_values_strip_both_sides_and_name_the_flag_on_a_bad_item():
+    assert key_values("--x", [" a = 1 ", "b=", "a=2"]) == {"a": "2", "b": ""}
+    for bad in ("novalue", "=1", " =1"):
+        with pytest.raises(ConfigError, match=r"--x .* is not KEY=VALUE"):
+            key_values("--x", [bad])
+
+
+def test_every_connection_field_reaches_the_confluent_config_under_its_dotted_name():
+    values: dict[str, Any] = {name: f"v-{name}" for name in KAFKA_CONNECTION_FIELDS}
+    values["security_protocol"] = "SASL_SSL"
+    values["sasl_mechanism"] = "PLAIN"
+    settings = KafkaSettings(bootstrap="h:1", **values)
+    assert settings.connection() == values
+    conf = settings.confluent_config()
+    assert {name: conf[name.replace("_", ".")] for name in KAFKA_CONNECTION_FIELDS} == values
+    assert set(KAFKA_CONNECTION_FIELDS) == {f.name for f in dataclasses.fields(KafkaSettings)} - {
+        "bootstrap",
+        "extra",
+    }

@@ -62,3 +62,37 @@ def test_fausts_table_and_router_pages_only_when_asked_for(tmp_path, pages):
     assert app.conf.web_tables_enabled is pages and app.conf.web_router_enabled is pages
     mounted = {prefix for prefix, _ in app.web.blueprints._enabled}
     assert ({"/table", "/router"} <= mounted) is pages
+
+
+def test_the_control_app_takes_its_group_session_from_the_command_line(tmp_path, monkeypatch):
+    """`lag run --session-timeout-s` reaches the Faust app (default 10 s)."""
+    from click.testing import CliRunner
+
+    from streamtrain.cli import main
+
+    seen = {}
+
+    def create_app(settings):
+        seen["session_timeout_s"] = settings.session_timeout_s
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr("streamtrain.control.app.create_app", create_app)
+    monkeypatch.setattr("streamtrain.kafka.probe", lambda settings, timeout_s: None)
+    from streamtrain.ports import free_port
+
+    port = str(free_port())
+    args = ["lag", "run", "--group", "g", "--bootstrap", "127.0.0.1:9", "--web-port", port]
+    for extra, want in (([], 10.0), (["--session-timeout-s", "6"], 6.0)):
+        result = CliRunner().invoke(main, [*args, *extra])
+        assert "stop here" in result.output, result.output
+        assert seen["session_timeout_s"] == want
+    app = new_faust_app(
+        "st-test",
+        KafkaSettings("127.0.0.1:9092"),
+        data_dir=tmp_path,
+        web_host="127.0.0.1",
+        web_port=6066,
+        request_timeout_s=1.0,
+        session_timeout_s=6.0,
+    )
+    assert app.conf.broker_session_timeout == 6.0

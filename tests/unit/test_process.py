@@ -1,4 +1,4 @@
-"""stop_child: signal, wait, then kill, on real child processes."""
+"""stop_child and stop_children: signal, wait, then kill, on real child processes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from streamtrain.process import stop_child
+from streamtrain.process import stop_child, stop_children
 
 IGNORES_TERM = (
     "import signal, sys, time\n"
@@ -55,3 +55,21 @@ def test_the_signal_is_the_callers_and_an_exited_child_is_only_reaped() -> None:
     process = _start(IGNORES_TERM_NOT_INT)
     assert stop_child(process, "child", timeout_s=10.0, sig=signal.SIGINT) != -signal.SIGKILL
     assert stop_child(process, "child", timeout_s=10.0) == process.returncode
+
+
+def test_children_are_stopped_together_and_each_stubborn_one_is_killed_and_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sleeper = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    children = [
+        (_start(IGNORES_TERM), "first stubborn"),
+        (_start(sleeper), "sleeper"),
+        (_start(IGNORES_TERM), "second stubborn"),
+    ]
+    with caplog.at_level(logging.WARNING):
+        codes = stop_children(children, timeout_s=0.3)
+    assert codes == [-signal.SIGKILL, -signal.SIGTERM, -signal.SIGKILL]
+    assert all(process.returncode is not None for process, _ in children)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2
+    assert "first stubborn" in warned[0] and "second stubborn" in warned[1]

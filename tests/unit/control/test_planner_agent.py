@@ -1,4 +1,4 @@
-"""The planner's side of the lag app without Faust: samples in, commands out, arrivals."""
+"""The planner's side of the control app without Faust: samples in, commands out, arrivals."""
 
 from types import SimpleNamespace
 

@@ -17,9 +17,9 @@ from streamtrain.demo.summary import (
 )
 from streamtrain.demo.trainer import DemoWorkerConfig, roc_auc
 from streamtrain.errors import ConfigError
+from streamtrain.executors import ApplyResult, Outcome
 from streamtrain.ports import free_port
 from streamtrain.scale.action_costs import ActionCostEstimate
-from streamtrain.scale.executors import ApplyResult, Outcome
 
 T0 = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""The lag app's persisted history over plain dicts: written, pruned, read back."""
+"""The control app's persisted history over plain dicts: written, pruned, read back."""
 
 import json
 import logging

@@ -8,8 +8,8 @@ from streamtrain import wire
 from streamtrain.proto.data_plane_pb2 import BatchAck, CreditGrant, RecordBatch, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.frames import (
+    BatchRefusal,
     Drop,
-    Refusal,
     check_batch,
     check_control,
     check_event,
@@ -74,7 +74,7 @@ def _batch(origin="w1", job="j", batch_id="b-1"):
 
 def test_a_members_own_batch_of_this_job_passes():
     batch = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False)
-    assert not isinstance(batch, Drop | Refusal)
+    assert not isinstance(batch, Drop | BatchRefusal)
     assert (batch.batch_id, len(batch.columns), batch.columns.forwarded) == ("b-1", 4, True)
     curved = check_batch("w1", _batch(), members={"w1"}, job="j", curve=True, user_id="w1")
     assert not isinstance(curved, Drop)
@@ -99,7 +99,7 @@ def test_only_a_non_members_own_well_formed_batch_is_answered():
         return check_batch(sender, payload, members={"w1"}, job="j", curve=False)
 
     refusal = check("w9", _batch("w9", batch_id="x"))
-    assert refusal == Refusal("x", "unknown peer", Drop.NOT_A_MEMBER)
+    assert refusal == BatchRefusal("x", "unknown peer", Drop.NOT_A_MEMBER)
     assert check("w9", _batch("w8")) is Drop.NOT_A_MEMBER
     assert check("w9", _batch("w9", job="other")) is Drop.NOT_A_MEMBER
     assert check("w9", b"junk") is Drop.NOT_A_MEMBER
@@ -125,7 +125,7 @@ def test_a_batch_of_a_newer_schema_version_is_answered_rejected():
     """A newer ``schema_version`` was dropped without an answer, so each
     cost its sender a whole ACK timeout during a rolling upgrade."""
     refusal = check_batch("w1", _newer(), members={"w1"}, job="j", curve=False)
-    assert isinstance(refusal, Refusal)
+    assert isinstance(refusal, BatchRefusal)
     assert (refusal.batch_id, refusal.why) == ("b-9", Drop.NEWER_SCHEMA)
     assert f"schema version {codec.BATCH_SCHEMA_VERSION + 1}" in refusal.reason
     # only the sender's own batch of this job is answered
@@ -136,10 +136,10 @@ def test_a_batch_of_a_topic_the_job_does_not_read_is_refused():
     """A peer's batch must not make this worker dead-letter (and so
     create) arbitrary ``<topic>.dlq`` topics."""
     got = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False, topics={"other"})
-    assert isinstance(got, Refusal) and got.why is Drop.FOREIGN_TOPIC
+    assert isinstance(got, BatchRefusal) and got.why is Drop.FOREIGN_TOPIC
     assert "'t'" in got.reason
     taken = check_batch("w1", _batch(), members={"w1"}, job="j", curve=False, topics={"t"})
-    assert not isinstance(taken, Drop | Refusal)
+    assert not isinstance(taken, Drop | BatchRefusal)
 
 
 def test_routing_ids_name_the_worker_and_carry_a_nonce():

@@ -2,9 +2,9 @@
 producer stands in for librdkafka's)."""
 
 from streamtrain.config import KafkaSettings
+from streamtrain.executors import CommandApplier
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import CommandApplier
 from streamtrain.wire import decode, encode
 
 

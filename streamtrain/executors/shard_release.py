@@ -17,7 +17,6 @@ records are trained again by the next holder: at-least-once, nothing lost).
 from __future__ import annotations
 
 import logging
-import time
 
 from confluent_kafka import KafkaException, Producer
 
@@ -25,6 +24,7 @@ from streamtrain import wire
 from streamtrain.config import KafkaSettings
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.shards.messages import default_topics
+from streamtrain.units import now_ms
 
 __all__ = ["ShardRelease"]
 
@@ -48,7 +48,7 @@ class ShardRelease:
             job=self.job,
             worker_id=worker_id,
             leaving=True,
-            sent_at_ms=int(time.time() * 1000),
+            sent_at_ms=now_ms(),
         )
         errors: list[str] = []
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.experiments.staleness import StalenessConfig, lost_auc, measure_staleness
+from streamtrain.ingest.staleness import StalenessConfig, lost_auc, measure_staleness
 
 
 def test_lost_auc_interpolates_the_curve_and_stays_flat_past_it():

@@ -6,14 +6,14 @@ import logging
 import pytest
 
 from streamtrain.errors import ConfigError, ExecutorError
-from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors import (
+from streamtrain.executors import (
     ApplierSettings,
     ApplyResult,
     CommandApplier,
     Executor,
     Outcome,
 )
+from streamtrain.proto import control_plane_pb2 as cp
 
 
 class FakeExecutor:

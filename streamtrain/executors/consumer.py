@@ -2,7 +2,7 @@
 
 Owned here: :class:`CommandConsumer` reads ``ScaleCommand`` messages from the commands
 topic (decoded with :mod:`streamtrain.wire`, never unpickled), keeps those for its job,
-and applies each through a :class:`~streamtrain.scale.executors.CommandApplier` (which
+and applies each through a :class:`~streamtrain.executors.CommandApplier` (which
 makes a redelivered command a no-op: idempotent on ``command_id``). Every result is
 logged by the applier and passed to ``on_result``; a failed apply (a command created
 in the future included) and a command too old to apply (``max_age_s`` after
@@ -35,8 +35,9 @@ from typing import Any
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError, KafkaError, SchemaError
+from streamtrain.executors import ApplyResult, CommandApplier
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors import ApplyResult, CommandApplier
+from streamtrain.units import ms_to_s, s_to_ms
 from streamtrain.wire import DecodeFailures, decode, encode
 
 __all__ = ["CommandConsumer", "ConsumerSettings", "Handled"]
@@ -189,7 +190,7 @@ class CommandConsumer:
             return Handled(offset, None, str(exc))
         if command.job != s.job:
             return Handled(offset, None, f"for job {command.job!r}")
-        age_s = self._clock() - command.created_at_ms / 1000
+        age_s = self._clock() - ms_to_s(command.created_at_ms)
         if age_s > s.max_age_s:
             why = f"scale command {command.command_id} is {age_s:.0f} s old (> {s.max_age_s:g} s)"
             log.warning("%s; not applied", why)
@@ -225,7 +226,7 @@ class CommandConsumer:
             return
         grew = (result.workers_after or 0) > (result.workers_before or 0)
         prep_s = getattr(self.applier.executor, "last_prep_s", None) if grew else None
-        now_ms = int(self._clock() * 1000)
+        now_ms = int(s_to_ms(self._clock()))
         outcome = cp.ScaleOutcome(
             command_id=result.command_id,
             job=self.settings.job,
@@ -234,7 +235,7 @@ class CommandConsumer:
             workers_before=result.workers_before or 0,
             workers_after=result.workers_after or 0,
             prep_s=float(prep_s or 0.0),
-            started_at_ms=now_ms - int(result.duration_s * 1000),
+            started_at_ms=now_ms - int(s_to_ms(result.duration_s)),
             finished_at_ms=now_ms,
             error=result.error or "",
         )
@@ -257,7 +258,7 @@ class CommandConsumer:
             group=self.settings.job,
             state=f"scale_{state}",
             message=message,
-            raised_at_ms=int(self._clock() * 1000),
+            raised_at_ms=int(s_to_ms(self._clock())),
         )
         try:
             self._producer.produce(

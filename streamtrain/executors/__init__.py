@@ -1,13 +1,18 @@
 """executors: apply ScaleCommands to real workers, idempotently, with retries and reports.
 
-* :mod:`~streamtrain.scale.executors.base`: the :class:`Executor` protocol and
+A package of its own, apart from ``scale`` (which decides the counts): this one starts
+and stops processes, calls Kubernetes and webhooks, and reads the commands topic.
+
+* :mod:`~streamtrain.executors.consumer`: :class:`CommandConsumer`, the commands topic
+  read and applied (``streamtrain scale apply``);
+* :mod:`~streamtrain.executors.base`: the :class:`Executor` protocol and
   :class:`CommandApplier` (idempotency on ``command_id``, journal, retries with backoff,
   a reported :class:`ApplyResult` for every command);
-* :mod:`~streamtrain.scale.executors.local`: :class:`LocalProcessPool`, worker
+* :mod:`~streamtrain.executors.local`: :class:`LocalProcessPool`, worker
   subprocesses on this machine (the demo's);
-* :mod:`~streamtrain.scale.executors.kubernetes`: :class:`KubernetesExecutor`, the scale
+* :mod:`~streamtrain.executors.kubernetes`: :class:`KubernetesExecutor`, the scale
   subresource of a Deployment or StatefulSet (extra ``k8s``, imported lazily);
-* :mod:`~streamtrain.scale.executors.webhook`: :class:`WebhookExecutor` (HTTP POST) and
+* :mod:`~streamtrain.executors.webhook`: :class:`WebhookExecutor` (HTTP POST) and
   :class:`CommandExecutor` (a local program).
 
 Typical wiring::
@@ -17,16 +22,16 @@ Typical wiring::
     result = applier.apply(command)  # never raises for a failed apply: read result.outcome
 """
 
-from streamtrain.scale.executors.base import (
+from streamtrain.executors.base import (
     ApplierSettings,
     ApplyResult,
     CommandApplier,
     Executor,
     Outcome,
 )
-from streamtrain.scale.executors.kubernetes import KubernetesExecutor, WorkloadKind
-from streamtrain.scale.executors.local import LocalProcessPool, WorkerExit, WorkerInfo
-from streamtrain.scale.executors.webhook import CommandExecutor, WebhookExecutor, command_payload
+from streamtrain.executors.kubernetes import KubernetesExecutor, WorkloadKind
+from streamtrain.executors.local import LocalProcessPool, WorkerExit, WorkerInfo
+from streamtrain.executors.webhook import CommandExecutor, WebhookExecutor, command_payload
 
 __all__ = [
     "ApplierSettings",

@@ -4,10 +4,10 @@ pool's and the consumer's sides are in tests/integration/test_scale_guards.py)."
 import pytest
 
 from streamtrain.errors import ConfigError
+from streamtrain.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
+from streamtrain.executors.base import MAX_TARGET_WORKERS
+from streamtrain.executors.webhook import redact_url
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors import ApplierSettings, ApplyResult, CommandApplier, Outcome
-from streamtrain.scale.executors.base import MAX_TARGET_WORKERS
-from streamtrain.scale.executors.webhook import redact_url
 
 
 class CountingExecutor:

@@ -28,6 +28,7 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import SchemaError
 from streamtrain.kafka import create_topic
 from streamtrain.proto import data_plane_pb2 as dp
+from streamtrain.units import now_ms
 
 __all__ = ["Readiness"]
 
@@ -140,7 +141,7 @@ class Readiness:
                 worker_id=worker_id,
                 state=dp.WorkerStateEvent.ADMITTED,
                 sequence=self._sequence,
-                emitted_at_ms=int(time.time() * 1000),
+                emitted_at_ms=now_ms(),
             )
             producer.produce(self.topic, key=worker_id.encode(), value=wire.encode(event))
         producer.flush(5)

@@ -9,9 +9,9 @@ import pytest
 
 from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
+from streamtrain.executors import ApplierSettings, CommandApplier, Outcome
+from streamtrain.executors.consumer import CommandConsumer, ConsumerSettings
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.consumer import CommandConsumer, ConsumerSettings
-from streamtrain.scale.executors import ApplierSettings, CommandApplier, Outcome
 from streamtrain.wire import decode, encode
 
 NOW_S = 1_800_000_000.0

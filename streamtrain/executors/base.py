@@ -67,6 +67,7 @@ from typing import Protocol, runtime_checkable
 
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.units import ms_to_s, now_ms
 
 __all__ = [
     "MAX_TARGET_WORKERS",
@@ -326,7 +327,7 @@ class CommandApplier:
 
     def _ahead_s(self, created_at_ms: int) -> float | None:
         """How far beyond now + the clock skew allowed ``created_at_ms`` is, or None."""
-        ahead_s = created_at_ms / 1000 - self._wall_clock()
+        ahead_s = ms_to_s(created_at_ms) - self._wall_clock()
         return ahead_s if ahead_s > self.settings.max_clock_skew_s else None
 
     def _current_workers_or_none(self) -> int | None:
@@ -410,7 +411,7 @@ class CommandApplier:
             "target_workers": command.target_workers,
             "workers_after": workers_after,
             "created_at_ms": command.created_at_ms,
-            "applied_at_ms": int(time.time() * 1000),
+            "applied_at_ms": now_ms(),
         }
         try:
             with path.open("a", encoding="utf-8") as journal:

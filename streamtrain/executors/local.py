@@ -21,7 +21,7 @@ its environment; a replaced worker keeps its slot's id and index.
   kill the workers when that thread ends.
 
 * **Two-phase start** (with ``readiness``, a
-  :class:`~streamtrain.scale.executors.readiness.Readiness`): a scale-up starts the new
+  :class:`~streamtrain.executors.readiness.Readiness`): a scale-up starts the new
   processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded or
   weights healed, connected), admits the ready ones together (ADMITTED), so a group-mode
   scale-up of k workers is one rebalance, and replaces once a worker that did not say
@@ -33,7 +33,7 @@ its environment; a replaced worker keeps its slot's id and index.
 * ``on_exit`` is called with the worker id of a worker that exited on its own (not one
   a scale-down stopped), before its slot is refilled: a shard job's pool hands the dead
   worker's shards back at once with
-  :meth:`~streamtrain.scale.executors.shard_release.ShardRelease.worker_gone`.
+  :meth:`~streamtrain.executors.shard_release.ShardRelease.worker_gone`.
 
 * **Never spawns in a loop** (a command for 4e9 workers must not fork forever):
   ``scale_to`` above ``max_workers`` (default 64) is refused, not retriable, before any
@@ -60,9 +60,9 @@ from types import TracebackType
 from typing import IO
 
 from streamtrain.errors import ConfigError, ExecutorError
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.executors.readiness import Readiness
+from streamtrain.process import die_with_parent_preexec, stop_children
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.scale.executors.readiness import Readiness
 
 __all__ = ["LocalProcessPool", "WorkerExit", "WorkerInfo"]
 
@@ -431,25 +431,13 @@ class LocalProcessPool:
         for worker in workers:
             if worker.process.poll() is None:
                 log.info("stopping worker %s (pid %d)", worker.worker_id, worker.process.pid)
-                worker.process.terminate()
-        deadline = time.monotonic() + self.grace_s
-        for worker in workers:
-            try:
-                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "worker %s (pid %d) ignored SIGTERM for %g s; killing it",
-                    worker.worker_id,
-                    worker.process.pid,
-                    self.grace_s,
-                )
-                worker.process.kill()
-                worker.process.wait()
+        children = [(w.process, f"worker {w.worker_id}") for w in workers]
+        for worker, code in zip(workers, stop_children(children, self.grace_s), strict=True):
             log.info(
                 "worker %s (pid %d) stopped with code %d",
                 worker.worker_id,
                 worker.process.pid,
-                worker.process.returncode,
+                code,
             )
 
     # -- lifecycle ---------------------------------------------------------------------

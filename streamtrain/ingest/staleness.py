@@ -1,4 +1,5 @@
-"""KALE Fig. 1 measured: how much click AUC a model loses when its training lags.
+"""KALE Fig. 1 measured: how much click AUC a model loses when its training lags, on
+the example stream and model of this package (the curve the demo prices its lag with).
 
 Owned here:
 
