@@ -1,9 +1,14 @@
-"""The docs say what the code does: the layer diagram is the import contract, and the
-README's command blocks render as code."""
+"""The docs say what the code does: the layer diagram is the import contract, the
+README's command blocks render as code, and every command the docs show exists with the
+flags they give it."""
 
 import re
 import tomllib
 from pathlib import Path
+
+import click
+
+from streamtrain.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +48,7 @@ def test_every_top_level_module_sits_in_a_layer():
 
 COMMAND_LINE = re.compile(
     r"\s*(\.venv/bin/)?streamtrain "
-    r"(broker|topics|worker|lag|scale|forecast|trace|simulate|demo|keda|cluster)\b"
+    r"(broker|topics|worker|lag|scale|forecast|trace|simulate|demo|keda|cluster|lighthouse)\b"
 )
 
 
@@ -58,3 +63,70 @@ def test_readme_command_lines_are_inside_code_blocks():
             stray.append(number)
     assert not inside, "an unclosed code fence in README.md"
     assert stray == [], f"README.md lines {stray} are commands outside a code block"
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_BREAK = re.compile(r"\s(?:\||>|;|&&|#)\s|\s#")
+
+
+def _shell_texts(text: str) -> list[str]:
+    """Command lines of the code blocks (continuations joined) and inline code spans."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.DOTALL)
+    lines = [line for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    spans = [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
+    return [SHELL_BREAK.split(line, maxsplit=1)[0] for line in [*lines, *spans]]
+
+
+def _flags(words: list[str]) -> list[str]:
+    return [m.group(1) for w in words if (m := re.match(r"\[?(--[a-z][a-z0-9-]*)", w))]
+
+
+def _streamtrain_uses(text: str):
+    """(command path, flags) for every `streamtrain ...` (or bare `worker ...`) shown."""
+    top = set(main.commands)
+    for line in _shell_texts(text):
+        words = line.split()
+        starts = [i + 1 for i, w in enumerate(words) if w.endswith("streamtrain")]
+        if words and words[0] in top:
+            starts.append(0)
+        for start in starts:
+            command, path, i = main, [], start
+            while isinstance(command, click.Group) and i < len(words):
+                if words[i] not in command.commands:
+                    break
+                command = command.commands[words[i]]
+                path.append(words[i])
+                i += 1
+            if path:
+                yield path, command, _flags(words[i:])
+
+
+def test_every_streamtrain_command_in_the_docs_exists_with_its_flags():
+    unknown = []
+    for doc in DOCS:
+        for path, command, flags in _streamtrain_uses(doc.read_text()):
+            known = {"--help"}
+            for param in command.params:
+                known.update(param.opts, param.secondary_opts)
+            unknown += [
+                f"{doc.name}: streamtrain {' '.join(path)} {f}" for f in flags if f not in known
+            ]
+    assert unknown == []
+
+
+def test_every_benchmark_command_in_the_docs_exists_with_its_flags():
+    unknown = []
+    for doc in DOCS:
+        for line in _shell_texts(doc.read_text()):
+            for match in re.finditer(r"python -m benchmarks\.(\w+)(.*)", line):
+                module = ROOT / "benchmarks" / f"{match.group(1)}.py"
+                if not module.exists():
+                    unknown.append(f"{doc.name}: no benchmarks/{module.name}")
+                    continue
+                source = module.read_text()
+                flags = _flags(match.group(2).split())
+                unknown += [
+                    f"{doc.name}: {module.name} {f}" for f in flags if f'"{f}"' not in source
+                ]
+    assert unknown == []
