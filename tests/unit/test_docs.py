@@ -130,3 +130,26 @@ def test_every_benchmark_command_in_the_docs_exists_with_its_flags():
                     f"{doc.name}: {module.name} {f}" for f in flags if f'"{f}"' not in source
                 ]
     assert unknown == []
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_relative_link_in_the_docs_reaches_a_file_and_heading():
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.name}: {target}")
+            elif anchor:
+                headings = re.findall(r"^#+ (.+)$", file.read_text(), re.MULTILINE)
+                if anchor not in {_anchor(h) for h in headings}:
+                    broken.append(f"{doc.name}: {target}")
+    assert broken == []
