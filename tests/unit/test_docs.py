@@ -91,7 +91,9 @@ def _streamtrain_uses(text: str):
         if words and words[0] in top:
             starts.append(0)
         for start in starts:
-            command, path, i = main, [], start
+            command: click.Command = main
+            path: list[str] = []
+            i = start
             while isinstance(command, click.Group) and i < len(words):
                 if words[i] not in command.commands:
                     break
