@@ -28,11 +28,12 @@ from typing import Any
 
 from streamtrain import wire
 from streamtrain.errors import ConfigError, SchemaError
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.shards.book import ShardBook
 from streamtrain.shards.messages import default_topics, from_range, grant_range, to_range
 from streamtrain.shards.model import Grant, ShardRange, ShardRefusal, ShardSettings
-from streamtrain.shards.partition import MAX_WORKER_ID_CHARS, PartitionKey
+from streamtrain.shards.partition import MAX_WORKER_ID_CHARS
 
 __all__ = ["ShardCoordinator", "ShardJobSettings"]
 

@@ -55,7 +55,8 @@ from streamtrain.ingest.ownership import Ownership, by_topic, describe
 from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
-from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
+from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.partition_key import PartitionKey
 from streamtrain.records import RecordColumns
 
 if TYPE_CHECKING:

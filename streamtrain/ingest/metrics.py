@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from streamtrain.ingest.tracker import PartitionKey, PartitionProgress
+from streamtrain.ingest.tracker import PartitionProgress
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 
 __all__ = ["MetricsSnapshot", "WorkerMetrics", "rates", "throughput_sample"]

@@ -51,8 +51,8 @@ from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
-from streamtrain.ingest.tracker import PartitionKey
 from streamtrain.kafka import create_topic
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.records import RecordColumns
 from streamtrain.shards.client import ShardClient

@@ -41,6 +41,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shards.model import (
     MAX_EPOCH,
     BookStats,
@@ -52,7 +53,6 @@ from streamtrain.shards.model import (
 from streamtrain.shards.partition import (
     LEASED,
     QUEUED,
-    PartitionKey,
     PartitionShards,
     ShardEntry,
     parse_partition,
