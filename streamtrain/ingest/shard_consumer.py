@@ -59,6 +59,7 @@ from streamtrain.shards.client import ShardClient
 from streamtrain.shards.holdings import NO_LEASE, Holdings
 from streamtrain.shards.messages import default_topics
 from streamtrain.shards.model import Grant
+from streamtrain.units import now_ms
 
 __all__ = ["SHARD_FETCH_TUNING", "ShardConsumer"]
 
@@ -374,7 +375,7 @@ class ShardConsumer(TrainingSource):
         producer = self._producer
         if producer is None:
             return
-        update.sent_at_ms = int(time.time() * 1000)
+        update.sent_at_ms = now_ms()
         producer.produce(
             self.updates_topic, key=self.settings.worker_id.encode(), value=wire.encode(update)
         )
