@@ -19,6 +19,7 @@ from streamtrain.commands.common import (
     kafka_connection,
     kafka_options,
     option,
+    web_pages_options,
 )
 from streamtrain.errors import ConfigError, StreamtrainError
 from streamtrain.units import ms_to_s
@@ -134,20 +135,7 @@ def cluster() -> None:
     show_default=True,
     help="The MILP's time budget per decision (the best plan found by then is used).",
 )
-@option(
-    "--web-host",
-    env="CLUSTER_WEB_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
-)
-@option(
-    "--trusted-network",
-    env="TRUSTED_NETWORK",
-    is_flag=True,
-    help="Every host that can reach --web-host may read the pages: allow an address "
-    "beyond loopback.",
-)
+@web_pages_options("CLUSTER")
 @option(
     "--max-clock-skew-s",
     env="CLUSTER_MAX_CLOCK_SKEW_S",

@@ -37,6 +37,7 @@ __all__ = [
     "option",
     "parse_float_list",
     "parse_names",
+    "web_pages_options",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,6 +104,28 @@ def faust_app_options(env_prefix: str) -> OptionGroup:
 # -- Kafka connection options, shared by every command that talks to Kafka --------------
 
 
+def web_pages_options(env_prefix: str) -> OptionGroup:
+    """``--web-host`` and ``--trusted-network`` of a command that serves pages, behind
+    ``STREAMTRAIN_<env_prefix>_WEB_HOST`` and ``STREAMTRAIN_TRUSTED_NETWORK``."""
+    return OptionGroup(
+        option(
+            "--web-host",
+            env=f"{env_prefix}_WEB_HOST",
+            default="127.0.0.1",
+            show_default=True,
+            help="Address of the pages (no authentication): beyond loopback only with "
+            "--trusted-network.",
+        ),
+        option(
+            "--trusted-network",
+            env="TRUSTED_NETWORK",
+            is_flag=True,
+            help="Every host that can reach --web-host may read the pages: allow an address "
+            "beyond loopback.",
+        ),
+    )
+
+
 def _connection_option(field: str) -> Callable[[F], F]:
     flag = "--" + field.replace("_", "-")
     if field == "security_protocol":
@@ -143,9 +166,7 @@ def kafka_options(command: F) -> F:
             help="Extra librdkafka property, passed through verbatim (repeatable).",
         ),
     ]
-    for decorator in reversed(options):
-        command = decorator(command)
-    return command
+    return OptionGroup(*options)(command)
 
 
 def _kafka_settings(bootstrap: str, opts: dict[str, Any]) -> KafkaSettings:

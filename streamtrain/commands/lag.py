@@ -17,6 +17,7 @@ from streamtrain.commands.common import (
     kafka_connection,
     kafka_options,
     option,
+    web_pages_options,
 )
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
 from streamtrain.commands.planner_options import planner_options, take_planner_options
@@ -132,20 +133,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
 @option(
     "--alerts-topic", env="LAG_ALERTS_TOPIC", default="streamtrain.lag.alerts", show_default=True
 )
-@option(
-    "--web-host",
-    env="LAG_WEB_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
-)
-@option(
-    "--trusted-network",
-    env="TRUSTED_NETWORK",
-    is_flag=True,
-    help="Every host that can reach --web-host may read the pages: allow an address "
-    "beyond loopback.",
-)
+@web_pages_options("LAG")
 @option(
     "--faust-pages",
     env="LAG_FAUST_PAGES",
