@@ -14,6 +14,8 @@ from typing import Any
 import click
 
 from streamtrain.commands.common import (
+    check_web_port,
+    create_app_topics,
     faust_app_options,
     handle_errors,
     kafka_connection,
@@ -21,7 +23,7 @@ from streamtrain.commands.common import (
     option,
     web_pages_options,
 )
-from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.errors import StreamtrainError
 from streamtrain.units import ms_to_s
 
 __all__ = ["cluster"]
@@ -189,14 +191,11 @@ def cluster_run(
     counts above --capacity are clamped to it. Every decision and its
     reasons go to --decisions-topic and /cluster on --web-host:--web-port.
     """
-    from streamtrain.broker import port_is_free
     from streamtrain.control.allocator import create_allocator_app
     from streamtrain.control.allocator_service import AllocatorSettings
     from streamtrain.control.faust_app import run_faust_app
-    from streamtrain.kafka import create_topic
 
-    if not port_is_free(web_host, web_port, reuse_address=True):
-        raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
+    check_web_port(web_host, web_port)
     with kafka_connection(opts) as kafka:
         settings = AllocatorSettings(
             kafka=kafka,
@@ -223,9 +222,11 @@ def cluster_run(
             trusted_network=trusted_network,
         )
         app, _ = create_allocator_app(settings)
-        # One partition each: the state topic must match its tables' partition count.
-        for name in (requests_topic, commands_topic, decisions_topic, settings.state_topic):
-            create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
+        create_app_topics(
+            kafka,
+            (requests_topic, commands_topic, decisions_topic, settings.state_topic),
+            opts["connect_timeout_s"],
+        )
         declared = ", ".join(f"{job} ({cls})" for job, cls in settings.declared.items())
         click.echo(
             f"cluster allocator {app_id}: {capacity} workers for {declared}; {solver}, "

@@ -30,6 +30,8 @@ from streamtrain.errors import ConfigError, StreamtrainError
 
 __all__ = [
     "OptionGroup",
+    "check_web_port",
+    "create_app_topics",
     "faust_app_options",
     "handle_errors",
     "kafka_connection",
@@ -124,6 +126,23 @@ def web_pages_options(env_prefix: str) -> OptionGroup:
             "beyond loopback.",
         ),
     )
+
+
+def check_web_port(host: str, port: int) -> None:
+    """Refuse a ``--web-port`` something already listens on, before anything starts."""
+    from streamtrain.ports import port_is_free
+
+    if not port_is_free(host, port, reuse_address=True):
+        raise ConfigError(f"{host}:{port} is in use: choose another --web-port")
+
+
+def create_app_topics(kafka: KafkaSettings, names: Sequence[str], timeout_s: float) -> None:
+    """Create a Faust app's topics that do not exist yet, one partition each (its tables'
+    changelogs must match their topics' partition count, or Faust refuses to start)."""
+    from streamtrain.kafka import create_topic
+
+    for name in names:
+        create_topic(kafka, name, 1, timeout_s=timeout_s, exist_ok=True)
 
 
 def _connection_option(field: str) -> Callable[[F], F]:
