@@ -56,6 +56,7 @@ from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
 from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.kafka import kafka_error
 from streamtrain.partition_key import PartitionKey
 from streamtrain.records import RecordColumns
 
@@ -163,6 +164,7 @@ class IngestConsumer(TrainingSource):
             )
         )
         self._consumer = consumer
+        reading = f"{', '.join(self.settings.topics)} as group {self.settings.group!r}"
         try:
             if self.settings.explicit_assignment:
                 partitions = [
@@ -182,18 +184,8 @@ class IngestConsumer(TrainingSource):
         except KafkaException as exc:
             consumer.close()
             self._consumer = None
-            raise KafkaError(
-                f"cannot start consuming {', '.join(self.settings.topics)} as group "
-                f"{self.settings.group!r}: {exc.args[0].str()}",
-                retriable=bool(exc.args[0].retriable()),
-            ) from exc
-        self._start_fetching("fetch", "ingest")
-        log.info(
-            "worker %s reading %s as group %r",
-            self.settings.worker_id,
-            ", ".join(self.settings.topics),
-            self.settings.group,
-        )
+            raise kafka_error(exc, f"cannot start consuming {reading}") from exc
+        self._start_fetching("fetch", "ingest", reading)
         return self
 
     def close(self) -> None:

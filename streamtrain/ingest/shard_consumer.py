@@ -51,7 +51,7 @@ from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
-from streamtrain.kafka import create_topic
+from streamtrain.kafka import create_topic, kafka_error
 from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.records import RecordColumns
@@ -164,16 +164,11 @@ class ShardConsumer(TrainingSource):
             self._listen_for_grants(self._grants)
         except KafkaException as exc:
             self._close_clients()
-            raise KafkaError(
-                f"cannot read shard grants on {self.grants_topic}: {exc.args[0].str()}",
-                retriable=bool(exc.args[0].retriable()),
-            ) from exc
-        self._start_fetching("shards", "shard")
-        log.info(
-            "worker %s reading shards of %s (job %r)",
-            self.settings.worker_id,
-            ", ".join(self.settings.topics),
-            self.settings.group,
+            raise kafka_error(exc, f"cannot read shard grants on {self.grants_topic}") from exc
+        self._start_fetching(
+            "shards",
+            "shard",
+            f"shards of {', '.join(self.settings.topics)} (job {self.settings.group!r})",
         )
         return self
 

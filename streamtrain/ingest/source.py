@@ -73,9 +73,10 @@ class TrainingSource:
         """The fetch loop (the subclass's): runs until ``_stop`` is set."""
         raise NotImplementedError
 
-    def _start_fetching(self, name: str, what: str) -> None:
-        """Run :meth:`_fetch` on a daemon thread ``streamtrain-<name>-<worker id>``; an
-        exception that ends it is logged (``what`` names the reader) and kept (:meth:`_fail`)."""
+    def _start_fetching(self, name: str, what: str, reading: str) -> None:
+        """Run :meth:`_fetch` on a daemon thread ``streamtrain-<name>-<worker id>`` and log
+        what it is ``reading``; an exception that ends it is logged (``what`` names the
+        reader) and kept (:meth:`_fail`)."""
 
         def fetch() -> None:
             try:
@@ -88,6 +89,7 @@ class TrainingSource:
             target=fetch, name=f"streamtrain-{name}-{self.settings.worker_id}", daemon=True
         )
         self._thread.start()
+        log.info("worker %s reading %s", self.settings.worker_id, reading)
 
     def _stop_fetching(self, timeout_s: float) -> bool:
         """Stop the fetch thread, waiting up to ``timeout_s``; whether it ended."""
