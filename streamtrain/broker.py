@@ -178,8 +178,7 @@ class EmbeddedBroker:
         """
         if self._process is None:
             raise EmbeddedBrokerError("embedded broker is not running")
-        self._process.kill()
-        self._process.wait(timeout=self.settings.stop_timeout_s)
+        stop_child(self._process, "embedded broker", self.settings.stop_timeout_s, signal.SIGKILL)
         self._process = None
         self._log.close()
         log.warning("embedded broker killed (SIGKILL)")
