@@ -74,7 +74,7 @@ from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.demo.children import kafka_env
 from streamtrain.kafka import create_topic
-from streamtrain.process import die_with_parent_preexec
+from streamtrain.process import die_with_parent_preexec, stop_child, stop_children
 from streamtrain.proto import data_plane_pb2 as dp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,23 +150,14 @@ class Child:
         return None if self.process is None else self.process.poll()
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+        """kill -9 (the fault), and reap it."""
+        if self.process is not None:
+            stop_child(self.process, self.name, 10, signal.SIGKILL)
 
-    def stop(self, grace_s: float = 30.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+    def close(self) -> None:
+        """Close the log (the process is stopped first, with the others)."""
         if self._log is not None:
             self._log.close()
-        return self.process.returncode
 
 
 def worker_argv(
@@ -419,11 +410,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             stop.set()
             load.stop.set()
             sampler.stop.set()
-            for child in children:  # SIGTERM to all at once, then wait for each
-                if child.process is not None and child.process.poll() is None:
-                    child.process.send_signal(signal.SIGTERM)
-            for child in reversed(children):
-                child.stop()
+            stop_children([(c.process, c.name) for c in children if c.process is not None], 30)
+            for child in children:
+                child.close()
             relay.close()
     ids, steps = trained(out)
     unique = np.unique(ids)

@@ -52,6 +52,7 @@ from streamtrain.experiments.colocation import (
     read_opportunistic,
     read_step_times,
 )
+from streamtrain.process import stop_children
 from streamtrain.sim.stats import interval
 
 PHASES = ("baseline", "unthrottled", "throttled", "capped")
@@ -88,15 +89,7 @@ def _stopped_at_exit(processes: list[subprocess.Popen[bytes]]) -> Iterator[None]
     try:
         yield
     finally:
-        for p in processes:
-            if p.poll() is None:
-                p.terminate()
-        for p in processes:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        stop_children([(p, f"colocation child {i}") for i, p in enumerate(processes)], 10)
 
 
 def _wait_ready(reports: list[Path], timeout_s: float = 180.0) -> None:

@@ -73,7 +73,7 @@ from streamtrain.elastic.statecodec import decode
 from streamtrain.ingest.example import SyntheticCtr, split_records
 from streamtrain.ingest.mmoe import MMoE, click_auc
 from streamtrain.kafka import create_topic
-from streamtrain.process import stop_child
+from streamtrain.process import stop_child, stop_children
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 11
@@ -246,12 +246,8 @@ class Run:
         return float("nan")
 
     def close(self) -> None:
-        for process in self.workers.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
         self.traffic.stop()
-        for worker, process in self.workers.items():
-            stop_child(process, f"worker {worker}", 60)
+        stop_children([(p, f"worker {w}") for w, p in self.workers.items()], 60)
         stop_child(self.control, "the control app", 30)
         if self.lighthouse is not None:
             self.lighthouse.stop()

@@ -34,15 +34,12 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from types import TracebackType
-from typing import IO
 
 from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.errors import (
@@ -57,7 +54,7 @@ from streamtrain.ports import (  # free_port, port_is_free: also importable from
     free_port,
     port_is_free,
 )
-from streamtrain.process import die_with_parent_preexec, stop_child
+from streamtrain.process import ChildLog, die_with_parent_preexec, stop_child
 from streamtrain.s3local import LocalS3, S3Stats
 
 __all__ = ["EmbeddedBroker", "free_port", "port_is_free", "resolve_tansu_binary"]
@@ -101,7 +98,7 @@ class EmbeddedBroker:
         self.settings = settings or EmbeddedBrokerSettings()
         self._binary = binary
         self._process: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
+        self._log = ChildLog("streamtrain-tansu-")
         self._port: int | None = None
         self._s3: LocalS3 | None = None
 
@@ -146,7 +143,6 @@ class EmbeddedBroker:
             "--cluster-id",
             self.settings.cluster_id,
         ]
-        self._log_file = tempfile.TemporaryFile(prefix="streamtrain-tansu-")  # noqa: SIM115
         env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG"}}
         env["RUST_LOG"] = self.settings.log_level
         if self._s3 is not None:
@@ -156,13 +152,13 @@ class EmbeddedBroker:
             self._process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
+                stdout=self._log.open(),
                 stderr=subprocess.STDOUT,
                 env=env,
                 preexec_fn=die_with_parent_preexec(signal.SIGINT),  # see stop()
             )
         except OSError as exc:
-            self._close_log()
+            self._log.close()
             raise BrokerBinaryNotFoundError(
                 f"could not execute {binary}: {exc}; {_INSTALL_HINT}"
             ) from exc
@@ -182,10 +178,9 @@ class EmbeddedBroker:
         """
         if self._process is None:
             raise EmbeddedBrokerError("embedded broker is not running")
-        self._process.kill()
-        self._process.wait(timeout=self.settings.stop_timeout_s)
+        stop_child(self._process, "embedded broker", self.settings.stop_timeout_s, signal.SIGKILL)
         self._process = None
-        self._close_log()
+        self._log.close()
         log.warning("embedded broker killed (SIGKILL)")
 
     def restart(self) -> EmbeddedBroker:
@@ -255,15 +250,10 @@ class EmbeddedBroker:
         process, self._process = self._process, None
         if process is not None:
             stop_child(process, "embedded broker", self.settings.stop_timeout_s, signal.SIGINT)
-        self._close_log()
+        self._log.close()
         s3, self._s3 = self._s3, None
         if s3 is not None:
             s3.stop()
-
-    def _close_log(self) -> None:
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -299,11 +289,4 @@ class EmbeddedBroker:
 
     def log_tail(self, max_bytes: int = 2000) -> str:
         """The last ``max_bytes`` of the broker's combined stdout and stderr."""
-        if self._log_file is None:
-            return ""
-        with contextlib.suppress(OSError):
-            fd = self._log_file.fileno()
-            size = os.fstat(fd).st_size
-            start = max(0, size - max_bytes)
-            return os.pread(fd, size - start, start).decode("utf-8", errors="replace")
-        return ""
+        return self._log.tail(max_bytes)

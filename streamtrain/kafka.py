@@ -33,6 +33,7 @@ __all__ = [
     "cluster_replication_factor",
     "create_topic",
     "describe_topics",
+    "kafka_error",
     "probe",
     "replication_factor_for",
 ]
@@ -53,6 +54,13 @@ class BrokerInfo:
     broker_count: int
     topics: tuple[TopicInfo, ...]
     answered_in_s: float
+
+
+def kafka_error(exc: KafkaException, what: str) -> KafkaError:
+    """``exc`` as a :class:`~streamtrain.errors.KafkaError`: ``what`` failed, librdkafka's
+    reason, and whether it is retriable (the caller raises it ``from exc``)."""
+    error = exc.args[0]
+    return KafkaError(f"{what}: {error.str()}", retriable=bool(error.retriable()))
 
 
 def _admin(settings: KafkaSettings, timeout_s: float) -> AdminClient:
@@ -170,10 +178,9 @@ def create_topic(
         error = exc.args[0]
         if exist_ok and error.name() == "TOPIC_ALREADY_EXISTS":
             return TopicInfo(name=name, partitions=partitions)
-        raise KafkaError(
-            f"creating topic {name!r} ({partitions} partitions) on {settings.bootstrap} "
-            f"failed: {error.str()}",
-            retriable=bool(error.retriable()),
+        raise kafka_error(
+            exc,
+            f"creating topic {name!r} ({partitions} partitions) on {settings.bootstrap} failed",
         ) from exc
     except TimeoutError as exc:
         raise BrokerUnreachableError(settings.bootstrap, timeout_s) from exc

@@ -7,6 +7,8 @@ outlives a parent killed outright (``kill -9``). Elsewhere there is no such call
 parents' own shutdown paths are all there is. :func:`stop_children` is the one
 signal-wait-kill sequence (:func:`stop_child` for one child): every child is signalled
 first and they share one grace period, so stopping ten takes no longer than one.
+:class:`ChildLog` is a server child's combined output: a temporary file it writes to
+and whose last bytes go into the error when it fails to start.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
+    "ChildLog",
     "die_with_parent_initializer",
     "die_with_parent_preexec",
     "stop_child",
@@ -108,3 +112,38 @@ def stop_children(
             process.kill()
             codes.append(process.wait())
     return codes
+
+
+class ChildLog:
+    """A child's combined stdout and stderr, in an anonymous temporary file.
+
+    :meth:`open` creates the file to hand the child (``stdout=``), :meth:`tail` reads its
+    last bytes without moving the offset the child writes at, :meth:`close` (idempotent)
+    drops it. Before :meth:`open` and after :meth:`close` the tail is empty.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._file: IO[bytes] | None = None
+
+    def open(self) -> IO[bytes]:
+        self.close()
+        self._file = tempfile.TemporaryFile(prefix=self.prefix)  # noqa: SIM115 - closed by close()
+        return self._file
+
+    def tail(self, max_bytes: int = 2000) -> str:
+        """The last ``max_bytes`` the child wrote ("" without a file or on a read error)."""
+        if self._file is None:
+            return ""
+        try:
+            fd = self._file.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - max_bytes)
+            return os.pread(fd, size - start, start).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()

@@ -322,6 +322,12 @@ class RecordColumns:
             return self
         return self.take(np.flatnonzero(~doomed))
 
+    def omit(self, index: NDArray[np.intp]) -> RecordColumns:
+        """The records not at ``index`` (what :meth:`take` leaves), in their order."""
+        keep = np.ones(len(self), dtype=bool)
+        keep[index] = False
+        return self.take(np.flatnonzero(keep))
+
     def take(self, index: NDArray[np.intp] | slice) -> RecordColumns:
         """The records at ``index`` (a slice or an index array), payloads re-packed."""
         picked = np.arange(len(self))[index]

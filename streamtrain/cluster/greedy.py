@@ -43,6 +43,7 @@ from streamtrain.cluster.problem import (
     unchanged,
 )
 from streamtrain.cluster.reclaim import reclaim_workers
+from streamtrain.units import s_to_ms
 
 __all__ = ["greedy_allocate", "training_time_s"]
 
@@ -72,7 +73,7 @@ def greedy_allocate(problem: ClusterProblem) -> Allocation:
     started = time.perf_counter()
     why = infeasibility(problem)
     if why is not None:
-        return unchanged(problem, why, "greedy", (time.perf_counter() - started) * 1000)
+        return unchanged(problem, why, "greedy", s_to_ms(time.perf_counter() - started))
     free = problem.capacity_workers[0] - sum(j.floor_workers for j in problem.jobs)
     granted: dict[str, int] = {}
     notes: dict[str, str] = {}
@@ -91,7 +92,7 @@ def greedy_allocate(problem: ClusterProblem) -> Allocation:
     grants = tuple(
         _grant(job, granted[job.name], notes.get(job.name, ""), problem) for job in problem.jobs
     )
-    return Allocation(grants, True, "greedy", "rules", (time.perf_counter() - started) * 1000)
+    return Allocation(grants, True, "greedy", "rules", s_to_ms(time.perf_counter() - started))
 
 
 def _halvable(job: ClusterJob, granted: int) -> int:

@@ -78,6 +78,7 @@ from streamtrain.cluster.problem import (
     unchanged,
 )
 from streamtrain.errors import ConfigError
+from streamtrain.units import s_to_ms
 
 __all__ = ["MilpSettings", "milp_allocate"]
 
@@ -293,7 +294,7 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     started = time.perf_counter()
     why = infeasibility(problem)
     if why is not None:
-        return unchanged(problem, why, "milp", (time.perf_counter() - started) * 1000)
+        return unchanged(problem, why, "milp", s_to_ms(time.perf_counter() - started))
     horizon = problem.horizon
     model = _Model()
     whole = min(horizon, settings.integral_steps)
@@ -320,7 +321,7 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
         for t in range(horizon):
             model.row([(c.counts[t], 1.0) for c in opportunistic], -np.inf, budget)
     status, message, x, gap, nodes = model.solve(settings)
-    solve_ms = (time.perf_counter() - started) * 1000
+    solve_ms = s_to_ms(time.perf_counter() - started)
     if status == _LIMIT and x is not None and gap > settings.accept_gap:
         message = f"the solve limit came with the best plan {gap:.0%} from optimal"
         x = None

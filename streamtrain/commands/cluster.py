@@ -14,13 +14,16 @@ from typing import Any
 import click
 
 from streamtrain.commands.common import (
+    check_web_port,
+    create_app_topics,
     faust_app_options,
     handle_errors,
     kafka_connection,
     kafka_options,
     option,
+    web_pages_options,
 )
-from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.errors import StreamtrainError
 from streamtrain.units import ms_to_s
 
 __all__ = ["cluster"]
@@ -134,20 +137,7 @@ def cluster() -> None:
     show_default=True,
     help="The MILP's time budget per decision (the best plan found by then is used).",
 )
-@option(
-    "--web-host",
-    env="CLUSTER_WEB_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
-)
-@option(
-    "--trusted-network",
-    env="TRUSTED_NETWORK",
-    is_flag=True,
-    help="Every host that can reach --web-host may read the pages: allow an address "
-    "beyond loopback.",
-)
+@web_pages_options("CLUSTER")
 @option(
     "--max-clock-skew-s",
     env="CLUSTER_MAX_CLOCK_SKEW_S",
@@ -201,14 +191,11 @@ def cluster_run(
     counts above --capacity are clamped to it. Every decision and its
     reasons go to --decisions-topic and /cluster on --web-host:--web-port.
     """
-    from streamtrain.broker import port_is_free
     from streamtrain.control.allocator import create_allocator_app
     from streamtrain.control.allocator_service import AllocatorSettings
     from streamtrain.control.faust_app import run_faust_app
-    from streamtrain.kafka import create_topic
 
-    if not port_is_free(web_host, web_port, reuse_address=True):
-        raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
+    check_web_port(web_host, web_port)
     with kafka_connection(opts) as kafka:
         settings = AllocatorSettings(
             kafka=kafka,
@@ -235,9 +222,11 @@ def cluster_run(
             trusted_network=trusted_network,
         )
         app, _ = create_allocator_app(settings)
-        # One partition each: the state topic must match its tables' partition count.
-        for name in (requests_topic, commands_topic, decisions_topic, settings.state_topic):
-            create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
+        create_app_topics(
+            kafka,
+            (requests_topic, commands_topic, decisions_topic, settings.state_topic),
+            opts["connect_timeout_s"],
+        )
         declared = ", ".join(f"{job} ({cls})" for job, cls in settings.declared.items())
         click.echo(
             f"cluster allocator {app_id}: {capacity} workers for {declared}; {solver}, "

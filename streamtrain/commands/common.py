@@ -30,6 +30,8 @@ from streamtrain.errors import ConfigError, StreamtrainError
 
 __all__ = [
     "OptionGroup",
+    "check_web_port",
+    "create_app_topics",
     "faust_app_options",
     "handle_errors",
     "kafka_connection",
@@ -37,6 +39,7 @@ __all__ = [
     "option",
     "parse_float_list",
     "parse_names",
+    "web_pages_options",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,6 +106,45 @@ def faust_app_options(env_prefix: str) -> OptionGroup:
 # -- Kafka connection options, shared by every command that talks to Kafka --------------
 
 
+def web_pages_options(env_prefix: str) -> OptionGroup:
+    """``--web-host`` and ``--trusted-network`` of a command that serves pages, behind
+    ``STREAMTRAIN_<env_prefix>_WEB_HOST`` and ``STREAMTRAIN_TRUSTED_NETWORK``."""
+    return OptionGroup(
+        option(
+            "--web-host",
+            env=f"{env_prefix}_WEB_HOST",
+            default="127.0.0.1",
+            show_default=True,
+            help="Address of the pages (no authentication): beyond loopback only with "
+            "--trusted-network.",
+        ),
+        option(
+            "--trusted-network",
+            env="TRUSTED_NETWORK",
+            is_flag=True,
+            help="Every host that can reach --web-host may read the pages: allow an address "
+            "beyond loopback.",
+        ),
+    )
+
+
+def check_web_port(host: str, port: int) -> None:
+    """Refuse a ``--web-port`` something already listens on, before anything starts."""
+    from streamtrain.ports import port_is_free
+
+    if not port_is_free(host, port, reuse_address=True):
+        raise ConfigError(f"{host}:{port} is in use: choose another --web-port")
+
+
+def create_app_topics(kafka: KafkaSettings, names: Sequence[str], timeout_s: float) -> None:
+    """Create a Faust app's topics that do not exist yet, one partition each (its tables'
+    changelogs must match their topics' partition count, or Faust refuses to start)."""
+    from streamtrain.kafka import create_topic
+
+    for name in names:
+        create_topic(kafka, name, 1, timeout_s=timeout_s, exist_ok=True)
+
+
 def _connection_option(field: str) -> Callable[[F], F]:
     flag = "--" + field.replace("_", "-")
     if field == "security_protocol":
@@ -143,9 +185,7 @@ def kafka_options(command: F) -> F:
             help="Extra librdkafka property, passed through verbatim (repeatable).",
         ),
     ]
-    for decorator in reversed(options):
-        command = decorator(command)
-    return command
+    return OptionGroup(*options)(command)
 
 
 def _kafka_settings(bootstrap: str, opts: dict[str, Any]) -> KafkaSettings:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streamtrain.commands.common import option
+from streamtrain.commands.common import OptionGroup, option
 
 if TYPE_CHECKING:
     from streamtrain.elastic.settings import ElasticSettings
@@ -103,9 +103,7 @@ def engine_options(command: F) -> F:
             "acknowledged only once a checkpoint holds their step).",
         ),
     ]
-    for decorate in reversed(options):
-        command = decorate(command)
-    return command
+    return OptionGroup(*options)(command)
 
 
 def elastic_settings(worker_id: str, opts: dict[str, Any]) -> ElasticSettings:

@@ -12,16 +12,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from streamtrain.commands.common import (
+    check_web_port,
+    create_app_topics,
     faust_app_options,
     handle_errors,
     kafka_connection,
     kafka_options,
     option,
+    web_pages_options,
 )
 from streamtrain.commands.forecaster_options import forecaster_options, forecaster_settings
 from streamtrain.commands.planner_options import planner_options, take_planner_options
 from streamtrain.commands.shard_options import shard_job_settings, shard_options
-from streamtrain.errors import ConfigError, StreamtrainError
+from streamtrain.errors import StreamtrainError
 
 if TYPE_CHECKING:
     pass
@@ -132,20 +135,7 @@ def lag_status(group: str, topics: tuple[str, ...], as_json: bool, **opts: Any) 
 @option(
     "--alerts-topic", env="LAG_ALERTS_TOPIC", default="streamtrain.lag.alerts", show_default=True
 )
-@option(
-    "--web-host",
-    env="LAG_WEB_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address of the pages (no authentication): beyond loopback only with --trusted-network.",
-)
-@option(
-    "--trusted-network",
-    env="TRUSTED_NETWORK",
-    is_flag=True,
-    help="Every host that can reach --web-host may read the pages: allow an address "
-    "beyond loopback.",
-)
+@web_pages_options("LAG")
 @option(
     "--faust-pages",
     env="LAG_FAUST_PAGES",
@@ -245,10 +235,8 @@ def lag_run(
     from streamtrain.control.app import create_app
     from streamtrain.control.faust_app import run_faust_app
     from streamtrain.control.service import LagAppSettings, check_web_host
-    from streamtrain.kafka import create_topic
     from streamtrain.lag.monitor import MonitorSettings
     from streamtrain.lag.slo import SloSettings
-    from streamtrain.ports import port_is_free
 
     monitor = MonitorSettings(
         tick_s=tick_s,
@@ -277,8 +265,7 @@ def lag_run(
     if shards is not None and shards.job not in groups:
         groups = (*groups, shards.job)
     check_web_host(web_host, trusted_network=trusted_network)
-    if not port_is_free(web_host, web_port, reuse_address=True):
-        raise ConfigError(f"{web_host}:{web_port} is in use: choose another --web-port")
+    check_web_port(web_host, web_port)
     with kafka_connection(opts) as kafka:
         settings = LagAppSettings(
             kafka=kafka,
@@ -307,8 +294,6 @@ def lag_run(
             faust_pages=faust_pages,
         )
         app, _ = create_app(settings)
-        # Created up front with one partition each: the history topic must match its
-        # tables' partition count (Faust refuses to start otherwise).
         topics_needed = [reports_topic, alerts_topic, settings.history_topic]
         if planner is not None:
             topics_needed += [plan.samples_topic, plan.commands_topic]
@@ -316,8 +301,7 @@ def lag_run(
             topics_needed += [plan.heartbeats_topic] if plan.heartbeats_topic else []
         if shards is not None:
             topics_needed += [shards.updates_topic, shards.grants_topic]
-        for name in topics_needed:
-            create_topic(kafka, name, 1, timeout_s=opts["connect_timeout_s"], exist_ok=True)
+        create_app_topics(kafka, topics_needed, opts["connect_timeout_s"])
         watched = ", ".join(groups) or "-"
         click.echo(
             f"control app {app_id}: groups {watched}"

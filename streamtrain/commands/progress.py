@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from streamtrain.units import MIN_PER_H, MINUTE_S
+
 __all__ = ["Meter", "duration_text"]
 
 
@@ -24,10 +26,10 @@ def duration_text(seconds: float) -> str:
     """``45 s``, ``3 min``, ``1 h 5 min``."""
     if seconds < 90:
         return f"{max(0.0, seconds):.0f} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
+    minutes = round(seconds / MINUTE_S)
+    if minutes < MIN_PER_H:
         return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
+    return f"{minutes // MIN_PER_H} h {minutes % MIN_PER_H} min"
 
 
 class Meter:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from streamtrain.commands.common import (
+    OptionGroup,
     graceful_stop,
     handle_errors,
     kafka_connection,
@@ -121,9 +122,7 @@ def shuffle_options(command: F) -> F:
             "whenever --shuffle-host is not a loopback address, which requires it.",
         ),
     ]
-    for decorate in reversed(options):
-        command = decorate(command)
-    return command
+    return OptionGroup(*options)(command)
 
 
 def shuffle_settings(

@@ -28,11 +28,13 @@ from typing import Any
 
 from streamtrain import wire
 from streamtrain.errors import ConfigError, SchemaError
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.shards.book import ShardBook
 from streamtrain.shards.messages import default_topics, from_range, grant_range, to_range
 from streamtrain.shards.model import Grant, ShardRange, ShardRefusal, ShardSettings
-from streamtrain.shards.partition import MAX_WORKER_ID_CHARS, PartitionKey
+from streamtrain.shards.partition import MAX_WORKER_ID_CHARS
+from streamtrain.units import s_to_ms
 
 __all__ = ["ShardCoordinator", "ShardJobSettings"]
 
@@ -94,7 +96,7 @@ class ShardCoordinator:
         """
         count = self.book.restore(values, now_s)
         self.restored = True
-        self._restored_at_ms = int(now_s * 1000)
+        self._restored_at_ms = int(s_to_ms(now_s))
         self._caught_up = count == 0
         return count
 
@@ -160,7 +162,7 @@ class ShardCoordinator:
         update counts as live (a worker whose clock is far behind still gets shards)."""
         if not self._caught_up:
             since = self._restored_at_ms - _CLOCK_SKEW_MS
-            late = now_s * 1000 - self._restored_at_ms > _CATCH_UP_LIMIT_MS
+            late = s_to_ms(now_s) - self._restored_at_ms > _CATCH_UP_LIMIT_MS
             if update.sent_at_ms >= since or late:
                 self._caught_up = True
                 self.book.hold_queued(now_s + self.settings.book.lease_s)

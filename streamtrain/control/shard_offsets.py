@@ -34,7 +34,7 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 from streamtrain.config import KafkaSettings
 from streamtrain.control.shard_coordinator import ShardJobSettings
 from streamtrain.errors import KafkaError
-from streamtrain.shards.partition import PartitionKey
+from streamtrain.partition_key import PartitionKey
 
 __all__ = ["ShardOffsets"]
 

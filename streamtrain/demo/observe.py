@@ -37,6 +37,7 @@ from streamtrain.errors import SchemaError, StreamtrainError
 from streamtrain.executors import ApplyResult
 from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.units import ms_to_s, s_to_ms
 from streamtrain.wire import decode
 
 __all__ = [
@@ -173,7 +174,7 @@ class Timeline:
             if 0 <= partition.partition < self.partitions and partition.HasField("lag_s"):
                 lag_s[partition.partition] = round(partition.lag_s, 3)
         entry = {
-            "at_s": report.observed_at_ms / 1000,
+            "at_s": ms_to_s(report.observed_at_ms),
             "records_per_s": report.records_per_s if report.HasField("records_per_s") else None,
             "max_lag_s": report.max_lag_s if report.HasField("max_lag_s") else None,
             "lag_records": report.total_lag_records,
@@ -185,7 +186,7 @@ class Timeline:
 
     def add_alert(self, alert: cp.Alert) -> None:
         entry = {
-            "at_s": alert.raised_at_ms / 1000,
+            "at_s": ms_to_s(alert.raised_at_ms),
             "kind": cp.Alert.Kind.Name(alert.kind),
             "severity": cp.Alert.Severity.Name(alert.severity),
             "state": alert.state,
@@ -197,7 +198,7 @@ class Timeline:
 
     def add_command(self, command: cp.ScaleCommand) -> None:
         entry = {
-            "at_s": command.created_at_ms / 1000,
+            "at_s": ms_to_s(command.created_at_ms),
             "command_id": command.command_id,
             "current_workers": command.current_workers,
             "target_workers": command.target_workers,
@@ -253,7 +254,7 @@ class Timeline:
         """Keep the planner's newest forecast of each future step (older steps stay)."""
         if not forecast:
             return
-        first_ms, step_ms = forecast["first_step_at_ms"], forecast["step_s"] * 1000
+        first_ms, step_ms = forecast["first_step_at_ms"], s_to_ms(forecast["step_s"])
         low, high = forecast.get("low_records_per_s"), forecast.get("high_records_per_s")
         with self.lock:
             for k, value in enumerate(forecast["records_per_s"][:60]):
@@ -295,8 +296,8 @@ class Timeline:
                 "actions": list(self.actions),
                 "workers": [list(p) for p in self.workers],
                 "planned": [list(p) for p in self.planned],
-                "forecast": sorted([k / 1000, v] for k, v in self.forecast.items()),
-                "band": sorted([k / 1000, lo, hi] for k, (lo, hi) in self.band.items()),
+                "forecast": sorted([ms_to_s(k), v] for k, v in self.forecast.items()),
+                "band": sorted([ms_to_s(k), lo, hi] for k, (lo, hi) in self.band.items()),
                 "forecaster": dict(self.forecaster),
                 "auc": [list(p) for p in self.auc],
                 "events": list(self.events),

@@ -56,6 +56,7 @@ from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.example import SyntheticCtr
 from streamtrain.ingest.mmoe import MmoeCtrApp, roc_auc
 from streamtrain.ingest.reader import Batch
+from streamtrain.units import s_to_ms
 
 __all__ = ["DemoTrainer", "DemoWorkerConfig", "demo_app", "roc_auc"]
 
@@ -241,7 +242,7 @@ class DemoTrainer:
             self.config.eval_records,
             phase=self.config.phase(wall),
             seed=_EVAL_SEED,
-            first_id=int(wall * 1000),
+            first_id=int(s_to_ms(wall)),
         )
         model = self.inner.model
         model.eval()

@@ -2,10 +2,11 @@
 
 Owned here: :class:`StepOutcome` (what one round did: committed or not, the job's step
 number, the newest durable step, the records of this worker and of the whole step),
-the :class:`Engine` protocol every engine follows, :class:`LocalEngine` (``--engine
-none``: this worker's own model, each step committed and durable when it returns, as
-before engines existed) and :func:`make_engine`, which builds the engine the settings
-name (torchft and torchelastic are imported only when asked for).
+the :class:`Engine` protocol every engine follows, :class:`CommittedOnReturn` (what
+the ``--engine none`` engines share: each step committed and durable when it returns,
+as before engines existed), :class:`LocalEngine` (``--engine none``: this worker's own
+model) and :func:`make_engine`, which builds the engine the settings name (torchft
+and torchelastic are imported only when asked for).
 
 An engine's round: every participant steps, with its batch or with nothing (the loop
 gives ``None`` when no batch came within the step wait), so no collective waits for a
@@ -23,7 +24,7 @@ from streamtrain.elastic.gradients import LocalStep
 from streamtrain.elastic.settings import ElasticSettings, EngineKind
 from streamtrain.ingest.reader import Batch
 
-__all__ = ["Engine", "LocalEngine", "StepOutcome", "make_engine"]
+__all__ = ["CommittedOnReturn", "Engine", "LocalEngine", "StepOutcome", "make_engine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +80,14 @@ class Engine(Protocol):
         ...
 
 
-class LocalEngine:
-    """``--engine none``: this worker's own model copy; nothing is exchanged."""
+class CommittedOnReturn:
+    """What every ``--engine none`` engine shares: one worker, so each step is committed
+    and durable when it returns; no joining, no leaving. A subclass counts its steps in
+    ``_step`` and reports a round with :meth:`_outcome`."""
 
     kind = EngineKind.NONE
 
-    def __init__(self, app: DistributedApp, settings: ElasticSettings) -> None:
-        self.app = app
-        self.local = LocalStep(app, settings.max_bad_batches)
+    def __init__(self) -> None:
         self._step = 0
 
     @property
@@ -100,23 +101,39 @@ class LocalEngine:
     def join(self) -> None:
         return None
 
+    def leave(self) -> None:
+        return None
+
+    def _outcome(
+        self, records: int, *, loss: float = float("nan"), refused: str | None = None
+    ) -> StepOutcome:
+        return StepOutcome(
+            committed=True,
+            step=self._step,
+            durable_step=self._step,
+            records=records,
+            records_global=records,
+            refused=refused,
+            loss=loss,
+        )
+
+
+class LocalEngine(CommittedOnReturn):
+    """``--engine none``: this worker's own model copy; nothing is exchanged."""
+
+    def __init__(self, app: DistributedApp, settings: ElasticSettings) -> None:
+        super().__init__()
+        self.app = app
+        self.local = LocalStep(app, settings.max_bad_batches)
+
     def step(self, batch: Batch | None) -> StepOutcome:
         contribution = self.local.run(batch)
         if contribution.records:
             self.app.optimizer.step()
             self._step += 1
-        return StepOutcome(
-            committed=True,
-            step=self._step,
-            durable_step=self._step,
-            records=contribution.records,
-            records_global=contribution.records,
-            refused=contribution.refused,
-            loss=contribution.loss,
+        return self._outcome(
+            contribution.records, loss=contribution.loss, refused=contribution.refused
         )
-
-    def leave(self) -> None:
-        return None
 
 
 def make_engine(

@@ -47,6 +47,7 @@ import numpy as np
 
 from streamtrain.cluster.throttle import Throttle, ThrottleSettings, ThrottleStep
 from streamtrain.errors import ConfigError
+from streamtrain.units import ms_to_s, s_to_ms
 
 __all__ = [
     "CapCoordinator",
@@ -114,7 +115,7 @@ def read_opportunistic(path: Path, start_s: float, end_s: float) -> tuple[int, f
             if len(parts) == 3 and start_s <= float(parts[0]) < end_s:
                 steps += 1
                 busy_ms += float(parts[1])
-    return steps, busy_ms / 1000.0
+    return steps, ms_to_s(busy_ms)
 
 
 @dataclass
@@ -257,7 +258,7 @@ def _warmed_up(args: argparse.Namespace) -> Callable[[], None]:
 
 def _run_guarantee(args: argparse.Namespace) -> None:
     step = _warmed_up(args)
-    period_s = args.period_ms / 1000.0
+    period_s = ms_to_s(args.period_ms)
     deadline = time.monotonic() + args.duration_s
     slow = Path(args.slow_file) if args.slow_file else None
     with Path(args.report).open("a", buffering=1) as report:
@@ -266,8 +267,8 @@ def _run_guarantee(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             step()
             if slow is not None and slow.exists():  # interference injected by a test
-                time.sleep(args.slow_ms / 1000.0)
-            report.write(f"{time.time():.4f} {(time.perf_counter() - started) * 1000:.3f}\n")
+                time.sleep(ms_to_s(args.slow_ms))
+            report.write(f"{time.time():.4f} {s_to_ms(time.perf_counter() - started):.3f}\n")
             next_at += period_s
             time.sleep(max(0.0, next_at - time.monotonic()))
 
@@ -285,7 +286,7 @@ def _run_opportunistic(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             step()
             busy_s = time.perf_counter() - started
-            report.write(f"{time.time():.4f} {busy_s * 1000:.3f} {share:.3f}\n")
+            report.write(f"{time.time():.4f} {s_to_ms(busy_s):.3f} {share:.3f}\n")
             time.sleep(wait_s(busy_s, share))
 
 

@@ -32,6 +32,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.ingest.example import CTR_RECORD, SyntheticCtr
 from streamtrain.ingest.mmoe import MmoeCtrApp, click_auc, ctr_loss
 from streamtrain.records import RecordColumns
+from streamtrain.units import s_to_ms
 
 __all__ = ["EVAL_SEED", "MmoeTrainer", "decode_ctr", "drift_phase_at"]
 
@@ -132,7 +133,7 @@ class MmoeTrainer:
             self.eval_records,
             phase=drift_phase_at(wall, clock),
             seed=EVAL_SEED,
-            first_id=int(wall * 1000),
+            first_id=int(s_to_ms(wall)),
         )
         auc = click_auc(self.app.model, held_out)
         line = {"at_s": round(wall, 3), "auc": round(auc, 5), "trained": self.trained}

@@ -59,6 +59,7 @@ from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import MemberDirectory, Membership, PeerInfo, StaticMembership
 from streamtrain.shuffle.node import ShuffleNode
 from streamtrain.shuffle.settings import CurveKeys, ShuffleSettings
+from streamtrain.units import now_ms
 
 if TYPE_CHECKING:
     from streamtrain.experiments.mmoe_trainer import MmoeTrainer
@@ -144,7 +145,7 @@ class _Worker:
                 topic,
                 np.full(n, partition, dtype=np.int32),
                 offsets,
-                np.full(n, int(time.time() * 1000), dtype=np.int64),
+                np.full(n, now_ms(), dtype=np.int64),
                 payloads,
                 bounds,
             )

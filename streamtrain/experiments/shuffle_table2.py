@@ -52,6 +52,7 @@ from streamtrain.process import stop_children
 from streamtrain.proto.data_plane_pb2 import BatchAck, WorkerStateEvent
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.policy import ShufflePolicy
+from streamtrain.units import now_ms
 
 __all__ = ["ExperimentConfig", "PolicyResult", "WireBytes", "pretrain", "run_policy"]
 
@@ -258,7 +259,7 @@ def _answer_bytes(job: str) -> int:
         receiver="w0",
         status=BatchAck.ACKED,
         reason="",
-        at_ms=int(time.time() * 1000),
+        at_ms=now_ms(),
     )
     return len(codec.KIND_ACK) + len(ack) + 2 * _ZMTP_FRAME_BYTES
 
@@ -270,7 +271,7 @@ def _event_bytes(job: str) -> int:
         state=WorkerStateEvent.RECEIVING,
         sequence=1000,
         queue_records=100,
-        at_ms=int(time.time() * 1000),
+        at_ms=now_ms(),
     )
     return len(codec.KIND_STATE) + len(event) + 2 * _ZMTP_FRAME_BYTES
 

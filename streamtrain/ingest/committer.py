@@ -17,7 +17,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as ClientError
 
 from streamtrain.ingest.metrics import WorkerMetrics
-from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
+from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.partition_key import PartitionKey
 
 __all__ = ["Committer"]
 

@@ -55,7 +55,9 @@ from streamtrain.ingest.ownership import Ownership, by_topic, describe
 from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
-from streamtrain.ingest.tracker import OffsetTracker, PartitionKey
+from streamtrain.ingest.tracker import OffsetTracker
+from streamtrain.kafka import kafka_error
+from streamtrain.partition_key import PartitionKey
 from streamtrain.records import RecordColumns
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ class IngestConsumer(TrainingSource):
         on_assigned: Callable[[Partitions], None] | None = None,
         on_revoked: Callable[[Partitions], None] | None = None,
     ) -> None:
+        super().__init__()
         self.kafka = kafka
         self.settings = settings
         self.decoder: Decoder = decoder if decoder is not None else RawDecoder()
@@ -134,9 +137,6 @@ class IngestConsumer(TrainingSource):
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._consumer: Consumer | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._failure: BaseException | None = None
         self._ownership = Ownership()
         self._paused = False
         self._health = KafkaHealth(
@@ -164,6 +164,7 @@ class IngestConsumer(TrainingSource):
             )
         )
         self._consumer = consumer
+        reading = f"{', '.join(self.settings.topics)} as group {self.settings.group!r}"
         try:
             if self.settings.explicit_assignment:
                 partitions = [
@@ -183,21 +184,8 @@ class IngestConsumer(TrainingSource):
         except KafkaException as exc:
             consumer.close()
             self._consumer = None
-            raise KafkaError(
-                f"cannot start consuming {', '.join(self.settings.topics)} as group "
-                f"{self.settings.group!r}: {exc.args[0].str()}",
-                retriable=bool(exc.args[0].retriable()),
-            ) from exc
-        self._thread = threading.Thread(
-            target=self._run, name=f"streamtrain-fetch-{self.settings.worker_id}", daemon=True
-        )
-        self._thread.start()
-        log.info(
-            "worker %s reading %s as group %r",
-            self.settings.worker_id,
-            ", ".join(self.settings.topics),
-            self.settings.group,
-        )
+            raise kafka_error(exc, f"cannot start consuming {reading}") from exc
+        self._start_fetching("fetch", "ingest", reading)
         return self
 
     def close(self) -> None:
@@ -212,11 +200,8 @@ class IngestConsumer(TrainingSource):
         timeout_s = self.settings.close_timeout_s
         if self.dead_letters is not None:
             self.dead_letters.close(timeout_s)  # delivered dead letters acknowledge records
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            if self._thread.is_alive():
-                log.error("fetch thread did not stop within %.0f s", timeout_s)
+        if not self._stop_fetching(timeout_s):
+            log.error("fetch thread did not stop within %.0f s", timeout_s)
         try:
             self._committer.commit(consumer, asynchronous=False)
             consumer.close()  # runs the revoke callback: commits, then leaves the group
@@ -253,27 +238,22 @@ class IngestConsumer(TrainingSource):
 
     # -- the fetch thread --------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _fetch(self) -> None:
         consumer = self._consumer
         if consumer is None:
             return
         interval_s = self.settings.commit_interval_s
         next_commit = time.monotonic() + interval_s
-        try:
-            while not self._stop.is_set():
-                self._flow_control(consumer)
-                wait_s = self._batcher.wait_s(time.monotonic(), self.settings.consume_timeout_s)
-                messages = consumer.consume(self.settings.consume_records, wait_s)
-                self._batch_up(messages)
-                if time.monotonic() >= next_commit:
-                    self._committer.commit(consumer, asynchronous=True)
-                    next_commit = time.monotonic() + interval_s
-                if self.dead_letters is not None:
-                    self.dead_letters.poll(0)
-        except BaseException as exc:  # handed to the trainer's thread by _raise_failure
-            log.exception("ingest fetch thread failed")
-            self._failure = exc
-            self.queue.close()
+        while not self._stop.is_set():
+            self._flow_control(consumer)
+            wait_s = self._batcher.wait_s(time.monotonic(), self.settings.consume_timeout_s)
+            messages = consumer.consume(self.settings.consume_records, wait_s)
+            self._batch_up(messages)
+            if time.monotonic() >= next_commit:
+                self._committer.commit(consumer, asynchronous=True)
+                next_commit = time.monotonic() + interval_s
+            if self.dead_letters is not None:
+                self.dead_letters.poll(0)
 
     def _batch_up(self, messages: list[Any]) -> None:
         """Hand out training-batch-sized chunks; carry a remainder until more arrive."""
@@ -393,9 +373,7 @@ class IngestConsumer(TrainingSource):
     def _on_error(self, error: ClientError) -> None:
         fatal = self._health.on_error(error)
         if fatal is not None:
-            self._failure = fatal
-            self._stop.set()
-            self.queue.close()
+            self._fail(fatal, stop=True)
 
     def _on_message_error(self, error: ClientError) -> None:
         if error.fatal():

@@ -122,8 +122,7 @@ class RawDecoder:
             lengths = records.payload_lengths()
             bad = np.flatnonzero(lengths != self.width)
             if bad.size:
-                good = _complement(bad, n)
-                kept = records.take(good)
+                kept = records.omit(bad)
                 errors = tuple(
                     f"record has {int(lengths[i])} bytes, expected {self.width}" for i in bad
                 )
@@ -178,7 +177,7 @@ class StructDecoder:
             return Decoded(self._columns(records.payloads, n))
         lengths = records.payload_lengths()
         bad = np.flatnonzero(lengths != size)
-        kept = records.take(_complement(bad, n))
+        kept = records.omit(bad)
         errors = tuple(f"record has {int(lengths[i])} bytes, expected {size}" for i in bad)
         return Decoded(self._columns(kept.payloads, len(kept)), bad, errors)
 
@@ -188,12 +187,6 @@ class StructDecoder:
 
 
 # -- per-record decoders, assembled into columns by fields ----------------------------------
-
-
-def _complement(bad: NDArray[np.intp], n: int) -> NDArray[np.intp]:
-    keep = np.ones(n, dtype=bool)
-    keep[bad] = False
-    return np.flatnonzero(keep)
 
 
 def _assemble(

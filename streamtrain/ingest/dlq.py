@@ -43,6 +43,7 @@ from streamtrain.errors import KafkaError
 from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.kafka import create_topic
 from streamtrain.records import RecordColumns
+from streamtrain.units import s_to_ms
 
 __all__ = ["DeadLetterQueue", "dlq_headers"]
 
@@ -130,7 +131,7 @@ class DeadLetterQueue:
                         **{
                             "linger.ms": 5,
                             "client.id": f"streamtrain-dlq-{self.worker_id}",
-                            "message.timeout.ms": max(int(self.delivery_timeout_s * 1000), 1),
+                            "message.timeout.ms": max(int(s_to_ms(self.delivery_timeout_s)), 1),
                         }
                     )
                 )

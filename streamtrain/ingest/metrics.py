@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from streamtrain.ingest.tracker import PartitionKey, PartitionProgress
+from streamtrain.ingest.tracker import PartitionProgress
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
+from streamtrain.units import s_to_ms
 
 __all__ = ["MetricsSnapshot", "WorkerMetrics", "rates", "throughput_sample"]
 
@@ -161,7 +163,7 @@ def throughput_sample(
         sample.busy_fraction = min(max(busy, 0.0), 1.0)
     steps = current.steps - previous.steps
     if steps > 0 and current.busy_s > previous.busy_s:
-        sample.step_time_ms = 1000.0 * (current.busy_s - previous.busy_s) / steps
+        sample.step_time_ms = s_to_ms(current.busy_s - previous.busy_s) / steps
     for (topic, partition), progress in sorted(current.partitions.items()):
         if progress.consumed is not None:
             sample.positions.add(topic=topic, partition=partition, offset=progress.consumed)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import NDArray
 
-from streamtrain.ingest.tracker import PartitionKey
+from streamtrain.partition_key import PartitionKey
 from streamtrain.records import RecordColumns
 
 __all__ = ["Ownership", "by_topic", "describe"]

@@ -130,12 +130,6 @@ class Batch:
         )
 
 
-def _complement(index: NDArray[np.intp], n: int) -> NDArray[np.intp]:
-    keep = np.ones(n, dtype=bool)
-    keep[index] = False
-    return np.flatnonzero(keep)
-
-
 class BatchReader:
     """Decodes chunks from ``source`` into batches; bad records go to ``dead_letters``.
 
@@ -248,13 +242,13 @@ class BatchReader:
                     for i in oversized
                 ],
             )
-            chunk = chunk.take(_complement(oversized, len(chunk)))
+            chunk = chunk.omit(oversized)
             if not len(chunk):
                 return None
         decoded = self.decoder.decode(chunk)
         if decoded.failed.size:
             self._reject(chunk.take(decoded.failed), decoded.errors)
-            chunk = chunk.take(_complement(decoded.failed, len(chunk)))
+            chunk = chunk.omit(decoded.failed)
             if not len(chunk):
                 return None
         return Batch(chunk, decoded.columns, self._ack_trained, self._take_back)

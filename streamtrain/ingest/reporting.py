@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics, throughput_sample
 from streamtrain.kafka import broker_answers
+from streamtrain.units import now_ms
 from streamtrain.wire import encode
 
 __all__ = ["GroupSize", "PoolSizeFile", "ThroughputReporter", "WorkerCollector", "serve_metrics"]
@@ -166,7 +166,7 @@ class ThroughputReporter:
             job=self.job,
             worker_id=self.worker_id,
             workers=self.pool_size(),
-            observed_at_ms=int(time.time() * 1000),
+            observed_at_ms=now_ms(),
         )
         self._previous = current
         try:

@@ -51,14 +51,15 @@ from streamtrain.ingest.metrics import WorkerMetrics
 from streamtrain.ingest.reader import BatchReader
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.source import TrainingSource
-from streamtrain.ingest.tracker import PartitionKey
-from streamtrain.kafka import create_topic
+from streamtrain.kafka import create_topic, kafka_error
+from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.records import RecordColumns
 from streamtrain.shards.client import ShardClient
 from streamtrain.shards.holdings import NO_LEASE, Holdings
 from streamtrain.shards.messages import default_topics
 from streamtrain.shards.model import Grant
+from streamtrain.units import now_ms
 
 __all__ = ["SHARD_FETCH_TUNING", "ShardConsumer"]
 
@@ -87,6 +88,7 @@ class ShardConsumer(TrainingSource):
         heartbeat_interval_s: float = 0.5,
         topics: tuple[str, str] | None = None,
     ) -> None:
+        super().__init__()
         self.kafka, self.settings = kafka, settings
         self.decoder: Decoder = decoder if decoder is not None else RawDecoder()
         self.metrics = metrics or WorkerMetrics()
@@ -121,9 +123,6 @@ class ShardConsumer(TrainingSource):
         self._consumer: Consumer | None = None
         self._grants: Consumer | None = None
         self._producer: Producer | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._failure: BaseException | None = None
         self._positions: dict[PartitionKey, int] = {}  # assigned partitions: next offset
         self.assigned_event = threading.Event()  # set on the first grant
 
@@ -165,19 +164,11 @@ class ShardConsumer(TrainingSource):
             self._listen_for_grants(self._grants)
         except KafkaException as exc:
             self._close_clients()
-            raise KafkaError(
-                f"cannot read shard grants on {self.grants_topic}: {exc.args[0].str()}",
-                retriable=bool(exc.args[0].retriable()),
-            ) from exc
-        self._thread = threading.Thread(
-            target=self._run, name=f"streamtrain-shards-{self.settings.worker_id}", daemon=True
-        )
-        self._thread.start()
-        log.info(
-            "worker %s reading shards of %s (job %r)",
-            self.settings.worker_id,
-            ", ".join(self.settings.topics),
-            self.settings.group,
+            raise kafka_error(exc, f"cannot read shard grants on {self.grants_topic}") from exc
+        self._start_fetching(
+            "shards",
+            "shard",
+            f"shards of {', '.join(self.settings.topics)} (job {self.settings.group!r})",
         )
         return self
 
@@ -214,9 +205,7 @@ class ShardConsumer(TrainingSource):
             return
         with self._lock:
             self.client.leaving = True
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.settings.close_timeout_s)
+        self._stop_fetching(self.settings.close_timeout_s)
         if self.dead_letters is not None:
             self.dead_letters.close(self.settings.close_timeout_s)
         try:
@@ -271,29 +260,24 @@ class ShardConsumer(TrainingSource):
 
     # -- the fetch thread -----------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _fetch(self) -> None:
         consumer, grants = self._consumer, self._grants
         if consumer is None or grants is None:
             return
-        try:
-            while not self._stop.is_set():
-                self._read_grants(grants)
-                self._sync_assignment(consumer)
-                if self._positions and not self.queue.full:
-                    messages = consumer.consume(
-                        self.settings.consume_records, self.settings.consume_timeout_s
-                    )
-                    self._ingest(messages)
-                    self._check_positions(consumer)
-                else:
-                    self._stop.wait(0.01)
-                self._report(time.monotonic())
-                if self.dead_letters is not None:
-                    self.dead_letters.poll(0)
-        except BaseException as exc:  # handed to the trainer's thread by _raise_failure
-            log.exception("shard fetch thread failed")
-            self._failure = exc
-            self.queue.close()
+        while not self._stop.is_set():
+            self._read_grants(grants)
+            self._sync_assignment(consumer)
+            if self._positions and not self.queue.full:
+                messages = consumer.consume(
+                    self.settings.consume_records, self.settings.consume_timeout_s
+                )
+                self._ingest(messages)
+                self._check_positions(consumer)
+            else:
+                self._stop.wait(0.01)
+            self._report(time.monotonic())
+            if self.dead_letters is not None:
+                self.dead_letters.poll(0)
 
     def _read_grants(self, grants: Consumer) -> None:
         for message in grants.consume(100, 0.0 if self._positions else 0.02):
@@ -374,7 +358,7 @@ class ShardConsumer(TrainingSource):
         producer = self._producer
         if producer is None:
             return
-        update.sent_at_ms = int(time.time() * 1000)
+        update.sent_at_ms = now_ms()
         producer.produce(
             self.updates_topic, key=self.settings.worker_id.encode(), value=wire.encode(update)
         )
@@ -382,9 +366,7 @@ class ShardConsumer(TrainingSource):
 
     def _on_error(self, error: ClientError) -> None:
         if error.fatal():
-            self._failure = KafkaError(f"fatal Kafka error: {error.str()}")
-            self._stop.set()
-            self.queue.close()
+            self._fail(KafkaError(f"fatal Kafka error: {error.str()}"), stop=True)
         else:
             log.debug("kafka: %s", error.str())
 

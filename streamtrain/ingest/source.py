@@ -3,15 +3,18 @@
 Owned here: :class:`TrainingSource`, the base of
 :class:`~streamtrain.ingest.consumer.IngestConsumer` (partitions by consumer group) and
 :class:`~streamtrain.ingest.shard_consumer.ShardConsumer` (shards leased by the control
-app). A subclass builds ``reader`` (its :class:`~streamtrain.ingest.reader.BatchReader`),
-keeps ``settings`` and ``assigned_event``, defines ``start`` and ``close`` (also
-what ``with`` calls), and stores an exception of its fetch thread
-in ``_failure``; this base hands out batches, raises that failure in the trainer's
-thread, and builds the torch and tf.data adapters.
+app). A subclass builds ``reader`` (its :class:`~streamtrain.ingest.reader.BatchReader`)
+and ``queue``, keeps ``settings`` and ``assigned_event``, defines ``start`` and ``close``
+(also what ``with`` calls) and its fetch loop ``_fetch``. This base runs that loop on
+the fetch thread (:meth:`~TrainingSource._start_fetching`,
+:meth:`~TrainingSource._stop_fetching`), keeps what stopped it (:meth:`_fail`: the
+fetch thread's exception or a fatal client error), hands out batches, raises that
+failure in the trainer's thread, and builds the torch and tf.data adapters.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from types import TracebackType
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 from streamtrain.errors import KafkaError, StreamtrainError
 from streamtrain.ingest.decoders import Decoder
 from streamtrain.ingest.idle import IdleClock
+from streamtrain.ingest.localqueue import RecordQueue
 from streamtrain.ingest.reader import Batch, BatchReader
 from streamtrain.ingest.settings import IngestSettings
 
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TrainingSource"]
 
+log = logging.getLogger(__name__)
+
 
 class TrainingSource:
     """Batches for a training loop from a reader fed by a fetch thread (module docstring)."""
@@ -36,8 +42,13 @@ class TrainingSource:
     reader: BatchReader
     decoder: Decoder
     settings: IngestSettings
+    queue: RecordQueue
     assigned_event: threading.Event
     _failure: BaseException | None = None
+    _thread: threading.Thread | None = None
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
 
     def start(self) -> Self:
         raise NotImplementedError
@@ -55,6 +66,48 @@ class TrainingSource:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    # -- the fetch thread --------------------------------------------------------------------
+
+    def _fetch(self) -> None:
+        """The fetch loop (the subclass's): runs until ``_stop`` is set."""
+        raise NotImplementedError
+
+    def _start_fetching(self, name: str, what: str, reading: str) -> None:
+        """Run :meth:`_fetch` on a daemon thread ``streamtrain-<name>-<worker id>`` and log
+        what it is ``reading``; an exception that ends it is logged (``what`` names the
+        reader) and kept (:meth:`_fail`)."""
+
+        def fetch() -> None:
+            try:
+                self._fetch()
+            except BaseException as exc:  # handed to the trainer's thread by _raise_failure
+                log.exception("%s fetch thread failed", what)
+                self._fail(exc)
+
+        self._thread = threading.Thread(
+            target=fetch, name=f"streamtrain-{name}-{self.settings.worker_id}", daemon=True
+        )
+        self._thread.start()
+        log.info("worker %s reading %s", self.settings.worker_id, reading)
+
+    def _stop_fetching(self, timeout_s: float) -> bool:
+        """Stop the fetch thread, waiting up to ``timeout_s``; whether it ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            return not self._thread.is_alive()
+        return True
+
+    def _fail(self, failure: BaseException, *, stop: bool = False) -> None:
+        """Keep ``failure`` for the trainer (raised by its next call), close the queue so
+        a waiting reader wakes, and with ``stop`` end the fetch loop."""
+        self._failure = failure
+        if stop:
+            self._stop.set()
+        self.queue.close()
+
+    # -- the trainer's side ------------------------------------------------------------------
 
     def next_batch(
         self,

@@ -25,12 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from streamtrain.errors import ConfigError
+from streamtrain.partition_key import PartitionKey
 
-__all__ = ["OffsetTracker", "PartitionKey", "PartitionProgress"]
-
-PartitionKey = tuple[str, int]
-"""``(topic, partition)``: how ingest names a partition (not confluent-kafka's
-``TopicPartition``, which also carries an offset)."""
+__all__ = ["OffsetTracker", "PartitionProgress"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from streamtrain.lag.metrics import (
     compute_topics_lag,
     lag_records,
     lag_s_from_timestamp,
-    p99,
 )
 from streamtrain.lag.results import GroupLag, PartitionLag, TopicLag
 from streamtrain.lag.slo import SloSettings, SloState, SloTracker, SloTransition
@@ -46,6 +45,5 @@ __all__ = [
     "interpolate_lag_s",
     "lag_records",
     "lag_s_from_timestamp",
-    "p99",
     "records_per_s",
 ]

@@ -45,6 +45,7 @@ from streamtrain.lag.results import (
     TopicLag,
 )
 from streamtrain.lag.status import Status, StatusTracker, TopicObservation
+from streamtrain.percentile import percentile
 
 __all__ = [
     "GroupLag",
@@ -58,7 +59,6 @@ __all__ = [
     "compute_topics_lag",
     "lag_records",
     "lag_s_from_timestamp",
-    "p99",
 ]
 
 
@@ -98,18 +98,6 @@ def lag_s_from_timestamp(now_s: float, record_timestamp_s: float) -> float:
     return max(now_s - record_timestamp_s, 0.0)
 
 
-def p99(values: Sequence[float] | NDArray[np.float64]) -> float | None:
-    """99th percentile with linear interpolation (numpy's default); None for no values."""
-    arr = np.asarray(values, dtype=np.float64).reshape(-1)
-    if arr.size == 0:
-        return None
-    rank = 0.99 * (arr.size - 1)
-    below = int(rank)
-    above = min(below + 1, arr.size - 1)
-    part = np.partition(arr, (below, above))  # O(n), unlike a full sort
-    return float(part[below] + (rank - below) * (part[above] - part[below]))
-
-
 def _ints(values: list[int | None]) -> NDArray[np.int64]:
     if None in values:
         return np.array([-1 if v is None else v for v in values], dtype=np.int64)
@@ -126,7 +114,7 @@ def _summary(
         int(known_recs.sum()),
         int(lag_recs.size - known_recs.size),
         float(known_s.max()) if known_s.size else None,
-        p99(known_s),
+        percentile(known_s, 99),
         int(lag_s.size - known_s.size),
         float(known_rates.sum()) if known_rates.size else None,
     )

@@ -50,13 +50,12 @@ from streamtrain.config import KafkaSettings
 from streamtrain.errors import BrokerUnreachableError, ConfigError, KafkaError
 from streamtrain.kafka import broker_answers
 from streamtrain.lag.metrics import TopicOffsets
+from streamtrain.partition_key import PartitionKey
 from streamtrain.units import ms_to_s, s_to_ms
 
-__all__ = ["OffsetsReader", "OffsetsSnapshot", "TopicPartitionKey", "read_record_timestamps"]
+__all__ = ["OffsetsReader", "OffsetsSnapshot", "read_record_timestamps"]
 
 log = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +64,9 @@ class OffsetsSnapshot:
 
     observed_at_s: float
     partition_counts: Mapping[str, int]  # watched topics that exist -> partition count
-    high_watermarks: Mapping[TopicPartitionKey, int]
-    low_watermarks: Mapping[TopicPartitionKey, int]
-    committed: Mapping[str, Mapping[TopicPartitionKey, int]]  # group -> partition -> offset
+    high_watermarks: Mapping[PartitionKey, int]
+    low_watermarks: Mapping[PartitionKey, int]
+    committed: Mapping[str, Mapping[PartitionKey, int]]  # group -> partition -> offset
     group_topics: Mapping[str, tuple[str, ...]]  # group -> topics watched for it
     missing_topics: tuple[str, ...] = ()
     fetch_s: float = 0.0
@@ -233,8 +232,8 @@ class OffsetsReader:
         }
 
     @staticmethod
-    def _committed_of(group: str, result: Any) -> dict[TopicPartitionKey, int]:
-        committed: dict[TopicPartitionKey, int] = {}
+    def _committed_of(group: str, result: Any) -> dict[PartitionKey, int]:
+        committed: dict[PartitionKey, int] = {}
         for tp in result.topic_partitions or ():
             if tp.error is not None:
                 log.warning(
@@ -248,7 +247,7 @@ class OffsetsReader:
     def _plan(
         self,
         groups: Sequence[str],
-        committed: Mapping[str, Mapping[TopicPartitionKey, int]],
+        committed: Mapping[str, Mapping[PartitionKey, int]],
         counts: Mapping[str, int],
     ) -> _Plan:
         group_topics: dict[str, tuple[str, ...]] = {}
@@ -261,8 +260,8 @@ class OffsetsReader:
         return _Plan(present, group_topics, missing)
 
     def _list_offsets(
-        self, partitions: Sequence[TopicPartitionKey], need_low: Sequence[TopicPartitionKey]
-    ) -> tuple[dict[TopicPartitionKey, Any], dict[TopicPartitionKey, Any]]:
+        self, partitions: Sequence[PartitionKey], need_low: Sequence[PartitionKey]
+    ) -> tuple[dict[PartitionKey, Any], dict[PartitionKey, Any]]:
         if not partitions:
             return {}, {}
         admin = self._client()
@@ -282,7 +281,7 @@ class OffsetsReader:
         )
 
     @staticmethod
-    def _offset_of(key: TopicPartitionKey, info: Any) -> int:
+    def _offset_of(key: PartitionKey, info: Any) -> int:
         offset = int(info.offset)
         if offset < 0:
             raise KafkaError(f"the broker gave no offset for {key[0]}[{key[1]}]", retriable=True)
@@ -296,14 +295,14 @@ class _Plan:
     missing_topics: tuple[str, ...]
 
     @property
-    def partitions(self) -> list[TopicPartitionKey]:
+    def partitions(self) -> list[PartitionKey]:
         return [(t, p) for t, n in sorted(self.partition_counts.items()) for p in range(n)]
 
     def snapshot(
         self,
-        high: dict[TopicPartitionKey, int],
-        low: dict[TopicPartitionKey, int],
-        committed: Mapping[str, Mapping[TopicPartitionKey, int]],
+        high: dict[PartitionKey, int],
+        low: dict[PartitionKey, int],
+        committed: Mapping[str, Mapping[PartitionKey, int]],
         fetch_s: float,
     ) -> OffsetsSnapshot:
         return OffsetsSnapshot(
@@ -320,10 +319,10 @@ class _Plan:
 
 def read_record_timestamps(
     settings: KafkaSettings,
-    positions: Mapping[TopicPartitionKey, int],
+    positions: Mapping[PartitionKey, int],
     *,
     timeout_s: float = 5.0,
-) -> dict[TopicPartitionKey, float]:
+) -> dict[PartitionKey, float]:
     """Epoch seconds of the record at each ``(topic, partition) -> offset``.
 
     Blocking (run it in a thread from a coroutine). A partition whose record cannot be
@@ -343,7 +342,7 @@ def read_record_timestamps(
             }
         )
     )
-    found: dict[TopicPartitionKey, float] = {}
+    found: dict[PartitionKey, float] = {}
     try:
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
         deadline = time.monotonic() + timeout_s

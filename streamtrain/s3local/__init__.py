@@ -21,21 +21,18 @@ moto's listing slows down with the size of the whole bucket (see
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import logging
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from types import TracebackType
-from typing import IO
 
 from streamtrain.errors import EmbeddedBrokerError
 from streamtrain.ports import free_port
-from streamtrain.process import die_with_parent_preexec, stop_child
+from streamtrain.process import ChildLog, die_with_parent_preexec, stop_child
 from streamtrain.s3local.checks import ACCESS_KEY_ENV, SECRET_KEY_ENV, STATS_PATH, Credentials
 from streamtrain.s3local.store import S3Stats
 
@@ -66,7 +63,7 @@ class LocalS3:
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
+        self._log = ChildLog("streamtrain-s3-")
         self._port: int | None = None
         self.credentials = Credentials.random(_REGION)
 
@@ -74,7 +71,6 @@ class LocalS3:
         if self._process is not None:
             raise EmbeddedBrokerError("local S3 server already started")
         self._port = free_port(self.host)
-        self._log_file = tempfile.TemporaryFile(prefix="streamtrain-s3-")  # noqa: SIM115
         command = [
             *(sys.executable, "-m", "streamtrain.s3local.server"),
             *("--host", self.host, "--port", str(self._port), "--bucket", self.bucket),
@@ -87,7 +83,7 @@ class LocalS3:
             command,
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
+            stdout=self._log.open(),
             stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent_preexec(),
         )
@@ -152,9 +148,7 @@ class LocalS3:
         process, self._process = self._process, None
         if process is not None:
             stop_child(process, "local S3 server", self.stop_timeout_s)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+        self._log.close()
 
     def __enter__(self) -> LocalS3:
         return self.start()
@@ -195,11 +189,4 @@ class LocalS3:
         }
 
     def log_tail(self, max_bytes: int = 2000) -> str:
-        if self._log_file is None:
-            return ""
-        with contextlib.suppress(OSError):
-            self._log_file.seek(0, 2)
-            size = self._log_file.tell()
-            self._log_file.seek(max(0, size - max_bytes))
-            return self._log_file.read().decode("utf-8", errors="replace")
-        return ""
+        return self._log.tail(max_bytes)

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from streamtrain.units import MS_PER_S, s_to_ms
+
 __all__ = ["Cursor", "PreconditionFailed", "S3Object", "S3Stats", "S3Store", "etag_matches"]
 
 
@@ -176,5 +178,5 @@ def etag_matches(condition: str, etag: str) -> bool:
 
 def _iso(modified_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(modified_s)) + (
-        f".{int(modified_s * 1000) % 1000:03d}Z"
+        f".{int(s_to_ms(modified_s)) % MS_PER_S:03d}Z"
     )

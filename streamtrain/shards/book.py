@@ -41,6 +41,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shards.model import (
     MAX_EPOCH,
     BookStats,
@@ -52,13 +53,13 @@ from streamtrain.shards.model import (
 from streamtrain.shards.partition import (
     LEASED,
     QUEUED,
-    PartitionKey,
     PartitionShards,
     ShardEntry,
     parse_partition,
 )
 from streamtrain.shards.queue import ShardQueue
 from streamtrain.shards.rates import WorkerRates
+from streamtrain.units import s_to_ms
 
 __all__ = ["ShardBook"]
 
@@ -485,7 +486,7 @@ class ShardBook:
         # Epochs go on above those in the table and above the time of this restore
         # (ms x 1024), so a grant an earlier process sent is never issued again, even if
         # its table write was lost; a holder may reclaim a gap under an epoch from before.
-        floor = int(now_s * 1000) * _EPOCHS_PER_MS
+        floor = int(s_to_ms(now_s)) * _EPOCHS_PER_MS
         self._epoch = self._restored_epoch = min(max(self._epoch, floor), MAX_EPOCH)
         self._queue.rebuild()
         self._leases.clear()

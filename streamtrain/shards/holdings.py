@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shards.model import Grant, ShardRange
-from streamtrain.shards.partition import PartitionKey
 
 __all__ = ["NO_LEASE", "HeldShard", "Holdings"]
 

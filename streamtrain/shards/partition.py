@@ -23,19 +23,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shards.model import MAX_EPOCH, MAX_OFFSET
 
 __all__ = [
     "LEASED",
     "MAX_WORKER_ID_CHARS",
     "QUEUED",
-    "PartitionKey",
     "PartitionShards",
     "ShardEntry",
     "parse_partition",
 ]
-
-PartitionKey = tuple[str, int]
 
 QUEUED, LEASED = "queued", "leased"
 

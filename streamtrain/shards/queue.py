@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import collections
 
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shards.model import ShardSettings
-from streamtrain.shards.partition import QUEUED, PartitionKey, PartitionShards, ShardEntry
+from streamtrain.shards.partition import QUEUED, PartitionShards, ShardEntry
 
 __all__ = ["ShardQueue"]
 

@@ -53,7 +53,7 @@ from streamtrain.shuffle.frames import (
     sender_of,
 )
 from streamtrain.shuffle.inflight import InFlightBatches
-from streamtrain.shuffle.legacy import LegacyDialer, plain_sender
+from streamtrain.shuffle.legacy import LegacyDialer, batch_version, plain_sender
 from streamtrain.shuffle.mailbox import Mailbox
 from streamtrain.shuffle.membership import Membership, PeerInfo, new_incarnation
 from streamtrain.shuffle.receivers import CreditLedger, ReceiverList
@@ -62,6 +62,7 @@ from streamtrain.shuffle.settings import ShuffleSettings
 from streamtrain.shuffle.sockets import PeerSockets
 from streamtrain.shuffle.stats import Counters, ForwardingStats
 from streamtrain.shuffle.unit import ShuffleUnit
+from streamtrain.units import NS_PER_MS, ms_to_s, s_to_ms
 
 __all__ = ["ForwardingStats", "ForwardingUnit"]
 
@@ -228,7 +229,7 @@ class ForwardingUnit:
                 next_sync = now + _MEMBERSHIP_SYNC_S
             if now >= next_broadcast:
                 self._publish_state(sockets)
-                next_broadcast = now + self._settings.state_rebroadcast_ms / 1000.0
+                next_broadcast = now + ms_to_s(self._settings.state_rebroadcast_ms)
             self._expire(sockets, poller, now)
             self._forward(sockets)
             self._replies.resend(sockets.router, self._members, now)
@@ -238,7 +239,7 @@ class ForwardingUnit:
                 timeout_s = min(timeout_s, deadline - now)
             if self._replies.pending:  # retries, and RECEIVED answers deferred
                 timeout_s = min(timeout_s, _ANSWER_RETRY_S)
-            ready = dict(poller.poll(max(int(timeout_s * 1000), 0) + 1))
+            ready = dict(poller.poll(max(int(s_to_ms(timeout_s)), 0) + 1))
             if self._mailbox.fd in ready:
                 self._mailbox.woken()
             self._answer_mailbox(sockets)
@@ -324,8 +325,8 @@ class ForwardingUnit:
                 job=settings.job,
                 batch_id=batch_id,
                 origin_worker=settings.worker_id,
-                sent_at_ms=time.time_ns() // 1_000_000,
-                version=_batch_version(self._members.get(receiver)),
+                sent_at_ms=time.time_ns() // NS_PER_MS,
+                version=batch_version(self._members.get(receiver)),
             )
             try:
                 dealer = sockets.dealers[receiver]  # copied: pyzmq's zero-copy is slower
@@ -356,7 +357,7 @@ class ForwardingUnit:
             state=state,
             sequence=sequence,
             queue_records=queue_records,
-            at_ms=time.time_ns() // 1_000_000,
+            at_ms=time.time_ns() // NS_PER_MS,
         )
         try:
             sockets.pub.send_multipart([codec.KIND_STATE, event], flags=zmq.NOBLOCK)
@@ -468,7 +469,7 @@ class ForwardingUnit:
             self._unit.ack_forwarded(flight.columns)
             self._count.batches_acked += 1
             self._count.records_acked += len(flight.columns)
-            self._counters.add_rtt((now - flight.sent_at) * 1000.0)
+            self._counters.add_rtt(s_to_ms(now - flight.sent_at))
         else:
             self._count.batches_rejected += 1
             self._receivers.suppress(receiver, now + _REJECT_BACKOFF_S)
@@ -493,8 +494,3 @@ class ForwardingUnit:
                 receiving = event.state == WorkerStateEvent.RECEIVING
                 if not self._receivers.on_state(peer, receiving, event.sequence):
                     self._count.stale_events += 1
-
-
-def _batch_version(peer: PeerInfo | None) -> int:
-    """The ``RecordBatch`` form to write to ``peer`` (1 for an older release)."""
-    return codec.BATCH_SCHEMA_VERSION if peer is None else peer.batch_schema_version

@@ -38,7 +38,7 @@ from streamtrain.proto.data_plane_pb2 import Member
 from streamtrain.shuffle.announcements import heartbeat_problem
 from streamtrain.shuffle.membership import PeerInfo
 from streamtrain.shuffle.settings import check_heartbeat
-from streamtrain.units import ms_to_s
+from streamtrain.units import NS_PER_MS, ms_to_s
 
 __all__ = ["MAX_CLOCK_SKEW_MS", "KafkaMembership", "MembershipStats", "members_topic"]
 
@@ -82,7 +82,7 @@ class KafkaMembership:
         heartbeat_interval_ms: int = 1_000,
         heartbeat_timeout_ms: int = 5_000,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // NS_PER_MS,
     ) -> None:
         check_heartbeat(heartbeat_interval_ms, heartbeat_timeout_ms)
         self._kafka = kafka

@@ -30,9 +30,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from streamtrain.shuffle import codec
 from streamtrain.shuffle.membership import PeerInfo
 
-__all__ = ["Dialect", "LegacyDialer", "plain_sender"]
+__all__ = ["Dialect", "LegacyDialer", "batch_version", "plain_sender"]
 
 
 class Dialect(enum.Enum):
@@ -40,6 +41,12 @@ class Dialect(enum.Enum):
 
     ROUTED = "routed"
     PLAIN = "plain"
+
+
+def batch_version(peer: PeerInfo | None) -> int:
+    """The ``RecordBatch`` form to write to ``peer``: the one it announced (1 for an older
+    release), this release's for a peer not (yet) known."""
+    return codec.BATCH_SCHEMA_VERSION if peer is None else peer.batch_schema_version
 
 
 def plain_sender(route: bytes, members: Mapping[str, PeerInfo]) -> str | None:

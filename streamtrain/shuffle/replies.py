@@ -29,6 +29,7 @@ import zmq
 from streamtrain.proto.data_plane_pb2 import BatchAck
 from streamtrain.shuffle import codec
 from streamtrain.shuffle.stats import ForwardingCounters
+from streamtrain.units import NS_PER_MS
 
 __all__ = ["RECEIVED_DELAY_S", "Replies"]
 
@@ -165,7 +166,7 @@ class Replies:
             receiver=self._worker_id,
             status=status,
             reason=reason,
-            at_ms=time.time_ns() // 1_000_000,
+            at_ms=time.time_ns() // NS_PER_MS,
         )
         try:
             router.send_multipart([route, codec.KIND_ACK, ack], flags=zmq.NOBLOCK)

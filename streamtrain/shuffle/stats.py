@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from streamtrain.percentile import percentiles
 from streamtrain.shuffle.frames import Drop
 
 __all__ = ["COUNTER_NAMES", "Counters", "ForwardingCounters", "ForwardingStats"]
@@ -120,11 +121,10 @@ class Counters:
     def snapshot(self, in_flight_batches: int) -> ForwardingStats:
         totals = self.totals
         values = {name: getattr(totals, name) for name in COUNTER_NAMES}
-        rtt = self.rtt()
-        p50, p99 = np.percentile(rtt, [50, 99]).tolist() if rtt.size else (0.0, 0.0)
+        p50, p99 = percentiles(self.rtt(), (50, 99), empty=0.0)
         return ForwardingStats(
             **values,
             in_flight_batches=in_flight_batches,
-            ack_rtt_p50_ms=float(p50),
-            ack_rtt_p99_ms=float(p99),
+            ack_rtt_p50_ms=p50,
+            ack_rtt_p99_ms=p99,
         )

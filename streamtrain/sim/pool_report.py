@@ -37,6 +37,7 @@ import numpy as np
 
 from streamtrain.cluster.milp import MilpSettings
 from streamtrain.errors import ConfigError
+from streamtrain.percentile import percentile
 from streamtrain.sim.pool import PoolRun, run_pool
 from streamtrain.sim.pool_inputs import PoolInputs, build_inputs
 from streamtrain.sim.scenario import SHARED, Scenario
@@ -149,12 +150,12 @@ def pool_metrics(run: PoolRun, inputs: PoolInputs) -> PoolMetrics:
         serving_shortfall_min=float(np.sum(run.serving_short > 0)),
         guarantee_overcommit_min=float(np.sum(run.overcommit > 0)),
         online=online,
-        solve_p50_ms=float(np.percentile(solve, 50)),
-        solve_p90_ms=float(np.percentile(solve, 90)),
+        solve_p50_ms=percentile(solve, 50, empty=0.0),
+        solve_p90_ms=percentile(solve, 90, empty=0.0),
         solve_max_ms=float(np.max(solve)),
         rounds=len(run.solve_ms),
         fallback_rounds=run.fallback_rounds,
-        solve_nodes_p90=float(np.percentile(nodes, 90)),
+        solve_nodes_p90=percentile(nodes, 90, empty=0.0),
         solve_nodes_max=int(np.max(nodes)),
     )
 

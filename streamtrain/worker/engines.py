@@ -15,7 +15,13 @@ from __future__ import annotations
 import threading
 
 from streamtrain.elastic.app import DistributedApp
-from streamtrain.elastic.engine import Engine, LocalEngine, StepOutcome, make_engine
+from streamtrain.elastic.engine import (
+    CommittedOnReturn,
+    Engine,
+    LocalEngine,
+    StepOutcome,
+    make_engine,
+)
 from streamtrain.elastic.settings import ElasticSettings, EngineKind
 from streamtrain.errors import ConfigError
 from streamtrain.ingest.reader import Batch
@@ -24,42 +30,19 @@ from streamtrain.worker.app import TrainingApp
 __all__ = ["AppStepEngine", "worker_engine"]
 
 
-class AppStepEngine:
+class AppStepEngine(CommittedOnReturn):
     """``--engine none`` for an app whose ``step(batch)`` is the whole training step."""
 
-    kind = EngineKind.NONE
-
     def __init__(self, app: TrainingApp) -> None:
+        super().__init__()
         self.app = app
-        self._step = 0
-
-    @property
-    def committed_step(self) -> int:
-        return self._step
-
-    @property
-    def durable_step(self) -> int:
-        return self._step
-
-    def join(self) -> None:
-        return None
 
     def step(self, batch: Batch | None) -> StepOutcome:
         if batch is None or len(batch) == 0:
-            return StepOutcome(True, self._step, self._step)
+            return self._outcome(0)
         loss = self.app.step(batch)
         self._step += 1
-        return StepOutcome(
-            committed=True,
-            step=self._step,
-            durable_step=self._step,
-            records=len(batch),
-            records_global=len(batch),
-            loss=loss if isinstance(loss, float) else float("nan"),
-        )
-
-    def leave(self) -> None:
-        return None
+        return self._outcome(len(batch), loss=loss if isinstance(loss, float) else float("nan"))
 
 
 def worker_engine(

@@ -24,6 +24,7 @@ from streamtrain.errors import SchemaError
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.kafka import create_topic
 from streamtrain.proto import data_plane_pb2 as dp
+from streamtrain.units import now_ms
 
 __all__ = ["Lifecycle", "default_states_topic"]
 
@@ -92,7 +93,7 @@ class Lifecycle:
             worker_id=self.settings.worker_id,
             state=state,
             sequence=self._sequence,
-            emitted_at_ms=int(time.time() * 1000),
+            emitted_at_ms=now_ms(),
         )
         try:
             self._producer.produce(

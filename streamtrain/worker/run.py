@@ -58,7 +58,7 @@ from streamtrain.ingest.reporting import (
 )
 from streamtrain.ingest.settings import IngestSettings
 from streamtrain.ingest.shard_consumer import ShardConsumer
-from streamtrain.ingest.tracker import PartitionKey
+from streamtrain.partition_key import PartitionKey
 from streamtrain.shuffle.kafka_membership import KafkaMembership
 from streamtrain.shuffle.membership import Membership
 from streamtrain.shuffle.node import ShuffleNode

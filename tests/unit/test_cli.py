@@ -128,3 +128,18 @@ def test_the_kafka_options_are_the_connection_fields_of_the_settings():
     flags = {p.name: p for p in lag_run.params}
     for field in KAFKA_CONNECTION_FIELDS:
         assert flags[field].envvar == f"STREAMTRAIN_{field.upper()}"
+
+
+def test_a_web_port_in_use_is_refused_before_anything_starts():
+    import socket
+
+    from streamtrain.commands.common import check_web_port
+    from streamtrain.errors import ConfigError
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        with pytest.raises(ConfigError, match="choose another --web-port"):
+            check_web_port("127.0.0.1", port)
+    check_web_port("127.0.0.1", port)  # closed: free again

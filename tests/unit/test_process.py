@@ -1,4 +1,5 @@
-"""stop_child and stop_children: signal, wait, then kill, on real child processes."""
+"""stop_child and stop_children: signal, wait, then kill, on real child processes; a
+child's log and its tail."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from streamtrain.process import stop_child, stop_children
+from streamtrain.process import ChildLog, stop_child, stop_children
 
 IGNORES_TERM = (
     "import signal, sys, time\n"
@@ -73,3 +74,21 @@ def test_children_are_stopped_together_and_each_stubborn_one_is_killed_and_named
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2
     assert "first stubborn" in warned[0] and "second stubborn" in warned[1]
+
+
+def test_the_log_tail_is_the_last_bytes_the_children_wrote() -> None:
+    log = ChildLog("streamtrain-test-")
+    assert log.tail() == ""
+    first = "import sys\nsys.stdout.write('a' * 3000 + 'END')\n"
+    subprocess.run([sys.executable, "-c", first], stdout=log.open(), check=True)
+    assert log.tail(10) == "a" * 7 + "END"
+    assert len(log.tail()) == 2000
+    stdout = log.open()  # a new file: a restarted child's log starts empty
+    assert log.tail() == ""
+    for part in ("one", "two"):  # reading the tail does not move where a child writes
+        subprocess.run([sys.executable, "-c", f"print({part!r})"], stdout=stdout, check=True)
+        assert log.tail().endswith(f"{part}\n")
+    assert log.tail() == "one\ntwo\n"
+    log.close()
+    log.close()
+    assert log.tail() == ""

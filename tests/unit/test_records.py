@@ -82,6 +82,18 @@ def test_lease_ids_follow_the_records_through_take_and_concat():
         chunk([0, 0], [1, 2]).leased(np.array([1]))  # one per record
 
 
+def test_omit_keeps_the_other_records_in_order_with_their_payloads():
+    records = chunk([0, 1, 0, 1], [1, 2, 3, 4], [b"a", b"bb", b"", b"d"]).leased(
+        np.array([5, 6, 7, 8])
+    )
+    rest = records.omit(np.array([2, 0]))
+    assert rest.offsets.tolist() == [2, 4]
+    assert list(rest.values()) == [b"bb", b"d"]
+    assert rest.lease_ids is not None and rest.lease_ids.tolist() == [6, 8]
+    assert len(records.omit(np.array([], dtype=np.intp))) == 4
+    assert len(records.omit(np.arange(4))) == 0
+
+
 def test_payload_bytes_and_lengths():
     records = chunk([0, 0, 0], [0, 1, 2], [b"", b"xy", b"z"])
     assert records.payload_bytes == 3

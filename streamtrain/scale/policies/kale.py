@@ -56,6 +56,7 @@ from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_fac
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
 from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
+from streamtrain.units import MINUTE_S
 
 __all__ = ["Kale", "KaleSettings", "restart_backlog_records"]
 
@@ -187,8 +188,8 @@ class Kale:
                     target_workers=desired,
                     reason="fallback",
                     explanation=(
-                        f"KALE fallback: lag {obs.max_lag_s / 60:.1f} min > "
-                        f"{s.fallback_lag_s / 60:.0f} min at {current} workers -> {desired}"
+                        f"KALE fallback: lag {obs.max_lag_s / MINUTE_S:.1f} min > "
+                        f"{s.fallback_lag_s / MINUTE_S:.0f} min at {current} workers -> {desired}"
                     ),
                 )
         if obs.now_s - self._planned_at_s < s.plan_interval_s:
@@ -249,8 +250,8 @@ class Kale:
             plan_step_s=plan_step,
             explanation=(
                 f"KALE: forecast {ahead[0]:,.0f} records/s after the "
-                f"{lead * step / 60:.0f}-min restart (peak {ahead.max():,.0f} within "
-                f"{drain_s / 60:.0f} min), plus {restart_backlog:,.0f} records waiting, "
+                f"{lead * step / MINUTE_S:.0f}-min restart (peak {ahead.max():,.0f} within "
+                f"{drain_s / MINUTE_S:.0f} min), plus {restart_backlog:,.0f} records waiting, "
                 f"needs {target} workers (Eq. 10 + Algorithm 1)"
             ),
         )

@@ -26,6 +26,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policy import Decision, Observation, PolicyContext
 from streamtrain.scale.policy_settings import settings_from
+from streamtrain.units import MINUTE_S
 
 __all__ = ["Madu", "MaduSettings", "linear_fit"]
 
@@ -85,7 +86,7 @@ class Madu:
             explanation=(
                 f"Madu: peak forecast {load.max():,.0f} records/s "
                 f"(q{self.settings.uncertainty_level:g}) over "
-                f"{self.settings.horizon_s / 60:.0f} min at {self.per_worker:,.0f}/worker "
+                f"{self.settings.horizon_s / MINUTE_S:.0f} min at {self.per_worker:,.0f}/worker "
                 f"-> {target}"
             ),
         )

@@ -90,6 +90,7 @@ from streamtrain.scale.policies.hpa import scale_up_limit
 from streamtrain.scale.policy import Decision, Observation, PolicyContext, Reason
 from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
+from streamtrain.units import MINUTE_S
 
 __all__ = ["StreamtrainPolicy", "StreamtrainSettings", "nowcast_floor"]
 
@@ -383,14 +384,14 @@ class StreamtrainPolicy:
         index = int(np.argmax(good)) if good.any() else int(np.argmax(table[counts]))
         target = int(counts[index])
         path: Reason = "proactive"
-        why = f"holding {w} would lag within {resume * step / 60:.0f} min"
+        why = f"holding {w} would lag within {resume * step / MINUTE_S:.0f} min"
         if lag_fallback:
             desired = hpa_desired(w, obs.max_lag_s, self.hpa)
             desired = min(desired, scale_up_limit(w, 100.0, 4), ctx.max_workers)
             if desired > target:
                 target, index = desired, desired - w - 1
             path = "fallback"
-            why = f"measured lag {obs.max_lag_s / 60:.1f} min above the plan's"
+            why = f"measured lag {obs.max_lag_s / MINUTE_S:.1f} min above the plan's"
         elif self.trigger.active:
             path = "fallback"
             why = "recent traffic far from the forecast: planning on the measured rate"
@@ -412,8 +413,8 @@ class StreamtrainPolicy:
             reason=path,
             plan=plan,
             plan_step_s=step,
-            explanation=f"{why}; {target} drains the pause within {s.catchup_s / 60:.0f} min "
-            f"and covers {cover * step / 60:.0f} min; {verdict.explanation}",
+            explanation=f"{why}; {target} drains the pause within {s.catchup_s / MINUTE_S:.0f} min "
+            f"and covers {cover * step / MINUTE_S:.0f} min; {verdict.explanation}",
         )
 
     def _scale_down(
@@ -476,6 +477,6 @@ class StreamtrainPolicy:
             reason="proactive",
             plan=plan,
             plan_step_s=step,
-            explanation=f"{target} workers keep up for {s.down_hold_s / 60:.0f} min after the "
-            f"pause; {verdict.explanation}",
+            explanation=f"{target} workers keep up for {s.down_hold_s / MINUTE_S:.0f} min "
+            f"after the pause; {verdict.explanation}",
         )

@@ -15,7 +15,6 @@ from streamtrain.lag.metrics import (
     compute_topics_lag,
     lag_records,
     lag_s_from_timestamp,
-    p99,
 )
 from streamtrain.lag.status import Status, StatusTracker
 
@@ -49,15 +48,6 @@ def test_lag_s_from_timestamp_is_clamped():
     assert lag_s_from_timestamp(1000.0, 1003.0) == 0.0  # producer clock ahead
     with pytest.raises(ConfigError):
         lag_s_from_timestamp(1000.0, math.inf)
-
-
-def test_p99_matches_linear_interpolation():
-    assert p99([]) is None
-    assert p99([7.0]) == 7.0
-    assert p99(list(range(101))) == pytest.approx(99.0)
-    assert p99([1.0, 2.0]) == pytest.approx(1.99)
-    values = np.random.default_rng(3).exponential(60.0, 800)
-    assert p99(values) == pytest.approx(float(np.percentile(values, 99)))
 
 
 def ints(*columns):

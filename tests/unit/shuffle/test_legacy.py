@@ -1,6 +1,7 @@
 """Talking to older releases during a rolling upgrade: dialect choice and evidence."""
 
-from streamtrain.shuffle.legacy import Dialect, LegacyDialer, plain_sender
+from streamtrain.shuffle import codec
+from streamtrain.shuffle.legacy import Dialect, LegacyDialer, batch_version, plain_sender
 from streamtrain.shuffle.membership import PeerInfo
 
 
@@ -22,6 +23,12 @@ def test_peers_announce_whether_they_are_legacy():
     assert _peer("a", 1).legacy
     assert not _peer("a", 2).legacy
     assert not PeerInfo("a", "tcp://127.0.0.1:1", "tcp://127.0.0.1:2", 1).legacy
+
+
+def test_batches_go_in_the_form_the_receiver_announced():
+    assert batch_version(_peer("old", 1)) == 1
+    assert batch_version(_peer("new", codec.BATCH_SCHEMA_VERSION)) == codec.BATCH_SCHEMA_VERSION
+    assert batch_version(None) == codec.BATCH_SCHEMA_VERSION
 
 
 def test_the_dialer_switches_only_on_silence_since_the_batch_went_out():
