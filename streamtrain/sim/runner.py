@@ -3,7 +3,9 @@
 Owned here: :class:`Window` (the part of a trace that is replayed and the history
 before it), :func:`prepare` (one seed's :class:`~streamtrain.sim.engine.Workload` on its
 own :class:`~streamtrain.sim.truth.JobTruth`), :func:`run_variants` (every row of a
-comparison over every seed, spread over processes) and :func:`simulate` (the policies
+comparison over every seed, spread over processes; with fewer seeds than keep the
+processes busy, each seed's rows in slices), :func:`window_forecasts` (the
+predictions a comparison shares) and :func:`simulate` (the policies
 of :class:`~streamtrain.sim.settings.SimSettings`, as a :class:`SimReport`).
 
 * **Time.** The last ``simulate_days`` of the trace are replayed; everything before is
