@@ -39,7 +39,6 @@ prefixed ``heldout_``), and ``wall_s=<the run's seconds>``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
@@ -51,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from streamtrain.commands.forecaster_options import parse_model_options
 from streamtrain.forecast.base import Forecaster
 from streamtrain.forecast.evaluate import EvalSettings, Scores, default_horizon_steps, evaluate
 from streamtrain.forecast.fitcache import CachedFit, FitCache
@@ -139,18 +139,6 @@ def _score(
     return results
 
 
-def _options(pairs: list[str]) -> dict[str, Any]:
-    """``k=v`` pairs; values read as JSON when they parse (numbers, booleans)."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, _, text = pair.partition("=")
-        try:
-            options[key.strip()] = json.loads(text)
-        except ValueError:
-            options[key.strip()] = text
-    return options
-
-
 def _real(path: Path) -> Trace:
     return load_trace(path, step_s=native_step_s(path))
 
@@ -167,6 +155,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs of each cost timing")
     parser.add_argument("--auto-option", action="append", default=[], help="k=v for auto")
     args = parser.parse_args()
+    auto_options = parse_model_options(args.auto_option, "--auto-option")
     run_started = time.perf_counter()
     chooser = logging.getLogger("streamtrain.forecast.select")  # what auto chose, per fit
     chooser.setLevel(logging.INFO)
@@ -211,7 +200,7 @@ def main() -> None:
             f"{trace.step_s} s ({time.perf_counter() - started:.0f} s elapsed)"
         )
         series_started = time.perf_counter()
-        results = _score(trace, args.seed, models, _options(args.auto_option))
+        results = _score(trace, args.seed, models, auto_options)
         _progress(f"== {name} scored in {time.perf_counter() - series_started:.0f} s")
         for model, s in results.items():
             print(

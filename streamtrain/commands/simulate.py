@@ -4,7 +4,9 @@ Parses options, loads (or synthesizes) the trace, tunes the baselines on the day
 before the replayed ones (:mod:`streamtrain.sim.tuning`), calls
 :func:`streamtrain.sim.runner.simulate` over ``--seeds`` runs and prints KALE Table 3
 for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--json``;
-``--plot`` writes workers and lag over time (first seed). Results go to stdout; to
+``--plot`` writes workers and lag over time (first seed). The replayed window's
+forecasts are computed in a thread while the baselines are tuned in worker processes
+(they do not depend on the tuned settings). Results go to stdout; to
 stderr go the run's notes and its progress (the forecaster's fits and the seeds, with
 an estimate of the time left; none with ``--json``). All of the modelling lives in
 :mod:`streamtrain.sim`.
@@ -15,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +36,7 @@ from streamtrain.sim.execution import ActionCosts, RestartMode, ShuffleMode
 from streamtrain.sim.handover import measured_mode_costs
 from streamtrain.sim.report import format_paper_table, format_table, headline_ratios
 from streamtrain.sim.runner import simulate as run
+from streamtrain.sim.runner import window_forecasts, window_of
 from streamtrain.sim.settings import DEFAULT_FORECASTER, SimSettings
 from streamtrain.sim.tuning import tune as tune_baselines
 from streamtrain.sim.tuning import tuning_window, with_tuned
@@ -330,6 +335,7 @@ def simulate(
     progress = _Progress(quiet=as_json)
 
     tuned = False
+    cache = None
     if tune:
         window = tuning_window(trace, settings)
         if window is None:
@@ -338,12 +344,23 @@ def simulate(
                 "before the replayed ones; the baselines run with their defaults"
             )
         else:
-            result = tune_baselines(window, settings, progress=progress)
+            # The replayed window's forecasts do not depend on the tuned settings:
+            # computed in a thread while the tuning runs in worker processes.
+            with ThreadPoolExecutor(max_workers=1) as background:
+                forecasts = background.submit(
+                    window_forecasts,
+                    window_of(trace, settings),
+                    settings,
+                    settings.variants(),
+                    progress=progress,
+                )
+                result = tune_baselines(window, settings, progress=progress)
+                cache = forecasts.result()
             settings = with_tuned(settings, result)
             tuned = bool(result.chosen)
             for policy, point in result.chosen.items():
                 progress(f"tuned {policy}: {point}")
-    report = run(trace, settings, progress=progress)
+    report = run(trace, settings, cache=cache, progress=progress)
     if as_json:
         payload = report.as_json()
         payload["tuned"] = tuned
@@ -367,13 +384,18 @@ class _Progress:
     progress, on one line rewritten in place on a terminal and none with ``--json``;
     the rest (the trace, the tuned settings, warnings) are printed as they come."""
 
-    _SEED = re.compile(r"seed \d+ done \((\d+)/(\d+)\)")
+    _SEED = re.compile(r"seed \d+ (?:part )?done \((\d+)/(\d+)\)")
 
     def __init__(self, quiet: bool) -> None:
         self.meter = Meter(0, "", quiet=quiet, stream=click.get_text_stream("stderr"))
         self.seeds_started: float | None = None
+        self.lock = threading.Lock()  # the forecasts' thread reports beside the tuning
 
     def __call__(self, message: str) -> None:
+        with self.lock:
+            self._show(message)
+
+    def _show(self, message: str) -> None:
         seed = self._SEED.fullmatch(message)
         if message.startswith("simulating "):
             self.seeds_started = time.perf_counter()

@@ -149,6 +149,16 @@ class _Partitions:
         self.rank = np.empty(p, dtype=np.int64)
         self.rank[order] = np.arange(p)
         self.tolerance = 1e-9 * (1.0 + workload.cumulative[-1])
+        self.drained = True  # every arrival so far consumed (``consumed`` is ``arrived``)
+        self._owners: dict[int, IntArray] = {}
+
+    def owner(self, training: int) -> IntArray:
+        """Each partition's worker when ``training`` workers train (round-robin over
+        the fixed random order), computed once per count."""
+        owner = self._owners.get(training)
+        if owner is None:
+            owner = self._owners[training] = self.rank % training
+        return owner
 
     def arrived(self, step: int, fraction: float) -> FloatArray:
         result: FloatArray = self.w.cumulative[step] + fraction * self.w.per_step[step]
@@ -167,10 +177,18 @@ class _Partitions:
         forwarded record uses beyond its training, in records."""
         backlog = np.maximum(arrived - self.consumed, 0.0)
         if training <= 0 or capacity_records <= 0:
+            self.drained = False
             return 0.0, 0.0
-        owner = self.rank % training
+        owner = self.owner(training)
         per_worker = np.bincount(owner, weights=backlog, minlength=training)
-        local = np.minimum(per_worker, capacity_records / training)
+        limit = capacity_records / training
+        if float(per_worker.max()) <= limit:
+            # Every worker serves its whole backlog: what the general case below
+            # computes (ratios of exactly 1, nothing to forward), without computing it.
+            self.consumed, self.drained = arrived, True
+            return float(per_worker.sum()), 0.0
+        self.drained = False
+        local = np.minimum(per_worker, limit)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(per_worker > 0, local / per_worker, 1.0)
         served = float(local.sum())
@@ -186,6 +204,8 @@ class _Partitions:
 
     def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
         """Age of the oldest unconsumed record over all partitions, at ``now_s``."""
+        if self.drained:
+            return 0.0
         remaining = arrived - self.consumed
         lagging = remaining > self.tolerance
         if not lagging.any():
@@ -314,7 +334,8 @@ def run_policy(
         if forwarded > 0:
             lag += execution.shuffle_costs.ack_latency_s
         series.lag[i], series.consumed[i], series.capacity[i] = lag, consumed, cap
-        series.backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
+        if not state.drained:
+            series.backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
         series.held[i], series.training[i] = held, trainers if cap > 0 else 0
         series.paused_s[i], series.worker_s[i], series.forwarded[i] = paused_s, worker_s, forwarded
     return Run(

@@ -44,8 +44,10 @@ def map_seeds(
     *,
     jobs: int = 1,
     progress: Callable[[str], None] | None = None,
+    describe: Callable[[int], str] = "seed {}".format,
 ) -> list[R]:
-    """See the module docstring. ``task`` must be a module-level function."""
+    """See the module docstring. ``task`` must be a module-level function; ``progress``
+    hears ``<describe(seed)> done (k/N)`` as each finishes."""
     if jobs < 1:
         raise ConfigError(f"need at least one job, got {jobs}")
     seeds = list(seeds)
@@ -54,7 +56,7 @@ def map_seeds(
         for k, seed in enumerate(seeds, 1):
             results.append(task(shared, seed))
             if progress is not None and len(seeds) > 1:
-                progress(f"seed {seed} done ({k}/{len(seeds)})")
+                progress(f"{describe(seed)} done ({k}/{len(seeds)})")
         return results
     context = multiprocessing.get_context("spawn")
     by_seed: dict[int, R] = {}
@@ -69,5 +71,5 @@ def map_seeds(
             seed = futures[future]
             by_seed[seed] = future.result()
             if progress is not None:
-                progress(f"seed {seed} done ({len(by_seed)}/{len(seeds)})")
+                progress(f"{describe(seed)} done ({len(by_seed)}/{len(seeds)})")
     return [by_seed[seed] for seed in seeds]

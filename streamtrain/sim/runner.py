@@ -3,7 +3,9 @@
 Owned here: :class:`Window` (the part of a trace that is replayed and the history
 before it), :func:`prepare` (one seed's :class:`~streamtrain.sim.engine.Workload` on its
 own :class:`~streamtrain.sim.truth.JobTruth`), :func:`run_variants` (every row of a
-comparison over every seed, spread over processes) and :func:`simulate` (the policies
+comparison over every seed, spread over processes; with fewer seeds than keep the
+processes busy, each seed's rows in slices), :func:`window_forecasts` (the
+predictions a comparison shares) and :func:`simulate` (the policies
 of :class:`~streamtrain.sim.settings.SimSettings`, as a :class:`SimReport`).
 
 * **Time.** The last ``simulate_days`` of the trace are replayed; everything before is
@@ -57,6 +59,7 @@ __all__ = [
     "prepare",
     "run_variants",
     "simulate",
+    "window_forecasts",
     "window_of",
 ]
 
@@ -179,6 +182,8 @@ class _Comparison:
     cache: dict[int, Forecast]
     keep_runs_of: int
     factory: ForecasterFactory | None = field(default=None, repr=False)
+    # Task k runs seed tasks[k][0] on the variants tasks[k][1] (indices into variants).
+    tasks: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def _policy(
@@ -190,8 +195,10 @@ def _policy(
     return make_policy(variant.policy, context, **extra)
 
 
-def run_seed(comparison: _Comparison, seed: int) -> SeedResult:
-    """Every variant of ``comparison`` in run ``seed``."""
+def run_seed(
+    comparison: _Comparison, seed: int, variants: Sequence[Variant] | None = None
+) -> SeedResult:
+    """Every variant of ``comparison`` (or ``variants``) in run ``seed``."""
     settings, window = comparison.settings, comparison.window
     factory = comparison.factory or named_factory(settings.forecaster, step_s=window.step_s)
     workload, truth = prepare(window, settings, seed)
@@ -199,7 +206,7 @@ def run_seed(comparison: _Comparison, seed: int) -> SeedResult:
     start = initial_workers(workload)
     metrics: dict[str, PolicyMetrics] = {}
     runs: dict[str, Run] = {}
-    for variant in comparison.variants:
+    for variant in comparison.variants if variants is None else variants:
         execution = settings.execution(variant, seed)
         typical = max(1, settings.peak_workers // 2)
         prep_s, pause_s = action_phases(typical, typical + 1, execution)
@@ -223,6 +230,44 @@ def run_seed(comparison: _Comparison, seed: int) -> SeedResult:
     return SeedResult(seed, metrics, runs if seed == comparison.keep_runs_of else None)
 
 
+def _run_task(comparison: _Comparison, task: int) -> SeedResult:
+    seed, indices = comparison.tasks[task]
+    return run_seed(comparison, seed, [comparison.variants[k] for k in indices])
+
+
+def _tasks(
+    seeds: Sequence[int], variants: int, jobs: int
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Every seed's variants in as few slices as keep ``jobs`` processes busy: one per
+    seed when there are at least twice as many seeds as processes (the common case),
+    else each seed's variants split so that the processes get an equal share (3 seeds of
+    10 tuning variants on 2 processes: 6 tasks of 5, not 2 seeds on one process and 1
+    on the other). A slice costs its seed's workload once more."""
+    slices = 1
+    if len(seeds) < 2 * jobs:
+        slices = min(variants, -(-2 * jobs // len(seeds)))
+    bounds = [round(k * variants / slices) for k in range(slices + 1)]
+    return tuple(
+        (seed, tuple(range(bounds[k], bounds[k + 1]))) for seed in seeds for k in range(slices)
+    )
+
+
+def window_forecasts(
+    window: Window,
+    settings: SimSettings,
+    variants: Sequence[Variant],
+    *,
+    forecaster_factory: ForecasterFactory | None = None,
+    progress: Progress | None = None,
+) -> dict[int, Forecast]:
+    """The forecasts a comparison of ``variants`` on ``window`` shares (empty when none
+    of them forecasts)."""
+    if not FORECASTING_POLICIES & {v.policy for v in variants}:
+        return {}
+    factory = forecaster_factory or named_factory(settings.forecaster, step_s=window.step_s)
+    return forecasts_for(window, settings, factory, progress)
+
+
 def run_variants(
     window: Window,
     settings: SimSettings,
@@ -243,19 +288,37 @@ def run_variants(
     if not seeds:
         raise ConfigError("run at least one seed")
     if cache is None:
-        cache = {}
-        if FORECASTING_POLICIES & {v.policy for v in variants}:
-            factory = forecaster_factory or named_factory(settings.forecaster, step_s=window.step_s)
-            cache = forecasts_for(window, settings, factory, progress)
-    comparison = _Comparison(window, settings, tuple(variants), cache, seeds[0], forecaster_factory)
+        cache = window_forecasts(
+            window, settings, variants, forecaster_factory=forecaster_factory, progress=progress
+        )
     jobs = 1 if forecaster_factory is not None else settings.jobs
+    tasks = _tasks(seeds, len(variants), jobs) if jobs > 1 else ()
+    comparison = _Comparison(
+        window, settings, tuple(variants), cache, seeds[0], forecaster_factory, tasks
+    )
     if progress is not None:
         progress(
             f"simulating {len(variants)} variant(s) x {len(seeds)} seed(s) over "
             f"{window.rates_records_per_s.shape[0] * window.step_s / DAY_S:g} day(s) "
-            f"in {min(jobs, len(seeds))} process(es)"
+            f"in {min(jobs, max(len(seeds), len(tasks)))} process(es)"
         )
-    return map_seeds(run_seed, comparison, seeds, jobs=jobs, progress=progress)
+    if len(tasks) <= len(seeds):
+        return map_seeds(run_seed, comparison, seeds, jobs=jobs, progress=progress)
+    parts = map_seeds(
+        _run_task,
+        comparison,
+        range(len(tasks)),
+        jobs=jobs,
+        progress=progress,
+        describe=lambda task: f"seed {tasks[task][0]} part",
+    )
+    results: list[SeedResult] = []
+    for seed in seeds:
+        mine = [part for (owner, _), part in zip(tasks, parts, strict=True) if owner == seed]
+        metrics = {label: m for part in mine for label, m in part.metrics.items()}
+        runs = {label: r for part in mine for label, r in (part.runs or {}).items()}
+        results.append(SeedResult(seed, metrics, runs or None))
+    return results
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -331,10 +394,12 @@ def simulate(
     settings: SimSettings | None = None,
     *,
     forecaster_factory: ForecasterFactory | None = None,
+    cache: dict[int, Forecast] | None = None,
     progress: Progress | None = None,
 ) -> SimReport:
     """Replay the last ``settings.simulate_days`` of ``trace`` against each policy, once
-    per seed."""
+    per seed (``cache``: the window's forecasts, when already computed, e.g. by
+    :func:`window_forecasts` while the baselines were tuned)."""
     settings = settings or SimSettings()
     window = window_of(trace, settings)
     results = run_variants(
@@ -342,6 +407,7 @@ def simulate(
         settings,
         settings.variants(),
         forecaster_factory=forecaster_factory,
+        cache=cache,
         progress=progress,
     )
     return SimReport(

@@ -110,13 +110,16 @@ class Forecast:
 def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
     """``np.quantile(values, level)`` (its default, linear interpolation) for a short
     sequence of floats, without numpy's per-call overhead (the simulator asks for one
-    per lead bucket at every decision)."""
-    ordered = sorted(values)
-    h = (len(ordered) - 1) * level
+    per lead bucket at every decision): the two order statistics it needs by a partial
+    sort, not a sort of the whole window."""
+    array = np.fromiter(values, dtype=np.float64, count=len(values))
+    h = (len(array) - 1) * level
     lo = math.floor(h)
-    if lo + 1 >= len(ordered):
-        return float(ordered[-1])
-    return float(ordered[lo] + (h - lo) * (ordered[lo + 1] - ordered[lo]))
+    if lo + 1 >= len(array):
+        return float(array.max())
+    pair = np.partition(array, (lo, lo + 1))
+    low, high = float(pair[lo]), float(pair[lo + 1])
+    return low + (h - lo) * (high - low)
 
 
 def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:

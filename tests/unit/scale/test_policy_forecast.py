@@ -1,6 +1,8 @@
 """What forecasting policies are fed: predictions from the past only, shared safely,
 with empirical quantiles when the model has none."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -194,6 +196,26 @@ def test_the_fast_quantile_is_numpys_linear_one(values, level):
 
     expected = float(np.quantile(np.array(values), level))
     assert _quantile(deque(values), level) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+@given(
+    st.lists(st.floats(0.0, 10.0, allow_nan=False), min_size=1, max_size=60),
+    st.floats(0.01, 0.99),
+)
+def test_the_fast_quantile_equals_the_sorted_reading_exactly(values, level):
+    from collections import deque
+
+    from streamtrain.scale.policies.feed import _quantile
+
+    ordered = sorted(values)  # the reading the simulator's pinned numbers were made with
+    h = (len(ordered) - 1) * level
+    lo = math.floor(h)
+    expected = (
+        ordered[-1]
+        if lo + 1 >= len(ordered)
+        else ordered[lo] + (h - lo) * (ordered[lo + 1] - ordered[lo])
+    )
+    assert _quantile(deque(values), level) == expected
 
 
 def test_the_model_options_reach_the_background_fit():

@@ -172,3 +172,18 @@ def test_duplicate_variant_labels_are_refused(trace):
     settings = SimSettings(policies=("hpa",), **FAST)
     with pytest.raises(ConfigError, match="distinct"):
         run_variants(window_of(trace, settings), settings, [Variant("x", "hpa")] * 2)
+
+
+def test_few_seeds_are_split_into_variant_slices_that_keep_every_process_busy():
+    from streamtrain.sim.runner import _tasks
+
+    # Enough seeds: one task a seed.
+    assert _tasks(range(20), 3, 2) == tuple((s, (0, 1, 2)) for s in range(20))
+    # Three tuning seeds of ten variants on two processes: six tasks of five.
+    tasks = _tasks([7, 8, 9], 10, 2)
+    assert len(tasks) == 6 and {len(v) for _, v in tasks} == {5}
+    for seed in (7, 8, 9):
+        covered = [k for s, v in tasks if s == seed for k in v]
+        assert covered == list(range(10))
+    # Never more slices than variants.
+    assert _tasks([0], 2, 8) == ((0, (0,)), (0, (1,)))
