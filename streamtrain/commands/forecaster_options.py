@@ -18,11 +18,12 @@ import click
 from streamtrain.commands.common import option
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.registry import FORECASTER_NAMES
+from streamtrain.units import DAY_S, HOUR_S, MINUTE_S
 
 __all__ = ["forecaster_options", "forecaster_settings", "parse_duration_s", "parse_model_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_UNITS = {"": 1.0, "s": 1.0, "m": MINUTE_S, "min": MINUTE_S, "h": HOUR_S, "d": DAY_S}
 
 
 def parse_duration_s(text: str, flag: str = "--refit-every") -> float:

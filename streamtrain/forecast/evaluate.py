@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, quantiles_or_point
+from streamtrain.units import s_to_ms
 
 __all__ = [
     "EvalSettings",
@@ -260,7 +261,7 @@ def rolling_origin(
         np.concatenate(forecasts),
         scale,
         fit_s=float(np.mean(fit_times)),
-        predict_ms=1000 * float(np.mean(predict_times)),
+        predict_ms=s_to_ms(float(np.mean(predict_times))),
         fits=len(fit_times),
     )
     points = np.stack(forecasts)

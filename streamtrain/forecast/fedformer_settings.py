@@ -26,6 +26,7 @@ from typing import Any
 
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.fedformer_data import MARK_DIM
+from streamtrain.units import MINUTE_S
 
 __all__ = ["FedformerSettings", "NetConfig"]
 
@@ -103,7 +104,7 @@ class FedformerSettings:
         but ``mark_dim``); anything else is a :class:`ConfigError`."""
         options = dict(options)
         if "smooth_steps" in options:  # saved before the window was in seconds (1-min steps)
-            options.setdefault("smooth_s", 60 * int(options.pop("smooth_steps")))
+            options.setdefault("smooth_s", MINUTE_S * int(options.pop("smooth_steps")))
         unknown = sorted(set(options) - _NET_OPTIONS - _OWN_OPTIONS)
         if unknown:
             raise ConfigError(

@@ -64,7 +64,7 @@ from streamtrain.forecast.live_store import (
     write_manifest,
 )
 from streamtrain.forecast.tracking import RecentErrors
-from streamtrain.units import DAY_S, HOUR_S, WEEK_S
+from streamtrain.units import DAY_S, HOUR_S, MINUTE_S, WEEK_S, s_to_ms
 
 # FitJob, Submit and fit_and_save live in live_store; named here for the planner's imports
 __all__ = ["FitJob", "LiveForecaster", "LiveSettings", "Submit", "fit_and_save"]
@@ -89,7 +89,7 @@ class LiveSettings:
     track_steps: int = 30
     window_steps: int = 1440
     min_tracked: int = 120
-    max_history_steps: int = 5 * WEEK_S // 60
+    max_history_steps: int = 5 * WEEK_S // MINUTE_S
 
     def __post_init__(self) -> None:
         if self.refit_every_s <= 0 or self.fit_timeout_s <= 0 or self.min_refit_gap_s < 0:
@@ -301,7 +301,7 @@ class LiveForecaster:
             import tempfile
 
             directory = self.state_dir = Path(tempfile.mkdtemp(prefix="streamtrain-forecaster-"))
-        return directory / f"{self.name}-{int(self.clock() * 1000)}.model"
+        return directory / f"{self.name}-{int(s_to_ms(self.clock()))}.model"
 
     def _request(self, why: str) -> None:
         if self._running is not None:
@@ -451,7 +451,7 @@ class LiveForecaster:
             "fallback_reason": self.reason_,
             "recent_mase": round(recent[0] / scale, 4) if ok and recent else None,
             "naive_recent_mase": round(recent[1] / scale, 4) if ok and recent else None,
-            "fitted_at_ms": None if self.fitted_at_s_ is None else int(self.fitted_at_s_ * 1000),
+            "fitted_at_ms": None if self.fitted_at_s_ is None else int(s_to_ms(self.fitted_at_s_)),
             "fit_s": None if self.fit_s_ is None else round(self.fit_s_, 2),
             "fitting": self.fitting,
             "refits": self.refits_,

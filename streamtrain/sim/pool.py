@@ -66,7 +66,7 @@ from streamtrain.cluster.warmstart import JobRecord, warm_start
 from streamtrain.errors import ConfigError
 from streamtrain.sim.pool_inputs import PoolInputs
 from streamtrain.sim.scenario import ALLOCATORS, SHARED, OfflineJob
-from streamtrain.units import HOUR_S, MINUTE_S
+from streamtrain.units import HOUR_S, MIN_PER_H, MINUTE_S
 
 __all__ = ["DEFAULT_RATE", "OfflineOutcome", "PoolRun", "run_pool"]
 
@@ -394,7 +394,7 @@ def run_pool(
         occupied[minute] = min(capacity, online) + serving + held
         if progress is not None and minute and minute % (6 * HOUR_S // MINUTE_S) == 0:
             spent_s = time.perf_counter() - started
-            progress(f"{allocator}: {minute / 60:.0f} h simulated in {spent_s:.0f} s")
+            progress(f"{allocator}: {minute / MIN_PER_H:.0f} h simulated in {spent_s:.0f} s")
     end_s = float(minutes * MINUTE_S)
     outcomes = tuple(
         OfflineOutcome(

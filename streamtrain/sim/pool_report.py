@@ -42,7 +42,7 @@ from streamtrain.sim.pool import PoolRun, run_pool
 from streamtrain.sim.pool_inputs import PoolInputs, build_inputs
 from streamtrain.sim.scenario import SHARED, Scenario
 from streamtrain.sim.stats import Interval, interval
-from streamtrain.units import MINUTE_S
+from streamtrain.units import MIN_PER_H, MINUTE_S
 
 __all__ = [
     "POOL_METRICS",
@@ -117,7 +117,7 @@ class PoolMetrics:
 def pool_metrics(run: PoolRun, inputs: PoolInputs) -> PoolMetrics:
     """The metrics of one allocator's run (module docstring)."""
     scenario = inputs.scenario
-    window = max(1, min(inputs.minutes, int(scenario.offline.arrival_window_h * 60)))
+    window = max(1, min(inputs.minutes, int(scenario.offline.arrival_window_h * MIN_PER_H)))
     utilization = float(np.mean(run.occupied[:window])) / scenario.capacity_workers
     finished = [o for o in run.offline if o.finished]
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies.feed import forecaster_factory
-from streamtrain.units import HOUR_S
+from streamtrain.units import HOUR_S, MIN_PER_H, MINUTE_S
 
 __all__ = [
     "ALLOCATORS",
@@ -276,11 +276,11 @@ class OfflineJob:
 def offline_jobs(spec: OfflineSpec) -> tuple[OfflineJob, ...]:
     """The seeded arrivals of ``spec`` (module docstring), in arrival order."""
     rng = np.random.default_rng(spec.seed)
-    minutes = max(1, int(spec.arrival_window_h * 60))
-    hour = (np.arange(minutes) / 60.0) % 24
+    minutes = max(1, int(spec.arrival_window_h * MIN_PER_H))
+    hour = (np.arange(minutes) / MIN_PER_H) % 24
     weight = np.where((hour >= 8) & (hour < 20), 2.0, 1.0)  # 2/3 in working hours a day
     picked = rng.choice(minutes, size=spec.jobs, p=weight / weight.sum())
-    arrival = (picked + rng.random(spec.jobs)) * 60.0
+    arrival = (picked + rng.random(spec.jobs)) * float(MINUTE_S)
     low, high = spec.work_worker_hours
     hours = np.exp(rng.uniform(math.log(low), math.log(high), spec.jobs))
     types = rng.choice(sorted(MODEL_RATES), spec.jobs)

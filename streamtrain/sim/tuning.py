@@ -34,7 +34,7 @@ from streamtrain.sim.metrics import PolicyMetrics
 from streamtrain.sim.runner import Window, run_variants, window_of
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import interval
-from streamtrain.units import DAY_S
+from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = [
     "GRIDS",
@@ -62,7 +62,7 @@ GRIDS: dict[str, tuple[Point, ...]] = {
         for pct in (80.0, 90.0, 95.0, 99.0)
         for margin in (0.0, 0.1, 0.2, 0.3)
     ),
-    "madu": tuple({"horizon_s": minutes * 60.0} for minutes in (10, 20, 30, 60, 90)),
+    "madu": tuple({"horizon_s": minutes * float(MINUTE_S)} for minutes in (10, 20, 30, 60, 90)),
 }
 TUNED_POLICIES: tuple[str, ...] = tuple(GRIDS)
 OWN_GRIDS: dict[str, tuple[Point, ...]] = {
