@@ -54,7 +54,10 @@ def _top_level_messages():
                 yield getattr(module, name), descriptor
 
 
-@pytest.mark.parametrize("cls,descriptor", list(_top_level_messages()), ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    "cls,descriptor",
+    [pytest.param(cls, d, id=d.full_name) for cls, d in _top_level_messages()],
+)
 def test_every_message_has_schema_version_as_field_one(cls, descriptor):
     field = descriptor.fields_by_name.get("schema_version")
     assert field is not None, descriptor.full_name
