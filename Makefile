@@ -68,13 +68,14 @@ unit: setup
 integration: setup
 	$(BIN)/pytest tests/integration
 
-# Three pytest processes, a test file kept in one of them (its module fixtures start
-# once): most integration tests wait on brokers, workers and timeouts rather than
-# compute, so three fit two cores. TEST_JOBS=0 runs the suite in this process.
+# Three pytest processes (pytest-xdist): most integration tests wait on brokers, workers
+# and timeouts rather than compute, so three fit two cores; an idle process takes queued
+# tests from a busy one (worksteal), so a file of long tests does not finish alone.
+# TEST_JOBS=0 runs the suite in this process.
 TEST_JOBS ?= 3
 
 test: setup system-tools lint typecheck
-	$(BIN)/pytest -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_JOBS) --dist worksteal
 
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. $(PROTOS)
