@@ -71,9 +71,9 @@ PLAN_STEP_S = 300
 # before they have data).
 # The preparation of a demo worker (process up, torch and the MMoE model loaded, the
 # newest checkpoint read, READY) measured in `streamtrain demo` runs on the 2-core
-# machine: 2.8-8.2 s, 5.8 s on average (docs/benchmarks.md). It is longer than the
-# benchmark's (streamtrain.scale.action_costs: a worker that imports no torch), so the
-# demo tells the planner its own; the pause is the mode's measured one.
+# machine with one copy of the model per worker: 2.8-8.2 s, 5.8 s on average. It is
+# longer than the benchmark's (streamtrain.scale.action_costs: a worker that imports no
+# torch), so the demo tells the planner its own; the pause is the mode's measured one.
 DEMO_WORKER_PREP_WALL_S = 6.0
 # With shards, records wait at most half a wall second uncut (72 simulated seconds):
 # the cut is one of the waits that add up to the lag floor (cut, grant, read, train,
@@ -105,7 +105,7 @@ SAMPLE_BUCKET_WALL_S = 3.0
 # planner's step (5 simulated minutes) averages traffic that swings ±25 % from minute to
 # minute; on the median, 3 workers held into the peak at their limit and the fallback
 # added the fourth (and more) once lag had built up. The worker-minutes this costs are
-# measured in docs/benchmarks.md ("With shards").
+# measured in docs/benchmarks.md ("The demo").
 PLAN_QUANTILE = 0.8
 
 # Lag is measured to about a wall second and a rebalance pauses the group for several,

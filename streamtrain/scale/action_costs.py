@@ -20,8 +20,8 @@ same assumption.
 
 Measured by ``python -m benchmarks.scaling --json FILE`` (embedded Tansu 0.6.0 broker,
 16 partitions, 800 records/s, workers of 300 records/s whose step sleeps, 4 -> 8 -> 4 ->
-12 -> 4 workers, 20 s at each size; a 2-core machine shared with other jobs; the runs
-are recorded in docs/benchmarks.md, "Scaling a live job"). Means and population
+12 -> 4 workers, 20 s at each size; a 2-core machine shared with other jobs; their means
+are in docs/benchmarks.md, "Scaling a live job", the runs in git). Means and population
 standard deviations over the actions of two runs for ``group`` and ``cooperative`` (8
 actions; ``prep_s`` over their 4 scale-ups) and of the second run for ``shards`` (4
 actions: the shard hand-over changed between the runs). Re-measure and update these

@@ -42,7 +42,7 @@ What it adds to KALE (§3.4), every ``decision_interval_s``:
    lag is the cause.
 
 **Margins** (tuned in the simulator on the tuning weeks of the four shapes, the
-``seed 100`` traces; docs/benchmarks.md "Scaling policies in the simulator"): with
+``seed 100`` traces; docs/benchmarks.md, "Simulator: KALE Table 3"): with
 two-phase actions and the live system's measured hand-over stalls (seconds, not
 minutes) a miss costs the 7 minutes of preparation of a late scale-up, not a pause.
 Planning for the forecast plus 5 % held 5-8 % more worker-hours than KALE; the
