@@ -3,58 +3,22 @@
 
 One solve plans every job's worker count for each of the problem's plan steps; only the
 first step is applied, and the allocator solves again next round (rolling horizon).
+Counts are whole in the first ``integral_steps`` steps and continuous after
+(:func:`_counts_and_speed`). The objective is lexicographic in effect, each penalty
+outweighing anything below it:
 
-Variables, per job ``i`` and plan step ``t``: the count ``n[i,t]``, a whole number in the
-first ``integral_steps`` steps (1 by default: the applied step) and continuous after
-(the rest of the plan is its LP relaxation: it still reserves room and paces progress,
-and keeps the solve fast; the plan's later steps are shown rounded); for jobs
-restricted to powers of two (or whose speed curve is not concave, or that may wait but
-need more than one worker to run) a one-hot choice ``x[i,t,k]`` over the allowed counts,
-with ``n = Σ k·x`` and speed ``Σ F(k)·x`` (ModelArts' indicator constraints (16)-(20),
-written as one binary per count); otherwise the speed ``r[i,t] ≤ F(k) + (F(k+1) - F(k))·(n - k)``
-for every ``k`` (the chords of a concave F, exact at integer ``n``, no binaries).
-
-In order of weight (lexicographic in effect: each penalty outweighs anything below it):
-
-1. **Guarantee jobs** (online training with a lag SLO): ``n[g,t] + u[g,t] ≥ plan[g,t]``, the
-   job's wanted count by KALE Eq. 10 for step ``t``; the shortfall ``u ≥ 0`` costs
-   ``guarantee_penalty`` per worker-step, so a pool too small still has an answer (the
-   shortfall, reported) rather than none.
-2. **Serving**: ``n[s,t] + v[s,t] ≥ min_scale[s,t]`` with ``serving_penalty``.
-3. **Opportunistic progress** minus scaling cost. A job with remaining work ``d``
-   accumulates ``S[i,t] ≤ S[i,t-1] + step·F(n[i,t])``, ``S ≤ d``; the objective adds
-   ``Σ_t S[i,t]/d`` (ModelArts' objective (1): progress as a share of the job's work,
-   summed over the steps, which favours finishing sooner). A job with a deadline adds
-   a penalty ``deadline_weight`` per unit of the share it falls behind a linear pace to
-   its deadline by the horizon's end. Each step a job with work waits at 0 workers
-   costs ``wait_penalty`` (ModelArts' constraint that every job runs on at least its
-   minimum, (15), made soft so that an overloaded pool still has an answer). A job
-   without remaining work (a best-effort job that wants a count) earns
-   ``F(n)/F(wanted)`` per step. A change of count in the first
-   step (a binary, against the current count: the only step applied) costs
-   ``change_cost`` plus the progress its measured pause loses, ``pause_s · F(current)``
-   records valued as the objective values them; later steps are a plan only, and a
-   change there costs ``change_cost`` per worker moved (continuous, no binaries).
+1. **Guarantee jobs** (online training with a lag SLO) get at least their plan, the
+   count KALE Eq. 10 wants per step; a shortfall costs ``guarantee_penalty`` per
+   worker-step, so a pool too small still has an answer (the shortfall, reported).
+2. **Serving** gets its ``min_scale``, a shortfall costing ``serving_penalty``.
+3. **Opportunistic progress** minus scaling cost (:func:`_progress_rows`) and waiting
+   at 0 workers (:func:`_wait_rows`).
 
 Every count costs a tiny ``epsilon`` per worker-step, so no worker is given where it adds
 nothing. Constraints shared by all: ``Σ_i n[i,t] ≤ capacity[t]`` and, with the AntMan
-throttle, ``Σ_opportunistic n[i,t] ≤ budget``.
-
-``hard_minimum`` (off by default) makes ModelArts' constraint (15), ``n ≥ n_min`` for
-every job at every step, hard, as the paper has it, for the jobs the pool can hold at
-their minimum: the running ones, then the queue first come first served, while their
-minimums fit in what the guarantee and serving jobs leave of the first step (over all
-of them it would be infeasible whenever more jobs wait than workers are free); the
-others may still wait at the wait penalty.
-
-HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the best
-plan's worth) or after ``node_limit`` branch-and-bound nodes with the best plan found:
-a count, so the same problem gets the same answer however busy the machine is.
-``time_limit_s`` is only a safety net (30 s); the solve's wall time is measured and
-reported apart (:attr:`~streamtrain.cluster.problem.Allocation.solve_ms`, and the
-nodes in ``solver_nodes``). If HiGHS finds no plan, or only one further than
-``accept_gap`` from optimal, or fails, the greedy allocator answers and the status says
-so; an infeasible pool (floors above capacity) is reported with its reason
+throttle, ``Σ_opportunistic n[i,t] ≤ budget``. If HiGHS finds no plan, or only one
+further than ``accept_gap`` from optimal, or fails, the greedy allocator answers and the
+status says so; an infeasible pool (floors above capacity) is reported with its reason
 (:func:`~streamtrain.cluster.problem.infeasibility`), never raised.
 """
 
@@ -88,6 +52,22 @@ _OPTIMAL, _LIMIT = 0, 1  # scipy.optimize.milp statuses
 
 @dataclass(frozen=True, slots=True)
 class MilpSettings:
+    """The solver's limits and the objective's weights.
+
+    HiGHS stops at a relative gap of ``mip_rel_gap`` (1 %: within a hundredth of the
+    best plan's worth) or after ``node_limit`` branch-and-bound nodes with the best plan
+    found: a count, so the same problem gets the same answer however busy the machine
+    is. ``time_limit_s`` is only a safety net; the solve's wall time is measured and
+    reported apart (:attr:`~streamtrain.cluster.problem.Allocation.solve_ms`, and the
+    nodes in ``solver_nodes``).
+
+    ``hard_minimum`` makes ModelArts' constraint (15), ``n ≥ n_min`` for every job at
+    every step, hard, as the paper has it, for the jobs the pool can hold at their
+    minimum (:func:`_hard_minimum_jobs`; over all of them it would be infeasible
+    whenever more jobs wait than workers are free); the others may still wait at the
+    wait penalty.
+    """
+
     node_limit: int | None = 200  # branch-and-bound nodes: the deterministic limit
     time_limit_s: float = 30.0  # a safety net only; the wall time is reported apart
     mip_rel_gap: float = 0.01
@@ -98,7 +78,7 @@ class MilpSettings:
     integral_steps: int = 1  # leading steps with whole counts; the rest is an LP plan
     accept_gap: float = 0.05  # a plan cut short by the time limit further off is not used
     change_cost: float = 1e-4  # per scaling action, on top of the work its pause loses
-    hard_minimum: bool = False  # ModelArts' (15) as a hard constraint (module docstring)
+    hard_minimum: bool = False  # ModelArts' (15) as a hard constraint (see above)
 
     def __post_init__(self) -> None:
         if self.time_limit_s <= 0 or not 0 <= self.mip_rel_gap < 1:
@@ -184,6 +164,18 @@ class _JobColumns:
 def _counts_and_speed(
     model: _Model, job: ClusterJob, horizon: int, integral_steps: int
 ) -> _JobColumns:
+    """The count ``n[i,t]`` and, where needed, the speed columns of one job.
+
+    ``n`` is a whole number in the first ``integral_steps`` steps (1 by default: the
+    applied step) and continuous after (the rest of the plan is its LP relaxation: it
+    still reserves room and paces progress, and keeps the solve fast; the plan's later
+    steps are shown rounded). For jobs restricted to powers of two (or whose speed curve
+    is not concave, or that may wait but need more than one worker to run) a one-hot
+    choice ``x[i,t,k]`` over the allowed counts, with ``n = Σ k·x`` and speed
+    ``Σ F(k)·x`` (ModelArts' indicator constraints (16)-(20), written as one binary per
+    count); otherwise the speed ``r[i,t] ≤ F(k) + (F(k+1) - F(k))·(n - k)`` for every
+    ``k`` (the chords of a concave F, exact at integer ``n``, no binaries).
+    """
     counts = job.counts
     curve = job.curve()
     n_cols: list[int] = []
@@ -224,7 +216,20 @@ def _floor_rows(model: _Model, cols: _JobColumns, demand: tuple[int, ...], penal
 def _progress_rows(
     model: _Model, cols: _JobColumns, problem: ClusterProblem, settings: MilpSettings
 ) -> None:
-    """An opportunistic job's progress and scaling cost (module docstring, item 3)."""
+    """An opportunistic job's progress and scaling cost.
+
+    A job with remaining work ``d`` accumulates ``S[i,t] ≤ S[i,t-1] + step·F(n[i,t])``,
+    ``S ≤ d``; the objective adds ``Σ_t S[i,t]/d`` (ModelArts' objective (1): progress
+    as a share of the job's work, summed over the steps, which favours finishing
+    sooner). A job with a deadline pays ``deadline_weight`` per unit of the share it
+    falls behind a linear pace to its deadline by the horizon's end. A job without
+    remaining work (a best-effort job that wants a count) earns ``F(n)/F(wanted)`` per
+    step. A change of count in the first step (a binary, against the current count: the
+    only step applied) costs ``change_cost`` plus the progress its measured pause loses,
+    ``pause_s · F(current)`` records valued as the objective values them; later steps
+    are a plan only, and a change there costs ``change_cost`` per worker moved
+    (continuous, no binaries).
+    """
     job, horizon, step_s = cols.job, problem.horizon, problem.step_s
     curve = job.curve()
     lost_records = job.pause_s * curve.at(job.current_workers)
@@ -275,7 +280,8 @@ def _wait_rows(
 ) -> None:
     """ModelArts' ``n ≥ n_min`` for every job (15), made soft and for the whole steps (a
     relaxed step could dodge it with a fraction of a worker): each whole step at 0
-    workers while the job has work (or wants workers) costs ``penalty``."""
+    workers while the job has work (or wants workers) costs ``penalty``, so that an
+    overloaded pool still has an answer."""
     smallest = next((c for c in job.counts if c > 0), 0)
     finished = job.remaining_work is not None and job.remaining_work <= 0
     if penalty <= 0 or smallest == 0 or finished:
@@ -344,8 +350,9 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
 
 
 def _hard_minimum_jobs(problem: ClusterProblem) -> frozenset[str]:
-    """The opportunistic jobs ModelArts' (15) holds at their minimum (module docstring):
-    running ones, then the queue in arrival order, while the minimums fit."""
+    """The opportunistic jobs ModelArts' (15) holds at their minimum: running ones, then
+    the queue in arrival order, while their minimums fit in what the guarantee and
+    serving jobs leave of the first step."""
     room = problem.capacity_workers[0] - sum(
         j.demand(1)[0] for j in problem.jobs if j.job_class is not JobClass.OPPORTUNISTIC
     )

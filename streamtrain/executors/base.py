@@ -1,53 +1,18 @@
 """What every executor is, and the one place scaling commands are applied.
 
-Owned here:
-
 * :class:`Executor`: the protocol an executor implements. ``scale_to`` makes *one*
   attempt and raises :class:`~streamtrain.errors.ExecutorError` on failure, with
   ``retriable`` saying whether another attempt may help; it never retries by itself.
 * :class:`CommandApplier`: wraps an executor and applies :class:`ScaleCommand` messages
-  with the guarantees the control plane relies on:
-
-  - **Idempotent on** ``command_id``. The ids of the last ``remember_ids`` applied
-    commands are kept in memory (LRU) and, when ``journal_path`` is set, appended to a
-    JSON-lines journal (fsynced) so a restarted executor does not re-apply a redelivered
-    command. A duplicate returns outcome ``"duplicate"`` without calling the executor.
-  - **Retried, then reported.** A retriable failure is retried with exponential backoff
-    (``backoff_initial_s · 2^(k-1)``, capped at ``backoff_max_s``) up to
-    ``max_attempts``; a non-retriable one stops at once. The final failure is logged at
-    ERROR and returned as outcome ``"failed"`` with the error text. A failed id is not
-    remembered, so a redelivered command is tried again.
-  - **Invalid commands are reported, not raised.** An empty id, a target above
-    ``max_target_workers`` (or above :data:`MAX_TARGET_WORKERS`, whatever the settings:
-    an absurd count is never applied), a target of 0 unless ``allow_scale_to_zero``
-    (0 is what an unset proto field decodes to), or a job other than the configured one
-    gives a ``"failed"`` result with ``attempts=0`` (logged at ERROR, passed to
-    ``on_result``; the command consumer turns it into an alert). The applier sits in a
-    consumer loop: raising would either kill the loop or be swallowed by a generic
-    handler, whereas a result travels the same road as every other failure. An
-    executor that raises something other than an ``ExecutorError`` (a bug, a request
-    the HTTP client refuses to build) is logged with its traceback and reported as
-    ``"failed"`` too, never raised, so one bad command cannot crash-loop
-    ``scale apply``.
-  - **Never out of order**: an outbox may re-send an older command after a newer one.
-    The newest ``created_at_ms`` applied
-    per job is kept (in memory and in the journal); a command created before it is not
-    applied: outcome ``"superseded"`` (not a failure: a newer decision already holds).
-    Commands with the same ``created_at_ms`` are applied in arrival order.
-  - **Nothing from the future.** A command created more than ``max_clock_skew_s``
-    after now (the wall clock) is refused like an invalid one, never applied and never
-    journaled: applied, a command dated a year ahead would make every later command
-    ``"superseded"`` for a year, also after a restart. A journal line dated so (left by
-    an older build) is skipped when the journal is read, with one warning.
-  - ``on_result`` sees every result: applied, duplicate and failed.
+  with the guarantees the control plane relies on: idempotent on ``command_id``,
+  retried then reported, never out of order, nothing from the future, and invalid
+  commands reported rather than raised (the applier sits in a consumer loop).
 
 Why re-applying is safe: scaling *to* N is idempotent, so when ``scale_to`` succeeds
 on the far side but its answer is lost (a timeout), the retry asks for N again and
 changes nothing. The journal is written only after a successful attempt; a crash
 between the two means the command is applied once more after a restart, which is
 harmless for the same reason.
-
-Commands are applied one at a time (a lock): scaling decisions must not interleave.
 """
 
 from __future__ import annotations
@@ -158,13 +123,45 @@ class ApplierSettings:
             raise ConfigError(f"max_target_workers must be in 0..{MAX_TARGET_WORKERS}, got {cap}")
 
     def backoff_s(self, failed_attempts: int) -> float:
-        """The pause after the ``failed_attempts``-th failure (1-based)."""
+        """The pause after the ``failed_attempts``-th failure (1-based):
+        ``backoff_initial_s · 2^(k-1)``, capped at ``backoff_max_s``."""
         exponent = min(max(failed_attempts - 1, 0), 62)
         return float(min(self.backoff_max_s, self.backoff_initial_s * 2.0**exponent))
 
 
 class CommandApplier:
-    """Applies :class:`ScaleCommand` messages through an :class:`Executor` (see module doc).
+    """Applies :class:`ScaleCommand` messages through an :class:`Executor`, one at a time
+    (a lock: scaling decisions must not interleave).
+
+    - **Idempotent on** ``command_id``. The ids of the last ``remember_ids`` applied
+      commands are kept in memory (LRU) and, when ``journal_path`` is set, appended to a
+      JSON-lines journal (fsynced) so a restarted executor does not re-apply a
+      redelivered command. A duplicate returns ``"duplicate"`` without calling the
+      executor.
+    - **Retried, then reported.** A retriable failure is retried with exponential
+      backoff (:meth:`ApplierSettings.backoff_s`) up to ``max_attempts``; a
+      non-retriable one stops at once. The final failure is logged at ERROR and returned
+      as ``"failed"`` with the error text. A failed id is not remembered, so a
+      redelivered command is tried again.
+    - **Invalid commands are reported, not raised.** An empty id, a target above
+      ``max_target_workers`` (or :data:`MAX_TARGET_WORKERS`, whatever the settings), a
+      target of 0 unless ``allow_scale_to_zero`` (0 is what an unset proto field decodes
+      to), or another job than the configured one gives ``"failed"`` with
+      ``attempts=0`` (logged, passed to ``on_result``; the command consumer turns it into
+      an alert). Raising would kill the consumer loop or be swallowed by a generic
+      handler. An executor that raises something other than an ``ExecutorError`` (a
+      bug, a request the HTTP client refuses to build) is logged with its traceback and
+      reported as ``"failed"`` too, so one bad command cannot crash-loop ``scale apply``.
+    - **Never out of order**: an outbox may re-send an older command after a newer one.
+      The newest ``created_at_ms`` applied per job is kept (in memory and in the
+      journal); an older command gets ``"superseded"`` (not a failure: a newer decision
+      already holds). Commands with the same ``created_at_ms`` apply in arrival order.
+    - **Nothing from the future.** A command created more than ``max_clock_skew_s``
+      after now (the wall clock) is refused like an invalid one and never journaled: a
+      command dated a year ahead would make every later one ``"superseded"`` for a year,
+      also after a restart. A journal line dated so (left by an older build) is skipped
+      when the journal is read, with one warning.
+    - ``on_result`` sees every result: applied, duplicate and failed.
 
     ``sleep`` and ``clock`` are injectable so tests neither sleep nor depend on time. The
     journal is read on the first :meth:`apply`, not here (no I/O in ``__init__``).

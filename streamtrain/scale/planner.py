@@ -1,50 +1,28 @@
 """The live planner: lag readings and throughput samples in, ScaleCommands and alerts out.
 
-Owned here (no Faust, no Kafka: the control app feeds it and publishes what it returns),
-configured by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`:
+No Faust, no Kafka: the control app feeds it and publishes what it returns. Configured
+by a :class:`~streamtrain.scale.planner_settings.PlannerSettings`, it owns:
 
 * **Arrivals** (:class:`~streamtrain.scale.arrivals.ArrivalSteps`): the monitored
-  group's CPS from each lag tick, per ``step_s`` step, complete steps only, the last
-  ``max_history_steps`` kept. The app persists each complete step and hands them back
-  after a restart (:meth:`Planner.restore_arrivals`), so the forecast keeps the days it
-  has seen.
-* **The worker count**: the newest of the workers' own count
-  (:class:`~streamtrain.roster.WorkerRoster`: the distinct worker ids whose samples
-  arrived within ``workers.expiry_s``, or the pool size they state with ``--pool-size``)
-  and the count an executor reported after applying a command
-  (:meth:`Planner.on_applied`); ``initial_workers`` until either exists. The broker's
-  group description is not asked (the embedded broker reports 0 members).
-* **The throughput model** (:mod:`streamtrain.scale.samples`): re-estimated every
-  ``refit_interval_s``; the policy is rebuilt (sharing one forecast feed, so the
-  forecaster keeps its history) when the estimate changed materially (its source, its
-  worker counts, or a point by more than ``refit_tolerance``). Model-based policies
-  wait until an estimate exists (a sample, or a configured prior rate). The policy is
-  built by :func:`~streamtrain.scale.planner_settings.build_policy`.
-* **Decisions**: every ``policy.decision_interval_s`` an :class:`Observation` goes to the
-  policy; a :class:`Decision` whose target differs from the current count becomes a
-  ``ScaleCommand`` (a new ``command_id``, the plan, the path, the explanation with the
-  model's source). Until the samples report the target (or ``command_timeout_s``
-  passes) the action is *pending* for the policy; the time it took (at least
-  ``min_action_pause_s``: when the reported count moves before the new workers consume,
-  as with a pool that reports its slots, the measured pause is too short) is the pause
-  given to the next decisions. With ``two_phase_scale_up`` a scale-up's time is the new
-  workers' preparation (``last_prep_s`` in the status), during which the others train,
-  and leaves the pause as it was.
-* **The lag floor** (``lag_floor_s``): the lag a job shows while it keeps up (with
-  shards: records waiting to be cut, granted and committed) is subtracted from each
-  lag reading, and that many seconds of arrivals from the backlog, before the policy
-  sees them, so its thresholds apply to the lag a worker count can change.
+  group's CPS per ``step_s`` step from each lag tick; the app persists complete steps
+  and hands them back after a restart (:meth:`Planner.restore_arrivals`), so the
+  forecast keeps the days it has seen.
+* **The worker count** (:meth:`Planner.current_workers`) and **the throughput model**
+  (:mod:`streamtrain.scale.samples`, refitted by :meth:`Planner.refit`).
+* **Decisions**: every ``policy.decision_interval_s`` an :class:`Observation` goes to
+  the policy (:meth:`Planner.observation`); a :class:`Decision` whose target differs
+  from the current count becomes a ``ScaleCommand``, *pending* for the policy until
+  done (:meth:`Planner._settle_pending`).
 * **Cannot keep up** (:class:`~streamtrain.scale.keep_up.KeepUpWatch`): one
   ``CANNOT_KEEP_UP`` alert when the model's best within ``[min_workers, max_workers]``
   does not exceed the recent arrival rate, a resolved one when it can again.
 
 All times are seconds. The planner thinks on the model clock of its
 :class:`~streamtrain.scale.timescale.TimeScale` (the wall clock unless a demo compresses
-time): inputs (lag readings, samples, ``now_s``) arrive on the wall clock and are
-converted on the way in; commands and alerts carry wall-clock times. A
-:class:`~streamtrain.scale.timescale.SeedHistory` starts the arrival history with the
-days before the planner ran; until its end (the clock's origin) the planner only
-listens.
+time): inputs arrive on the wall clock and are converted on the way in; commands and
+alerts carry wall-clock times. A :class:`~streamtrain.scale.timescale.SeedHistory`
+starts the arrival history with the days before the planner ran; until its end (the
+clock's origin) the planner only listens.
 """
 
 from __future__ import annotations
@@ -109,7 +87,7 @@ class _Pending:
 
 
 class Planner:
-    """See the module docstring. One caller at a time (the app's timer and agent run on
+    """The live planner (module docstring). One caller at a time (the app's timer and agent run on
     one event loop)."""
 
     def __init__(self, settings: PlannerSettings, fit_submit: Submit | None = None) -> None:
@@ -202,7 +180,15 @@ class Planner:
     # -- state -------------------------------------------------------------------------
 
     def current_workers(self, now_s: float | None = None) -> int | None:
-        """The worker count at ``now_s`` (model clock; default: the newest time given)."""
+        """The worker count at ``now_s`` (model clock; default: the newest time given).
+
+        The newest of the workers' own count (:class:`~streamtrain.roster.WorkerRoster`:
+        the distinct worker ids whose samples arrived within ``workers.expiry_s``, or the
+        pool size they state with ``--pool-size``) and the count an executor reported
+        after applying a command (:meth:`on_applied`); ``initial_workers`` until either
+        exists. The broker's group description is not asked (the embedded broker reports
+        0 members).
+        """
         now_s = self._now_s if now_s is None else now_s
         known = [self._applied] if self._applied is not None else []
         heard_at_s = self.roster.newest_at_s
@@ -214,7 +200,15 @@ class Planner:
         return self.settings.initial_workers
 
     def refit(self, now_s: float) -> None:
-        """Re-estimate F; rebuild the policy if the estimate moved (module docstring)."""
+        """Re-estimate F; rebuild the policy if the estimate moved.
+
+        Due every ``refit_interval_s``. The policy is rebuilt
+        (:func:`~streamtrain.scale.planner_settings.build_policy`, sharing one forecast
+        feed, so the forecaster keeps its history) when the estimate changed materially:
+        its source, its worker counts, or a point by more than ``refit_tolerance``.
+        Model-based policies wait until an estimate exists (a sample, or a configured
+        prior rate).
+        """
         s = self.settings
         self._refitted_at_s = now_s
         estimate = self.samples.estimate(now_s, max_workers=s.max_workers)
@@ -233,6 +227,13 @@ class Planner:
         log.info("planner for %s: policy %s built on %s", s.job, s.policy, what)
 
     def _settle_pending(self, now_s: float, current: int) -> None:
+        """End the pending action once the samples report its target (or after
+        ``command_timeout_s``). The time it took (at least ``min_action_pause_s``: when
+        the reported count moves before the new workers consume, as with a pool that
+        reports its slots, the measured pause is too short) is the pause given to the
+        next decisions. With ``two_phase_scale_up`` a scale-up's time is the new workers'
+        preparation (``last_prep_s`` in the status), during which the others train, and
+        leaves the pause as it was."""
         pending = self._pending
         if pending is None:
             return
@@ -257,6 +258,13 @@ class Planner:
             self._pending = None
 
     def observation(self, now_s: float, current: int) -> Observation | None:
+        """What the policy sees now, or None without a lag reading.
+
+        The lag floor (``lag_floor_s``: the lag a job shows while it keeps up; with
+        shards, records waiting to be cut, granted and committed) is subtracted from the
+        lag, and that many seconds of arrivals from the backlog, so the policy's
+        thresholds apply to the lag a worker count can change.
+        """
         lag = self.lag
         if lag is None:
             return None

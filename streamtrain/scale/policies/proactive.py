@@ -1,68 +1,25 @@
-"""streamtrain's own policy: KALE's proactive plan, made downtime-aware.
+"""streamtrain's own policy: KALE's proactive plan (§3.4), made downtime-aware.
 
-What it adds to KALE (§3.4), every ``decision_interval_s``:
+Every ``decision_interval_s`` it plans the worker count for a forecast load and
+acts only when the plan says holding would cost lag. What it adds to KALE:
 
-1. **Quantile forecasts.** It plans for the ``quantile`` forecast
-   (:meth:`~streamtrain.scale.policies.feed.ForecastFeed.upper`: the model's own
-   quantiles, else calibrated by the ratios of past actuals to forecasts, never below
-   the point forecast), averaged over ``smooth_s`` (a backlog of a few seconds drains by
-   itself; planning for every minute's peak would only churn). The default is the
-   median: a high quantile buys its headroom all day (0.7-0.8 cut the lag by 20-50 %
-   for 5-7 % more worker-hours on the KALE-shaped and web traces, more than KALE
-   holds).
-2. **A measured F.** The NNLS fit (Eq. 6) is rescaled so it matches the training speed
-   measured at the current count (a slower GPU, power capping).
-3. **Act at the last safe moment, for long enough.** A fluid backlog model
-   (:mod:`streamtrain.scale.gate`) projects the lag of holding the current count;
-   holding is fine while the backlog drains within ``catchup_s`` and the lag then stays
-   within ``tolerated_lag_s`` until an action started at the next decision could take
-   effect (``hold_growth`` also bounds it before the drain); else it scales up, to the
-   smallest count that drains the pause's backlog within ``catchup_s`` of resuming and
-   keeps up for ``cover`` after (``max(min_cover_s, cover_pauses x pause)``). A
-   scale-down must drain its own pause's backlog within ``down_catchup_s``.
-4. **The traffic just measured** (the reactive path between forecasts): the planned
-   load of the next ``nowcast_span_s`` is at least the mean arrival rate of the last
-   ``nowcast_s`` of complete steps (plus ``headroom``), so a forecast that lags a
-   rise is overruled before the lag builds (:func:`nowcast_floor`); and no scale-down
-   goes below the mean rate of the last ``down_recent_s`` (plus ``headroom``).
-5. **The downtime-aware gate** (DLRover-RM Eq. 8): a scale-up must save more backlog
-   than its pause creates (:func:`~streamtrain.scale.gate.gate_scale_up`); a scale-down
-   to the smallest count that keeps up for ``down_hold_s`` must free more
-   worker-time than its pause wastes (:func:`~streamtrain.scale.gate.gate_scale_down`),
-   so small scale-downs wait and merge into larger ones.
+1. **Quantile forecasts**, smoothed over ``smooth_s`` (:meth:`StreamtrainPolicy._load`).
+2. **A measured F**: the NNLS fit (Eq. 6) rescaled to the training speed measured at
+   the current count (a slower GPU, power capping).
+3. **Act at the last safe moment, for long enough**: a fluid backlog model
+   (:mod:`streamtrain.scale.gate`) says when holding the current count stops being
+   safe (:meth:`StreamtrainPolicy._scale_up`, :meth:`StreamtrainPolicy._scale_down`).
+4. **The traffic just measured** overrules a forecast that lags a rise
+   (:func:`nowcast_floor`).
+5. **The downtime-aware gate** (DLRover-RM Eq. 8): an action must save more than
+   its pause costs (:func:`~streamtrain.scale.gate.gate_scale_up`,
+   :func:`~streamtrain.scale.gate.gate_scale_down`).
 6. **Fallback** (KALE §3.4.3) when measurements say the plan is wrong
-   (:mod:`streamtrain.scale.trigger`): measured lag above the lag the last action's
-   projection expected, or a large recent forecast error. With a forecast-error cause
-   the planned load is rescaled by the measured ``Σ actual / Σ forecast`` of the last
-   10 steps (within 0.5-3x: the level is wrong, the shape is kept). With a lag cause
-   the load is at least the measured rate plus 10 %, the count is at least the HPA formula
-   on lag (``ceil(w · lag / fallback_target_lag_s)``, HPA's scale-up limit applied,
-   at most once per ``fallback_cooldown_s`` after an action finished, so the pause of
-   one fallback action does not trigger the next), and it never scales down while the
-   lag is the cause.
-
-**Margins** (tuned in the simulator on the tuning weeks of the four shapes, the
-``seed 100`` traces; docs/benchmarks.md, "Simulator: KALE Table 3"): with
-two-phase actions and the live system's measured hand-over stalls (seconds, not
-minutes) a miss costs the 7 minutes of preparation of a late scale-up, not a pause.
-Planning for the forecast plus 5 % held 5-8 % more worker-hours than KALE; the
-defaults plan for the median plus ``headroom`` (2 %) and lean on the measured traffic
-instead (``nowcast_s`` 120 s over ``nowcast_span_s`` 15 min, ``down_recent_s`` 15
-min), act once holding would build ``tolerated_lag_s`` (20 s) of lag and cover
-``min_cover_s`` (15 min) per scale-up. Off by default, for experiments:
-``down_headroom`` (extra margin before a scale-down), ``level_steps`` (rescale the
-forecast by the recent actual/forecast ratio, within ``level_min``-``level_max``),
-``down_delay_s`` (no scale-down for that long after a scale-up or a lag above the
-tolerance), ``hold_growth`` (holding must also not grow the lag past the tolerance
-before the drain: 10-25 % less lag for 0.3-3.4 % more worker-hours on the tuning
-weeks); ``fallback_margin`` is the lag fallback's margin over the measured rate
-(10 %).
-
-``trigger_<field>`` settings (``trigger_lag_enter_s``, ``trigger_lag_exit_s``, ...) set
-the fallback trigger's thresholds.
+   (:mod:`streamtrain.scale.trigger`).
 
 The pause and prep per action come from the context (the executor's mode: two-phase
 scaling shortens the pause), replaced by the measured pause once one is reported.
+The defaults and why they are what they are: :class:`StreamtrainSettings`.
 """
 
 from __future__ import annotations
@@ -99,6 +56,30 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class StreamtrainSettings:
+    """The policy's knobs (``trigger_<field>`` settings set the fallback trigger's).
+
+    **Margins** (tuned in the simulator on the tuning weeks of the four shapes, the
+    ``seed 100`` traces; docs/benchmarks.md, "Simulator: KALE Table 3"): with
+    two-phase actions and the live system's measured hand-over stalls (seconds, not
+    minutes) a miss costs the 7 minutes of preparation of a late scale-up, not a
+    pause. Planning for the forecast plus 5 % held 5-8 % more worker-hours than KALE;
+    the defaults plan for the median (``quantile``; 0.7-0.8 cut the lag by 20-50 %
+    for 5-7 % more worker-hours on the KALE-shaped and web traces, more than KALE
+    holds) plus ``headroom`` (2 %) and lean on the measured traffic instead
+    (``nowcast_s`` 120 s over ``nowcast_span_s`` 15 min, ``down_recent_s`` 15 min),
+    act once holding would build ``tolerated_lag_s`` (20 s) of lag and cover
+    ``min_cover_s`` (15 min) per scale-up. ``smooth_s``: a backlog of a few seconds
+    drains by itself; planning for every minute's peak would only churn.
+
+    Off by default, for experiments: ``down_headroom`` (extra margin before a
+    scale-down), ``level_steps`` (rescale the forecast by the recent actual/forecast
+    ratio, within ``level_min``-``level_max``), ``down_delay_s`` (no scale-down for
+    that long after a scale-up or a lag above the tolerance), ``hold_growth`` (holding
+    must also not grow the lag past the tolerance before the drain: 10-25 % less lag
+    for 0.3-3.4 % more worker-hours on the tuning weeks); ``fallback_margin`` is the
+    lag fallback's margin over the measured rate (10 %).
+    """
+
     decision_interval_s: float = 60.0
     quantile: float = 0.5
     smooth_s: float = 300.0
@@ -218,6 +199,17 @@ class StreamtrainPolicy:
         return float(path[index]) if 0 <= index < path.size else 0.0
 
     def _load(self, obs: Observation, steps: int) -> FloatArray:
+        """The load to plan for over ``steps`` steps.
+
+        The ``quantile`` forecast (:meth:`~streamtrain.scale.policies.feed.ForecastFeed.upper`:
+        the model's own quantiles, else calibrated by the ratios of past actuals to
+        forecasts, never below the point forecast) plus ``headroom``, averaged over
+        ``smooth_s``; its first ``nowcast_span_s`` at least the mean arrival rate of the
+        last ``nowcast_s`` of complete steps (plus ``headroom``). Under a forecast-error
+        fallback it is rescaled by the measured ``Σ actual / Σ forecast`` of the last 10
+        steps (within 0.5-3x: the level is wrong, the shape is kept); under a lag
+        fallback it is at least the measured rate plus ``fallback_margin``.
+        """
         s = self.settings
         upper = self.feed.upper(obs, steps, s.quantile) * (1.0 + s.headroom)
         if s.level_steps > 0:
@@ -362,7 +354,19 @@ class StreamtrainPolicy:
         tolerance: float,
         lag_fallback: bool,
     ) -> Decision | None:
-        """Steps ``windows = (resume, catchup, cover)``; see the module docstring."""
+        """Scale up if holding is not safe; ``windows = (resume, catchup, cover)`` in steps.
+
+        Holding is fine while the backlog drains within ``catchup_s`` and the lag then
+        stays within ``tolerated_lag_s`` until an action started at the next decision
+        could take effect (``hold_growth`` also bounds it before the drain). Else the
+        target is the smallest count that drains the pause's backlog within
+        ``catchup_s`` of resuming and keeps up for ``cover`` after
+        (``max(min_cover_s, cover_pauses x pause)``), if it saves more backlog than its
+        pause creates. Under a lag fallback the count is at least the HPA formula on lag
+        (``ceil(w · lag / fallback_target_lag_s)``, HPA's scale-up limit applied, at most
+        once per ``fallback_cooldown_s`` after an action finished, so the pause of one
+        fallback action does not trigger the next).
+        """
         s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
         resume, catchup, cover = windows
         if w >= ctx.max_workers:
@@ -426,6 +430,13 @@ class StreamtrainPolicy:
         catchup: int,
         tolerance: float,
     ) -> Decision | None:
+        """Scale down to the smallest count that keeps up for ``down_hold_s``.
+
+        Not below the mean rate of the last ``down_recent_s`` (plus ``headroom``; never
+        called while the lag is the fallback's cause); it must drain its own pause's
+        backlog within ``down_catchup_s`` and free more worker-time than its pause
+        wastes, so small scale-downs wait and merge into larger ones.
+        """
         s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
         if w <= ctx.min_workers:
             return None
