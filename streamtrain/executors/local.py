@@ -3,44 +3,18 @@
 Owned here: :class:`LocalProcessPool` keeps worker processes running from one command
 template. Each worker sits in a *slot* with a dense index 0..N-1 and gets
 ``STREAMTRAIN_WORKER_ID=<prefix>-<index>`` and ``STREAMTRAIN_WORKER_INDEX=<index>`` in
-its environment; a replaced worker keeps its slot's id and index.
+its environment; a replaced worker keeps its slot's id and index. Scaling up fills the
+lowest free slots; scaling down stops the highest ones first (the newest slots). With a
+:class:`~streamtrain.executors.readiness.Readiness` a scale-up is two-phase: new workers
+prepare, then are admitted together (:meth:`LocalProcessPool._admit`).
 
-* Scaling up fills the lowest free slots; scaling down stops the highest ones first (the
-  newest slots), with SIGTERM, then SIGKILL after ``grace_s`` (one deadline for all).
-* :meth:`~LocalProcessPool.reap` notices workers that exited, logs them and, with
-  ``replace_dead=True``, starts a new process in the same slot. Nothing calls it behind
-  the caller's back; run :meth:`~LocalProcessPool.supervise` in a thread for that.
-* With ``size_path``, the pool's size (the slots it keeps filled) is written to that
-  file after every change, as a decimal integer (replaced atomically): workers read it
-  to report the pool size in their throughput samples where the group cannot tell
-  them (``streamtrain worker --pool-size-file``).
-* On Linux every child gets ``PR_SET_PDEATHSIG`` (SIGTERM), so it dies with us even if
-  we are killed outright. The kernel ties that signal to the *thread* that forked the
-  child, not the process, so children are started from one long-lived thread the pool
-  owns: scaling from a short-lived thread (``asyncio.to_thread``, a timer) must not
-  kill the workers when that thread ends.
-
-* **Two-phase start** (with ``readiness``, a
-  :class:`~streamtrain.executors.readiness.Readiness`): a scale-up starts the new
-  processes, waits up to ``prep_timeout_s`` for each to say READY (checkpoint loaded or
-  weights healed, connected), admits the ready ones together (ADMITTED), so a group-mode
-  scale-up of k workers is one rebalance, and replaces once a worker that did not say
-  READY (admitting the replacement once it does; after that it gives up on the slot).
-  Until then a new worker is not counted as capacity
-  (:meth:`~LocalProcessPool.current_workers`) nor in the size file.
-  :attr:`~LocalProcessPool.last_prep_s` is the preparation time of the last scale-up.
-
-* ``on_exit`` is called with the worker id of a worker that exited on its own (not one
-  a scale-down stopped), before its slot is refilled: a shard job's pool hands the dead
-  worker's shards back at once with
-  :meth:`~streamtrain.executors.shard_release.ShardRelease.worker_gone`.
-
-* **Never spawns in a loop** (a command for 4e9 workers must not fork forever):
-  ``scale_to`` above ``max_workers`` (default 64) is refused, not retriable, before any
-  process starts; and a slot whose worker keeps dying young (within ``min_uptime_s`` of
-  its start) is refilled by :meth:`~LocalProcessPool.reap` only after a backoff that
-  doubles with each quick death (``restart_backoff_s`` up to ``max_restart_backoff_s``),
-  logged at ERROR.
+:meth:`~LocalProcessPool.reap` notices workers that exited, logs them and, with
+``replace_dead=True``, starts a new process in the same slot. Nothing calls it behind
+the caller's back; run :meth:`~LocalProcessPool.supervise` in a thread for that.
+``on_exit`` is called with the worker id of a worker that exited on its own (not one a
+scale-down stopped), before its slot is refilled: a shard job's pool hands the dead
+worker's shards back at once with
+:meth:`~streamtrain.executors.shard_release.ShardRelease.worker_gone`.
 
 Synchronous and thread-safe (one lock); an asyncio caller runs it in a thread.
 """
@@ -101,6 +75,12 @@ class LocalProcessPool:
     """Worker subprocesses from ``argv`` (see the module docstring).
 
     No process starts in ``__init__``; the first :meth:`scale_to` starts them.
+
+    **Never spawns in a loop** (a command for 4e9 workers must not fork forever):
+    ``scale_to`` above ``max_workers`` (default 64) is refused, not retriable, before any
+    process starts; and a slot whose worker keeps dying young (within ``min_uptime_s`` of
+    its start) is refilled by :meth:`reap` only after a backoff that doubles with each
+    quick death (``restart_backoff_s`` up to ``max_restart_backoff_s``), logged at ERROR.
     """
 
     def __init__(
@@ -223,7 +203,15 @@ class LocalProcessPool:
     def _admit(self, indexes: list[int], since_s: float) -> None:
         """Wait for READY from the new slots and admit the ready ones together; replace
         once those that stay silent (the others are not held back for them), and admit
-        the replacements that say READY (module docstring). Called without the lock."""
+        the replacements that say READY. Called without the lock.
+
+        Each new worker has ``prep_timeout_s`` to say READY (checkpoint loaded or weights
+        healed, connected); admitting the ready ones together (ADMITTED) makes a
+        group-mode scale-up of k workers one rebalance. After one replacement the pool
+        gives up on the slot. Until admitted a new worker is not counted as capacity
+        (:meth:`current_workers`) nor in the size file; :attr:`last_prep_s` is the
+        preparation time of the last scale-up.
+        """
         readiness = self.readiness
         assert readiness is not None  # noqa: S101 - the caller checks
         pending = list(indexes)
@@ -270,6 +258,10 @@ class LocalProcessPool:
             self._write_size()
 
     def _write_size(self) -> None:
+        """With ``size_path``, the pool's size (the slots it keeps filled) as a decimal
+        integer, replaced atomically after every change: workers read it to report the
+        pool size in their samples where the group cannot tell them
+        (``streamtrain worker --pool-size-file``)."""
         if self._size_path is None:
             return
         temporary = self._size_path.with_name(self._size_path.name + ".tmp")
@@ -387,6 +379,11 @@ class LocalProcessPool:
             "STREAMTRAIN_WORKER_ID": worker_id,
             "STREAMTRAIN_WORKER_INDEX": str(index),
         }
+        # Every child gets PR_SET_PDEATHSIG (SIGTERM) so it dies with us even if we are
+        # killed outright. The kernel ties that signal to the *thread* that forked the
+        # child, so children are started from one long-lived thread the pool owns:
+        # scaling from a short-lived thread (asyncio.to_thread, a timer) must not kill
+        # the workers when that thread ends.
         if self._spawner is None:
             self._preexec = die_with_parent_preexec()
             self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-spawner")
@@ -427,7 +424,8 @@ class LocalProcessPool:
         )
 
     def _stop(self, workers: Sequence[_Worker]) -> None:
-        """SIGTERM them all, wait up to ``grace_s`` in total, then SIGKILL the rest."""
+        """SIGTERM them all, wait up to ``grace_s`` in total (one deadline for all), then
+        SIGKILL the rest."""
         for worker in workers:
             if worker.process.poll() is None:
                 log.info("stopping worker %s (pid %d)", worker.worker_id, worker.process.pid)

@@ -1,45 +1,17 @@
 """What a scaling action cost the job, from what was produced and trained (pure).
 
-Owned here: :func:`action_costs`. Given the cumulative records produced and trained over
-time (two step series) and the times scaling actions happened, it measures per action,
-over the window until the next action (at most ``window_s``):
+Two measures, each per action over the window until the next action (at most
+``window_s``):
 
-* ``lost_record_s``: the extra waiting the action caused, in records x seconds: the
-  integral of the backlog (produced - trained) above the backlog the job had in steady
-  state just before the action (``baseline_s``). A job that never stops training loses
-  nothing; a stop of ``P`` seconds at ``λ`` records/s that is caught up at once loses
-  about ``λ·P²/2``;
-* ``pause_s``: the action's pause as full-stop seconds: the backlog's peak above that
-  baseline divided by the arrival rate before the action (what the planner and the
-  simulator call the action's pause);
-* ``records_per_s_before`` / ``records_per_s_after``: trained throughput over
-  ``baseline_s`` before the action and over the window's last ``baseline_s``.
+* :func:`action_costs` (an :class:`ActionCost`), from the cumulative records produced
+  and trained over time (two step series): the backlog's extra area and peak. Used by
+  the demo's summary and the applier's outcome.
+* :func:`action_delays` (an :class:`ActionDelay`), when every record's production and
+  training times are known (the scaling benchmark's ids; :func:`record_delays` gives
+  each record's wait, produced to first trained): the delay records suffered beyond
+  the job's delay without an action, and the full stop measured directly.
 
-Used by the demo's summary and the applier's outcome; tested without a broker.
-
-Per record, when every record's production and training times are known (the scaling
-benchmark's ids): :func:`record_delays` (each record's wait, produced to first trained)
-and :func:`action_delays`, per action an :class:`ActionDelay`:
-
-* ``lost_record_s``: the record x seconds of delay the records produced in the window
-  after the action waited beyond the delay of the same job in a window without an
-  action: ``sum(max(0, d_i - reference_s))`` with ``reference_s`` the median delay of
-  the records of a control window without an action (given), or of the records
-  produced in the ``reference_window_s`` before the action; and never less than
-  ``stop_record_s``. A full stop of ``P`` seconds at ``λ`` records/s makes every record
-  produced during it wait until it ends, at least ``λ·(P - reference_s)²/2`` beyond the
-  reference, and the backlog it leaves makes the following records wait too; when the
-  job's delay at rest is longer than the stop, the records it held back were produced
-  before the action, which the sum does not see, hence the floor;
-* ``stop_record_s``: the full stop weighted by the window's arrival rate,
-  ``λ·P²/2`` (what a stop of ``P`` seconds costs records arriving at ``λ``), so an
-  action with a full stop never reads 0;
-* ``stop_s``: the longest time in the window in which no training step finished
-  anywhere in the job (the full stop, measured directly, not inferred from a backlog);
-* ``records`` and ``reference_s``, so a reader can redo the sum.
-
-Records never trained count with a delay up to the window's end (they waited at least
-that long).
+Tested without a broker.
 """
 
 from __future__ import annotations
@@ -65,6 +37,19 @@ _GRID_S = 0.05
 
 @dataclass(frozen=True, slots=True)
 class ActionCost:
+    """One action's cost from the backlog (produced - trained).
+
+    ``lost_record_s``: the extra waiting the action caused, in records x seconds: the
+    integral of the backlog above the backlog the job had in steady state just before
+    the action (``baseline_s``). A job that never stops training loses nothing; a stop
+    of ``P`` seconds at ``λ`` records/s that is caught up at once loses about
+    ``λ·P²/2``. ``pause_s``: the action's pause as full-stop seconds, the backlog's peak
+    above that baseline divided by the arrival rate before the action (what the planner
+    and the simulator call the action's pause). ``records_per_s_before`` /
+    ``records_per_s_after``: trained throughput over ``baseline_s`` before the action
+    and over the window's last ``baseline_s``.
+    """
+
     at_s: float
     window_s: float
     lost_record_s: float
@@ -100,7 +85,8 @@ def action_costs(
     window_s: float,
     baseline_s: float = 3.0,
 ) -> list[ActionCost]:
-    """One :class:`ActionCost` per action (module docstring)."""
+    """One :class:`ActionCost` per action, over the window until the next action (at
+    most ``window_s``)."""
     costs: list[ActionCost] = []
     ordered = sorted(actions_s)
     for k, at in enumerate(ordered):
@@ -142,6 +128,21 @@ def action_costs(
 
 @dataclass(frozen=True, slots=True)
 class ActionDelay:
+    """One action's cost from each record's delay.
+
+    ``lost_record_s``: the record x seconds of delay the records produced in the window
+    waited beyond the job's delay without an action, ``sum(max(0, d_i - reference_s))``,
+    and never less than ``stop_record_s``. A full stop of ``P`` seconds at ``λ``
+    records/s makes every record produced during it wait until it ends, at least
+    ``λ·(P - reference_s)²/2`` beyond the reference, and the backlog it leaves makes the
+    following records wait too; when the job's delay at rest is longer than the stop,
+    the records it held back were produced before the action, which the sum does not
+    see, hence the floor ``stop_record_s = λ·P²/2``, so an action with a full stop
+    never reads 0. ``stop_s`` is the full stop measured directly, not inferred from a
+    backlog. ``records`` and ``reference_s`` let a reader redo the sum. Records never
+    trained count with a delay up to the window's end (they waited at least that long).
+    """
+
     at_s: float
     window_s: float
     records: int  # produced in the window
@@ -203,7 +204,7 @@ def action_delays(
     reference_s: float | None = None,
 ) -> list[ActionDelay]:
     """One :class:`ActionDelay` per action, over the window until the next action (at
-    most ``window_s``); see the module docstring. ``reference_s``, when given, is the
+    most ``window_s``). ``reference_s``, when given, is the
     delay without an action for every action (e.g. measured in a control window);
     otherwise each action's is the median of the ``reference_window_s`` before it."""
     produced = np.asarray(produced_at_s, dtype=np.float64)

@@ -1,39 +1,22 @@
 """Several jobs on one pool, minute by minute, under one allocator.
 
 Owned here: :func:`run_pool` replays :class:`~streamtrain.sim.pool_inputs.PoolInputs`
-under one of four allocators and returns a :class:`PoolRun`:
+under one of these allocators and returns a :class:`PoolRun`:
 
 * ``milp``: one shared pool; every ``interval_s`` the rolling-horizon MILP
-  (:mod:`streamtrain.cluster.milp`) plans all jobs over ``horizon_steps`` (the online
-  jobs' Eq. 10 plans and serving's ``min_scale`` forecast first, offline progress
-  next); between rounds, workers the online jobs or serving need back are reclaimed
-  from offline jobs by FaPES' cost/gain rule (fewest jobs disrupted).
-* ``milp-noforecast``: the same MILP seeing what greedy sees: the online jobs' and
-  serving's counts of this minute, held over the whole horizon (no plans, no
-  forecast), so the information advantage and the optimization can be told apart.
-* ``greedy``: one shared pool; every round the ModelArts greedy rules
-  (:mod:`streamtrain.cluster.greedy`: never below one worker) share what the online
-  jobs and serving leave; between rounds, workers needed back are reclaimed by the
-  same FaPES rule as the MILP's (the paper's greedy describes no reclaim).
-* ``partition``: a static partition: each online job its fixed cap, serving its peak
-  (FaPES' dedicated partition, ``N_r^max``), the rest for offline jobs under the
+  (:mod:`streamtrain.cluster.milp`) plans all jobs over ``horizon_steps``; between
+  rounds, workers the online jobs or serving need back are reclaimed from offline jobs
+  by FaPES' cost/gain rule (fewest jobs disrupted).
+* ``milp-noforecast``: the same MILP seeing only this minute's online and serving
+  counts, held over the horizon, so the information advantage and the optimization
+  can be told apart.
+* ``greedy``: the ModelArts greedy rules (:mod:`streamtrain.cluster.greedy`) on one
+  shared pool, reclaiming by the same FaPES rule (the paper's greedy describes none).
+* ``partition``: a static partition (FaPES' dedicated partition, ``N_r^max``): each
+  online job its fixed cap, serving its peak, the rest for offline jobs under the
   greedy rules; idle workers of a partition stay idle.
 * ``one-way``: the partition, but serving's idle servers are loaned to offline jobs
   and taken back newest loan first, whatever that costs (FaPES' one-way baseline).
-
-Each minute: offline arrivals join the queue; the online jobs hold what their runs
-held (the pool runs for ``milp``/``greedy``, the alone runs for the partitions);
-serving holds its ``min_scale``; at a round the allocator decides; offline jobs above
-what is left give workers back (the allocator's reclaim rule); idle workers go to the
-front of the queue, as many as it can use (ModelArts' simulation does this between
-rounds for every allocator; under the MILP, not the room its last round kept for the
-online jobs' and serving's forecast); then offline jobs train. An offline job pauses
-``pause_s`` after every change of its count and ``start_s`` after a start, trains at
-F(n) = r1 · n · 0.8^log2(n) with its true one-worker rate r1, and is preempted (back
-to the queue) when its count reaches 0. The allocators plan with an *estimate* of r1:
-DLRover-RM's warm start from finished jobs of the same model type and a similar size
-(:func:`~streamtrain.cluster.warmstart.warm_start`), 1 record/s without one, the
-measured rate once the job has trained.
 
 No randomness here (the inputs are generated, seeded, beforehand), and the MILP stops
 at a node count, not a wall-clock limit: a run gives the same answer on a busy machine
@@ -189,6 +172,10 @@ class _Pool:
         self.loans = [loan for loan in self.loans if loan.workers > 0]
 
     def rate_estimate(self, job: _Job) -> float:
+        """The one-worker rate the allocators plan with: the measured rate once the job
+        has trained, else DLRover-RM's warm start from finished jobs of the same model
+        type and a similar size (:func:`~streamtrain.cluster.warmstart.warm_start`), else
+        :data:`DEFAULT_RATE`."""
         if job.measured:
             return job.spec.rate_per_worker
         guess = warm_start(self.history, job.spec.model_type, job.spec.work_records)
@@ -350,7 +337,19 @@ def run_pool(
     milp: MilpSettings | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> PoolRun:
-    """Replay ``inputs`` under ``allocator`` (module docstring)."""
+    """Replay ``inputs`` under ``allocator`` (module docstring).
+
+    Each minute: offline arrivals join the queue; the online jobs hold what their runs
+    held (the pool runs for ``milp``/``greedy``, the alone runs for the partitions);
+    serving holds its ``min_scale``; at a round the allocator decides; offline jobs
+    above what is left give workers back (the allocator's reclaim rule); idle workers
+    go to the front of the queue, as many as it can use (ModelArts' simulation does
+    this between rounds for every allocator; under the MILP, not the room its last
+    round kept for the online jobs' and serving's forecast); then offline jobs train.
+    An offline job pauses ``pause_s`` after every change of its count and ``start_s``
+    after a start, trains at F(n) = r1 · n · 0.8^log2(n) with its true one-worker rate
+    r1, and is preempted (back to the queue) when its count reaches 0.
+    """
     if allocator not in ALLOCATORS:
         raise ConfigError(f"unknown allocator {allocator!r}; use one of {', '.join(ALLOCATORS)}")
     scenario = inputs.scenario
