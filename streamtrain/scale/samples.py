@@ -2,42 +2,16 @@
 
 Owned here, pure (no I/O; the Faust app and tests feed it):
 
-* :func:`sample_problem`: why a sample cannot be used (wrong job, no worker id, a
-  negative, non-finite or absurd rate or pool size, an observation time beyond the
-  allowed clock skew in the future, ...), or ``None``. A sample is a claim by one worker:
-  one whose clock runs an hour ahead, or that reports a pool of four billion, must not
-  pin what the planner believes.
-* :func:`job_windows`: per-worker samples to job-level :class:`JobWindow` values. Samples
-  are bucketed by ``observed_at_ms`` into ``bucket_s`` windows; within one bucket and one
-  pool size (the sample's ``workers``) each worker counts once (a duplicate or a
-  re-sent sample replaces the older one), and the job's rate is the mean per reporting
-  worker times the pool size, so a worker whose sample is missing or late does not make
-  the job look slower. A bucket where fewer than ``min_coverage`` of the pool reported is
-  not used. Samples with ``workers = 0`` (the pool size unknown to the worker) count the
-  distinct reporters as the pool. A worker's rate is its *capacity* when it says how
-  busy it was (:func:`capacity_records_per_s`: trained rate / ``busy_fraction``, for a
-  worker busy at least ``MIN_BUSY_FRACTION`` of the window; a sample of a worker busy
-  less is left out): a worker waiting for data trains what arrives, not what it can.
-* :func:`estimate_throughput`: job windows to a :class:`ThroughputEstimate`: one
-  ``(workers, records/s)`` point per measured pool size (the ``quantile`` of its recent
-  windows: a worker starved of data trains slower than it could, so a high quantile
-  reads capacity rather than demand). With at least ``need`` distinct pool sizes
-  (``max(min_distinct_workers, coefficients of the model)``: a fit with fewer is
-  underdetermined), ``source="measured"`` and the points are the observations. Before
-  that, ``source="prior"``: the ModelArts curve ``n · 0.8^log2(n)``
-  (:func:`~streamtrain.scale.models.modelarts_prior`) at ``1..max_workers``, scaled by
-  the single-worker rate the measured points imply (their median), or by a configured
-  one when nothing is measured yet; a count already measured takes its measurement.
-  (Measured in ``streamtrain demo``, whose workers scale linearly: fitted to 2 and 3
-  workers the sublinear prior said one worker trains 547 records/s, 1.37x its real
-  400, and the planner held one worker into the morning ramp after measuring it.)
+* :func:`sample_problem`: why a sample cannot be used, or ``None``. A sample is a claim
+  by one worker: one whose clock runs an hour ahead, or that reports a pool of four
+  billion, must not pin what the planner believes.
+* :func:`job_windows`: per-worker samples to job-level :class:`JobWindow` values, so a
+  worker whose sample is missing or late does not make the job look slower.
+* :func:`estimate_throughput`: job windows to a :class:`ThroughputEstimate`, measured
+  once enough pool sizes are seen, a scaled prior before.
 * :func:`materially_different`: whether a new estimate should rebuild the policy.
-* :class:`SampleBook`: what the planner keeps: the samples of the last ``retention_s``
-  (and from them, the job's recent step time, :meth:`SampleBook.step_time_ms`)
-  (a sample older than that is late: dropped and counted), the closed job windows
-  before them (the last ``windows_per_count`` per pool size, however old). Unusable
-  samples are dropped and counted (``rejected``; those from the future also in
-  ``skewed``). The worker count is the planner's (:mod:`streamtrain.roster`).
+* :class:`SampleBook`: the recent samples and closed windows the planner keeps. The
+  worker count is the planner's (:mod:`streamtrain.roster`).
 """
 
 from __future__ import annotations
@@ -177,7 +151,9 @@ def sample_problem(
     now_ms: float | None = None,
     settings: SampleSettings | None = None,
 ) -> str | None:
-    """Why ``sample`` cannot be used for ``job``, or ``None`` when it can.
+    """Why ``sample`` cannot be used for ``job``, or ``None`` when it can: wrong job, no
+    worker id, a negative, non-finite or absurd rate or pool size, an observation time
+    beyond the allowed clock skew in the future, ...
 
     ``settings`` bound the values (default :class:`SampleSettings`); with ``now_ms`` a
     sample observed more than ``max_clock_skew_s`` in the future is refused too (times
@@ -247,7 +223,18 @@ def capacity_records_per_s(sample: cp.ThroughputSample) -> float | None:
 def job_windows(
     samples: Iterable[cp.ThroughputSample], *, bucket_s: float, min_coverage: float
 ) -> list[JobWindow]:
-    """Job-level windows, oldest first (see the module docstring). Assumes usable samples."""
+    """Job-level windows, oldest first. Assumes usable samples.
+
+    Samples are bucketed by ``observed_at_ms`` into ``bucket_s`` windows; within one
+    bucket and one pool size (the sample's ``workers``) each worker counts once (a
+    duplicate or a re-sent sample replaces the older one), and the job's rate is the
+    mean per reporting worker times the pool size. A bucket where fewer than
+    ``min_coverage`` of the pool reported is not used. Samples with ``workers = 0`` (the
+    pool size unknown to the worker) count the distinct reporters as the pool. A
+    worker's rate is its capacity (:func:`capacity_records_per_s`; a sample of a worker
+    busy less than :data:`MIN_BUSY_FRACTION` is left out): a worker waiting for data
+    trains what arrives, not what it can.
+    """
     latest: dict[tuple[int, int, str], cp.ThroughputSample] = {}
     for sample in samples:
         key = (_bucket(sample, bucket_s), int(sample.workers), sample.worker_id)
@@ -273,7 +260,22 @@ def job_windows(
 def estimate_throughput(
     windows: Iterable[JobWindow], settings: SampleSettings, *, max_workers: int
 ) -> ThroughputEstimate | None:
-    """See the module docstring; ``None`` when nothing is measured and no prior rate is set."""
+    """One ``(workers, records/s)`` point per measured pool size; ``None`` when nothing is
+    measured and no prior rate is set.
+
+    A point is the ``quantile`` of the pool size's recent windows: a worker starved of
+    data trains slower than it could, so a high quantile reads capacity rather than
+    demand. With at least ``need`` distinct pool sizes (``max(min_distinct_workers,
+    coefficients of the model)``: a fit with fewer is underdetermined),
+    ``source="measured"`` and the points are the observations. Before that,
+    ``source="prior"``: the ModelArts curve ``n · 0.8^log2(n)``
+    (:func:`~streamtrain.scale.models.modelarts_prior`) at ``1..max_workers``, scaled by
+    the single-worker rate the measured points imply (their median), or by a configured
+    one when nothing is measured yet; a count already measured takes its measurement.
+    (In ``streamtrain demo``, whose workers scale linearly, the sublinear prior fitted to
+    2 and 3 workers said one worker trains 547 records/s, 1.37x its real 400, and the
+    planner held one worker into the morning ramp after measuring it.)
+    """
     per_count: dict[int, list[float]] = {}
     for window in windows:
         if window.records_per_s > 0:
@@ -327,7 +329,14 @@ def materially_different(
 
 
 class SampleBook:
-    """Recent usable samples and closed windows for one job (see the module docstring)."""
+    """Recent usable samples and closed windows for one job.
+
+    The samples of the last ``retention_s`` (and from them the job's recent step time,
+    :meth:`step_time_ms`; an older sample is late: dropped and counted) and the closed
+    job windows before them (the last ``windows_per_count`` per pool size, however
+    old). Unusable samples are dropped and counted (``rejected``; those from the future
+    also in ``skewed``).
+    """
 
     def __init__(self, job: str, settings: SampleSettings | None = None) -> None:
         self.job = job

@@ -1,38 +1,13 @@
 """How a scaling action is carried out and what shuffling costs: the two tools the
 simulator can give every policy.
 
-Owned here:
-
-* :class:`ActionCosts`: per assignment mode, the preparation of new workers and the
-  stall of the data hand-over (:mod:`streamtrain.sim.handover`: the preparation at a
-  real job's scale, the stall as the live system measures it), and the checkpoint a
-  pause-and-restart saves (60 s: KALE §4.1 lists saving the model among the steps of
-  an action; ``two_phase_checkpoint_s``, 0 by default, pauses two-phase actions for one
-  too: a job that re-partitions its parameter servers on every action, without
-  DLRover-RM's flash checkpoint).
-* :class:`ShuffleCosts`: what global shuffling (KALE §3.5) costs, as
-  ``benchmarks/shuffle.py`` measured it: the worker CPU per forwarded record (one
-  record in 1/1,097,542 s between two ShuffleNodes), the ACK latency a forwarded
-  record's commit waits for (p99 1.32 ms) and the record size (200 B) for the forwarded
-  bytes.
-* :class:`Execution`: per run, whether shuffling is on, whether actions are two-phase,
-  the assignment mode, the costs, and the seed of the pauses' random stream.
-* :func:`action_phases`: ``(prep_s, pause_s)`` of one action, given a uniform draw in
-  [0, 1) for its hand-over stall:
-
-  - **pause-and-restart** (KALE §3.4.1, "the simple yet working pause-and-restart
-    policy"): every action, up or down, stops the job for the checkpoint, the new
-    workers' preparation and the hand-over of every partition
-    (60 + 420 + 4.5 s ≈ 8 min in ``group`` mode; KALE §1 reports ≈10 min);
-  - **two-phase** (DLRover-RM §5.2, "seamless migration"; the live system's
-    two-phase start): a scale-up prepares its new workers (they load the latest checkpoint)
-    while the old ones train; then the job pauses only for the hand-over, as the live
-    system measures it (``group``: every partition stalls; ``cooperative``,
-    ``shards``: only the share that changes hands), plus ``two_phase_checkpoint_s``. A
-    scale-down starts nothing, so it has no preparation.
-
-During an action the job holds ``max(from, to)`` workers (old and new pods overlap);
-that is what worker-hours count.
+Owned here: :class:`ActionCosts` (preparation, hand-over stall and checkpoint per
+assignment mode), :class:`ShuffleCosts` (global shuffling, KALE §3.5),
+:class:`Execution` (one run's choices: shuffling, two-phase actions, the assignment
+mode, the costs, the seed of the pauses' random stream) and :func:`action_phases`
+(one action's preparation and pause, pause-and-restart or two-phase). During an action
+the job holds ``max(from, to)`` workers (old and new pods overlap); that is what
+worker-hours count.
 
 :class:`ShuffleMode` and :class:`RestartMode` are the simulator's switches: on / off
 and pause / two-phase for every policy alike, or ``policy``: each policy's own
@@ -78,6 +53,14 @@ class RestartMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ActionCosts:
+    """Per assignment mode, the preparation of new workers and the stall of the data
+    hand-over (:mod:`streamtrain.sim.handover`: the preparation at a real job's scale,
+    the stall as the live system measures it), and the checkpoint a pause-and-restart
+    saves (60 s: KALE §4.1 lists saving the model among the steps of an action).
+    ``two_phase_checkpoint_s`` (0 by default) pauses two-phase actions for one too: a
+    job that re-partitions its parameter servers on every action, without DLRover-RM's
+    flash checkpoint."""
+
     checkpoint_s: float = 60.0
     modes: Mapping[AssignmentMode, ModeCost] = field(default_factory=measured_mode_costs)
     two_phase_checkpoint_s: float = 0.0
@@ -120,6 +103,10 @@ class ActionCosts:
 
 @dataclass(frozen=True, slots=True)
 class ShuffleCosts:
+    """What global shuffling costs, as ``benchmarks/shuffle.py`` measured it: the
+    worker CPU per forwarded record (between two ShuffleNodes), the p99 ACK latency a
+    forwarded record's commit waits for, and the record size for the forwarded bytes."""
+
     forward_cpu_s: float = 1.0 / 1_097_542  # worker CPU per forwarded record
     ack_latency_s: float = 0.00132  # a forwarded record's commit waits for its ACK
     record_bytes: float = 200.0
@@ -143,7 +130,18 @@ def action_phases(
     from_workers: int, to_workers: int, execution: Execution, draw: float = 0.5
 ) -> tuple[float, float]:
     """``(prep_s, pause_s)`` of an action from ``from_workers`` to ``to_workers``;
-    ``draw`` in [0, 1) places its hand-over stall in the mode's range (0.5: the mean)."""
+    ``draw`` in [0, 1) places its hand-over stall in the mode's range (0.5: the mean).
+
+    **Pause-and-restart** (KALE §3.4.1, "the simple yet working pause-and-restart
+    policy"): every action, up or down, stops the job for the checkpoint, the new
+    workers' preparation and the hand-over of every partition (60 + 420 + 4.5 s ≈ 8 min
+    in ``group`` mode; KALE §1 reports ≈10 min). **Two-phase** (DLRover-RM §5.2,
+    "seamless migration"; the live system's two-phase start): a scale-up prepares its
+    new workers (they load the latest checkpoint) while the old ones train; then the
+    job pauses only for the hand-over (``group``: every partition stalls;
+    ``cooperative``, ``shards``: only the share that changes hands), plus
+    ``two_phase_checkpoint_s``. A scale-down starts nothing, so it has no preparation.
+    """
     if from_workers < 0 or to_workers < 1:
         raise ConfigError(f"bad action {from_workers} -> {to_workers}")
     if not 0 <= draw <= 1:
