@@ -4,36 +4,12 @@ partitions.
 Owned here: :class:`Workload` (what every policy replays: the window's rates, the
 history before it, per-partition arrivals and their cumulative sums, the true
 throughput) and :func:`run_policy`, which returns a :class:`Run` (per-tick series and
-the actions taken).
-
-The model, per tick of ``tick_s`` seconds (15 s by default, HPA's sync period):
-
-1. **Decide.** When the tick is a multiple of the policy's decision interval (rounded
-   to ticks), the policy gets an :class:`~streamtrain.scale.policy.Observation` built
-   from the end of the previous tick: the complete arrival steps so far (history plus
-   window, never the current step), the measured max lag and backlog, utilization
-   over the last ``metrics_window_s``, the measured training speed per worker, and the
-   pending action. A decision to a different count starts an action unless one is in
-   progress (decisions during an action are dropped; the policy sees ``pending``).
-2. **Act.** An action's phases come from :func:`~streamtrain.sim.execution.action_phases`
-   with its hand-over stall drawn from the run's own random stream (the k-th action of
-   every policy gets the same draw), in exact seconds: during ``prep`` the old workers
-   train, during ``pause`` nobody does, then the target count trains; a tick that an
-   action's phase boundary crosses trains for the seconds of each phase. The job holds
-   ``max(from, to)`` workers until the action completes.
-3. **Arrive.** Each partition receives its share of the step's rate, uniformly in time.
-4. **Consume.** ``w`` training workers have ``F(w)·seconds`` of capacity (``F`` the
-   true throughput, records/s), ``F(w)/w`` each. Partitions are assigned round-robin
-   (over a fixed random order) to the workers; each worker first serves its own
-   partitions, in proportion to their backlog. With shuffling (KALE §3.5) the backlog
-   workers cannot serve (their overflow) is forwarded to workers with spare capacity,
-   and each forwarded record costs ``forward_cpu_s`` of a worker's time (so forwarding
-   ``x`` records uses ``x·(1 + forward_cpu_s·F(w)/w)`` records of capacity); forwarded
-   records are counted. Without shuffling hot partitions lag while other workers idle.
-5. **Measure.** A partition's lag is the age of its oldest unconsumed record: the
-   cumulative-arrival curve is inverted at the cumulative consumption (exact for
-   arrivals uniform within a step). The job's lag is the maximum over partitions, plus
-   the ACK latency a forwarded record's commit waits for when anything was forwarded.
+the actions taken). Each tick of ``tick_s`` seconds (15 s by default, HPA's sync
+period) the policy may **decide**, an action in progress **acts** (prep, pause),
+records **arrive** per partition, the training workers **consume** them (with
+shuffling, KALE §3.5, overflow is forwarded to workers with spare capacity), and the
+lag is **measured** as the age of the oldest unconsumed record; :func:`run_policy`
+says how.
 
 Deterministic: the workload is generated, seeded, beforehand, and the pauses come from
 ``execution.seed``.
@@ -172,9 +148,19 @@ class _Partitions:
         shuffle: bool,
         forward_cost: float,
     ) -> tuple[float, float]:
-        """Consume up to ``capacity_records`` this tick (module docstring, step 4);
-        returns ``(consumed, forwarded)`` records. ``forward_cost``: capacity one
-        forwarded record uses beyond its training, in records."""
+        """Consume up to ``capacity_records`` this tick; returns ``(consumed, forwarded)``
+        records. ``forward_cost``: capacity one forwarded record uses beyond its
+        training, in records.
+
+        ``w`` training workers have ``F(w)·seconds`` of capacity (``F`` the true
+        throughput, records/s), ``F(w)/w`` each. Partitions are assigned round-robin
+        (over a fixed random order) to the workers; each worker first serves its own
+        partitions, in proportion to their backlog. With shuffling (KALE §3.5) the
+        backlog workers cannot serve (their overflow) is forwarded to workers with spare
+        capacity, and each forwarded record costs ``forward_cpu_s`` of a worker's time
+        (so forwarding ``x`` records uses ``x·(1 + forward_cpu_s·F(w)/w)`` records of
+        capacity). Without shuffling hot partitions lag while other workers idle.
+        """
         backlog = np.maximum(arrived - self.consumed, 0.0)
         if training <= 0 or capacity_records <= 0:
             self.drained = False
@@ -203,7 +189,11 @@ class _Partitions:
         return served + forwarded, forwarded
 
     def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
-        """Age of the oldest unconsumed record over all partitions, at ``now_s``."""
+        """Age of the oldest unconsumed record over all partitions, at ``now_s``: the
+        cumulative-arrival curve is inverted at the cumulative consumption (exact for
+        arrivals uniform within a step). The job's lag is this maximum plus the ACK
+        latency a forwarded record's commit waits for when anything was forwarded
+        (added by the caller)."""
         if self.drained:
             return 0.0
         remaining = arrived - self.consumed
@@ -255,7 +245,28 @@ class _Series:
 def run_policy(
     workload: Workload, policy: Policy, execution: Execution, *, initial_workers: int
 ) -> Run:
-    """Replay ``workload`` against ``policy`` (see the module docstring)."""
+    """Replay ``workload`` against ``policy``, tick by tick.
+
+    1. **Decide.** When the tick is a multiple of the policy's decision interval
+       (rounded to ticks), the policy gets an :class:`~streamtrain.scale.policy.Observation`
+       built from the end of the previous tick: the complete arrival steps so far
+       (history plus window, never the current step), the measured max lag and backlog,
+       utilization over the last ``metrics_window_s``, the measured training speed per
+       worker, and the pending action. A decision to a different count starts an action
+       unless one is in progress (decisions during an action are dropped; the policy
+       sees ``pending``).
+    2. **Act.** An action's phases come from
+       :func:`~streamtrain.sim.execution.action_phases` with its hand-over stall drawn
+       from the run's own random stream (the k-th action of every policy gets the same
+       draw), in exact seconds: during ``prep`` the old workers train, during ``pause``
+       nobody does, then the target count trains; a tick that an action's phase
+       boundary crosses trains for the seconds of each phase. The job holds
+       ``max(from, to)`` workers until the action completes.
+    3. **Arrive.** Each partition receives its share of the step's rate, uniformly in
+       time.
+    4. **Consume** (:meth:`_Partitions.consume`) and 5. **measure**
+       (:meth:`_Partitions.max_lag_s`).
+    """
     if not 1 <= initial_workers <= workload.max_workers:
         raise ConfigError(f"initial workers must be in [1, {workload.max_workers}]")
     tick_s, step_s = workload.tick_s, workload.step_s

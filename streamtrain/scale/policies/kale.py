@@ -1,42 +1,17 @@
 """KALE's autoscaler as the paper describes it (§3.4), for KALE Table 3.
 
-* **Proactive path**, every ``plan_interval_s`` (the paper's case study predicts every
-  10 minutes). KALE scales ahead of time, so the plan starts where an action started
-  now would take effect: after the restart (``lead``: the context's prep + pause, or
-  the measured pause once one is reported; ≈10 min, KALE §1). The forecast for the
-  ``horizon_s`` after the lead (one hour, the span of the case-study plan) is averaged
-  into plan points of ``plan_step_s`` (10 min, the case study's prediction period);
-  Eq. 10 gives a count per point with ``F`` fitted by NNLS (Eq. 6 for a synchronous
-  job) (:func:`~streamtrain.scale.plan.basic_plan`), calibrated by Algorithm 1 (ρ = 1,
-  τ = 15 min as in the case study: the paper's default τ = 10 min calibrates nothing
-  at 10-minute points, since a single point already lasts 10 min)
-  (:func:`~streamtrain.scale.plan.stabilize`). When the first point differs from the
-  current count, KALE scales to the calibrated plan's largest count ("round-up": it
-  puts real-time performance before GPU efficiency; the count is held for the plan).
+* **Proactive path**, every ``plan_interval_s``: a plan from the forecast by Eq. 10,
+  calibrated by Algorithm 1, starting where an action started now would take effect;
+  KALE scales to the plan's largest count (:meth:`Kale._plan`).
 * **The samples on their way** (Eq. 10's ``L(t)``; §1 counts the 120 M samples a
-  10-minute restart leaves behind at 200k samples/s): the backlog expected where the
-  plan starts is spread over the horizon and added to every point's forecast. Whether
-  to change is decided on the plan without a restart (the measured backlog, drained by
-  the current workers meanwhile); what to change to, on the plan with a restart (the
-  arrivals of the pause are backlog too, :func:`restart_backlog_records`). So a
-  scale-down happens only when the smaller count still drains its own restart's
-  backlog within the horizon, and a scale-up goes far enough to drain it.
-  ``backlog_aware=False`` is the arrivals-only reading (for the sensitivity table: it
-  never drains its own restarts and relies on the fallback all day).
+  10-minute restart leaves behind at 200k samples/s): the backlog, including the one
+  a restart would leave (:func:`restart_backlog_records`), is added to the plan.
 * **Fallback** (§3.4.3), checked every ``decision_interval_s``: threshold scaling on
-  measured lag. The lag KALE's own last restart explains is expected (the pause's
-  worth when it ends, drained evenly over the horizon, as the plan sized it); once the
-  measured lag exceeds that by ``fallback_lag_s`` (with the hysteresis of
-  :mod:`streamtrain.scale.trigger`), ``desired = ceil(w · lag / fallback_lag_s)`` as HPA
-  computes it for a ``Value`` target, scale-up only, at most once per
-  ``fallback_cooldown_s`` after an action finished. While the fallback is active (until
-  the excess is under ``fallback_exit_lag_s``), or whenever the lag is more than
-  ``fallback_exit_lag_s`` above the expected, the proactive path may raise the count
-  but not lower it: the measurements say the plan is behind.
+  measured lag above what KALE's own last restart explains (:meth:`Kale.decide`).
 
-The paper gives no fallback thresholds; the defaults (enter at 10 min of lag, leave
-under 1 min, 10-min cooldown) are chosen once for every trace. The point forecast is
-used as is: KALE plans on its forecaster's output.
+The paper gives no fallback thresholds; the defaults (:class:`KaleSettings`) are chosen
+once for every trace. The point forecast is used as is: KALE plans on its
+forecaster's output.
 """
 
 from __future__ import annotations
@@ -65,6 +40,14 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class KaleSettings:
+    """KALE's intervals (the case study's: a plan every 10 minutes, points of 10 min over
+    one hour; τ = 15 min, ρ = 1 for Algorithm 1: the paper's default τ = 10 min
+    calibrates nothing at 10-minute points, since a single point already lasts 10 min)
+    and the fallback's thresholds (enter at 10 min of lag, leave under 1 min, 10-min
+    cooldown; chosen here, the paper gives none). ``backlog_aware=False`` is the
+    arrivals-only reading (for the sensitivity table: it never drains its own restarts
+    and relies on the fallback all day)."""
+
     decision_interval_s: float = 60.0
     plan_interval_s: float = 600.0
     horizon_s: float = 3600.0
@@ -110,7 +93,7 @@ def restart_backlog_records(
 
 
 class Kale:
-    """See the module docstring."""
+    """KALE's autoscaler (module docstring)."""
 
     name = "kale"
 
@@ -163,6 +146,17 @@ class Kale:
         return self._last_pause_s * (1.0 - since_s / self.settings.horizon_s)
 
     def decide(self, obs: Observation) -> Decision | None:
+        """The fallback, then the plan when one is due.
+
+        The lag KALE's own last restart explains is expected (:meth:`_expected_lag_s`);
+        once the measured lag exceeds that by ``fallback_lag_s`` (with the hysteresis of
+        :mod:`streamtrain.scale.trigger`), ``desired = ceil(w · lag / fallback_lag_s)``
+        as HPA computes it for a ``Value`` target, scale-up only, at most once per
+        ``fallback_cooldown_s`` after an action finished. While the fallback is active
+        (until the excess is under ``fallback_exit_lag_s``), or whenever the lag is more
+        than ``fallback_exit_lag_s`` above the expected, the plan may raise the count but
+        not lower it: the measurements say the plan is behind.
+        """
         if obs.pending is not None:
             self._settled_at_s = obs.pending.ready_at_s
             self._last_pause_s = obs.pending.pause_s
@@ -198,6 +192,27 @@ class Kale:
         return self._plan(obs)
 
     def _plan(self, obs: Observation) -> Decision | None:
+        """The proactive path.
+
+        KALE scales ahead of time, so the plan starts after the restart (``lead``: the
+        context's prep + pause, or the measured pause once one is reported; ≈10 min,
+        KALE §1). The forecast for the ``horizon_s`` after the lead is averaged into
+        plan points of ``plan_step_s``; Eq. 10 gives a count per point with ``F`` fitted
+        by NNLS (Eq. 6 for a synchronous job)
+        (:func:`~streamtrain.scale.plan.basic_plan`), calibrated by Algorithm 1
+        (:func:`~streamtrain.scale.plan.stabilize`). When the first point differs from
+        the current count, KALE scales to the calibrated plan's largest count
+        ("round-up": it puts real-time performance before GPU efficiency; the count is
+        held for the plan).
+
+        The backlog expected where the plan starts is spread over the horizon and added
+        to every point's forecast. Whether to change is decided on the plan without a
+        restart (the measured backlog, drained by the current workers meanwhile); what
+        to change to, on the plan with a restart (the arrivals of the pause are backlog
+        too, :func:`restart_backlog_records`). So a scale-down happens only when the
+        smaller count still drains its own restart's backlog within the horizon, and a
+        scale-up goes far enough to drain it.
+        """
         s, step, current = self.settings, obs.step_s, obs.current_workers
         lead = max(1, math.ceil((self.prep_s + self.pause_s) / step))
         block = max(1, round(s.plan_step_s / step))  # trace steps per plan point
