@@ -3,7 +3,7 @@
 Burrow (linkedin/Burrow wiki, "Consumer Lag Evaluation Rules") judges a consumer from a
 sliding window of its commits, not from a lag threshold. This module keeps such a window
 per (group, topic, partition) from the offsets the control app polls each tick, vectorized
-per (group, topic) with numpy, and evaluates, in this order:
+per (group, topic) with numpy (:class:`TopicWindows`), and evaluates, in this order:
 
 * UNKNOWN: no committed offset or no HWM this tick; nothing to judge.
 * REWIND (Burrow rule 2, as changed in Burrow PR #716): the committed offset went down
@@ -11,28 +11,12 @@ per (group, topic) with numpy, and evaluates, in this order:
   rewind is reported even when the lag was zero a moment ago.
 * OK (rule 1): the lag is zero now or was zero at some entry of the window.
 * STOP / STALL (rules 3 and 4): the committed offset has not moved while there was
-  something to read for longer than the window (``window_s``). Polling cannot see
-  commits that repeat an offset, so the two are told apart by the rest of the group:
-  STALL when the group moved some other partition's offset within the window (the
-  consumer is alive and committing, this partition is stuck), STOP when nothing in the
-  group moved (the consumer stopped committing).
+  something to read for longer than the window; STALL when the group moved some other
+  partition's offset within the window, STOP when nothing in the group moved
+  (:meth:`TopicWindows.evaluate`).
 * WARN (rule 5): a full window in which the offset moves but the lag never decreases
   (a constant lag counts as not decreasing, as in Burrow).
 * OK otherwise.
-
-Burrow's known false STOP on slow partitions (Burrow #303, PR #338): a partition with
-rare traffic whose consumer commits only when a message arrives has its last commit long
-ago; a new message makes the lag non-zero and the "no commit for longer than the window"
-rule fires at once. Here the consumer is blamed only for the time the record at its
-committed offset has existed: ``behind_s = min(now - last move of the offset, lag_s)``,
-where ``lag_s`` comes from the HWM history (:mod:`streamtrain.lag.history`). A message
-that arrived 10 s ago cannot make a partition STOP, however old the last commit is.
-
-The window follows Burrow's storage: an entry per observation, but observations closer
-than ``min_distance_s`` to the newest entry overwrite it, keeping its time (Burrow's
-``min-distance``), so ``window_entries`` entries span about ``window_entries ·
-min_distance_s`` (10 entries of 60 s = 10 min by default, Burrow's default window with 60 s
-commits). A decreasing HWM (topic recreated) clears the partition's window.
 
 Status values are ordered by severity (``max`` gives the worst); they are not the
 protobuf numbers (see :func:`streamtrain.lag.report.status_to_proto`).
@@ -67,6 +51,12 @@ class Status(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class StatusSettings:
+    """The window follows Burrow's storage: an entry per observation, but observations
+    closer than ``min_distance_s`` to the newest entry overwrite it, keeping its time
+    (Burrow's ``min-distance``), so ``window_entries`` entries span about
+    ``window_entries · min_distance_s`` (10 entries of 60 s = 10 min by default,
+    Burrow's default window with 60 s commits)."""
+
     window_entries: int = 10
     min_distance_s: float = 60.0
     expire_s: float = 3600.0  # forget a partition not observed for this long
@@ -157,7 +147,8 @@ class TopicWindows:
     def update(
         self, now_s: float, cols: NDArray[np.intp], obs: TopicObservation, settings: StatusSettings
     ) -> NDArray[np.bool_]:
-        """Fold one observation into the state; returns which observed columns were known."""
+        """Fold one observation into the state; returns which observed columns were known.
+        A decreasing HWM (topic recreated) clears the partition's window."""
         known = (obs.committed >= 0) & (obs.high_watermarks >= 0) & (obs.lag_records >= 0)
         kc = cols[known]
         c = obs.committed[known]
@@ -211,6 +202,20 @@ class TopicWindows:
         group_moved: bool,
         settings: StatusSettings,
     ) -> NDArray[np.int8]:
+        """The status per observed column (module docstring for the rules).
+
+        Polling cannot see commits that repeat an offset, so STOP and STALL are told
+        apart by the rest of the group (``group_moved``): STALL when the consumer is
+        alive and committing elsewhere (this partition is stuck), STOP when it stopped
+        committing. Burrow's known false STOP on slow partitions (Burrow #303, PR #338):
+        a partition with rare traffic whose consumer commits only when a message arrives
+        has its last commit long ago; a new message makes the lag non-zero and the "no
+        commit for longer than the window" rule fires at once. Here the consumer is
+        blamed only for the time the record at its committed offset has existed:
+        ``behind_s = min(now - last move of the offset, lag_s)``, where ``lag_s`` comes
+        from the HWM history (:mod:`streamtrain.lag.history`). A message that arrived
+        10 s ago cannot make a partition STOP, however old the last commit is.
+        """
         codes = np.full(cols.shape[0], Status.UNKNOWN, dtype=np.int8)
         kc = cols[known]
         if kc.size == 0:

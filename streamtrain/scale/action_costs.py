@@ -9,32 +9,8 @@ every worker, per engine (``torchft``, ``torchelastic``); and :func:`measured_co
 live planner's defaults (``streamtrain lag run --plan-assignment --plan-engine``) come
 from here, scaled to its model clock; the simulator reads its defaults from here too
 (``streamtrain simulate --engine``), so the simulated policy and the live one make the
-same assumption.
-
-* ``prep_s``: from the executor's command until every new worker said READY (process
-  up, app warm-started, connected): the two-phase executor's preparation, during which
-  the running workers keep training;
-* ``pause_s``: the action's pause as full-stop seconds of the whole job: the backlog's
-  peak above its steady level divided by the arrival rate
-  (:func:`streamtrain.scale.handover.action_costs`).
-
-Measured by ``python -m benchmarks.scaling --json FILE`` (embedded Tansu 0.6.0 broker,
-16 partitions, 800 records/s, workers of 300 records/s whose step sleeps, 4 -> 8 -> 4 ->
-12 -> 4 workers, 20 s at each size; a 2-core machine shared with other jobs; their means
-are in docs/benchmarks.md, "Scaling a live job", the runs in git). Means and population
-standard deviations over the actions of two runs for ``group`` and ``cooperative`` (8
-actions; ``prep_s`` over their 4 scale-ups) and of the second run for ``shards`` (4
-actions: the shard hand-over changed between the runs). Re-measure and update these
-numbers together with that section when the hand-over changes.
-
-:data:`ENGINE_COSTS` were measured by ``python -m benchmarks.elastic`` (docs/benchmarks.md,
-"Elastic training": the demo's MMoE on gloo, ``--assignment shards``, 2 -> 4 -> 2 -> 3
-workers, three runs on the busy 2-core machine): ``pause_s`` is the largest gap between
-committed steps of the workers that stay, per scale-up and drained scale-down (no step
-commits anywhere meanwhile, so it is the whole job's full stop), mean and population
-standard deviation over the 9 actions; ``prep_s`` is a joiner's start to its first
-committed step (it is READY just before: it holds the job's weights), over the runs'
-joiners. With another assignment mode the mode's own hand-over comes on top.
+same assumption. How each was measured: docs/benchmarks.md, "Scaling a live job" and
+"Elastic training"; re-measure and update the numbers together with those sections.
 """
 
 from __future__ import annotations
@@ -50,7 +26,14 @@ __all__ = ["ENGINES", "ENGINE_COSTS", "MEASURED_COSTS", "ActionCostEstimate", "m
 
 @dataclass(frozen=True, slots=True)
 class ActionCostEstimate:
-    """Preparation and pause of one scaling action, wall seconds."""
+    """Preparation and pause of one scaling action, wall seconds (mean and spread).
+
+    ``prep_s``: from the executor's command until every new worker said READY (process
+    up, app warm-started, connected): the two-phase executor's preparation, during which
+    the running workers keep training. ``pause_s``: the action's pause as full-stop
+    seconds of the whole job: the backlog's peak above its steady level divided by the
+    arrival rate (:func:`streamtrain.scale.handover.action_costs`).
+    """
 
     prep_s: float
     prep_spread_s: float
@@ -58,6 +41,9 @@ class ActionCostEstimate:
     pause_spread_s: float
 
 
+# ``python -m benchmarks.scaling``: means and population standard deviations over the
+# actions of two runs for group and cooperative (8 actions; prep over their 4 scale-ups),
+# of the second run for shards (4 actions: the shard hand-over changed between the runs).
 MEASURED_COSTS: Mapping[AssignmentMode, ActionCostEstimate] = {
     # every join or leave stops every worker for the eager rebalance
     AssignmentMode.GROUP: ActionCostEstimate(
@@ -78,6 +64,11 @@ MEASURED_COSTS: Mapping[AssignmentMode, ActionCostEstimate] = {
 # that the planner imports no torch).
 ENGINES = ("none", "torchft", "torchelastic")
 
+# ``python -m benchmarks.elastic`` (shards, three runs): pause_s is the largest gap between
+# committed steps of the workers that stay (no step commits anywhere meanwhile, so it is
+# the whole job's full stop), over the 9 actions; prep_s a joiner's start to its first
+# committed step (it is READY just before: it holds the job's weights). With another
+# assignment mode the mode's own hand-over comes on top (measured_cost).
 ENGINE_COSTS: Mapping[str, ActionCostEstimate] = {
     # the others keep stepping: a join is one quorum change and a heal of the weights, a
     # drained leave waits for the lighthouse to miss the leaver's heartbeat (500 ms)
@@ -92,7 +83,8 @@ ENGINE_COSTS: Mapping[str, ActionCostEstimate] = {
 
 
 def measured_cost(mode: AssignmentMode | str, engine: str = "none") -> ActionCostEstimate:
-    """The measured cost of an action in ``mode`` on ``engine`` (module docstring)."""
+    """The measured cost of an action in ``mode`` on ``engine``: an engine's cost plus the
+    mode's own hand-over (``shards`` was the engines' mode: their cost has it)."""
     base = MEASURED_COSTS[AssignmentMode(mode)]
     if engine == "none":
         return base

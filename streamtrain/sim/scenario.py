@@ -1,8 +1,10 @@
 """A multi-job scenario (``streamtrain simulate --scenario FILE``): what shares the pool.
 
-Owned here: the scenario's schema as frozen values, :func:`load_scenario` (JSON or TOML;
-every missing or unknown field is named, with where it is), :func:`parse_scenario`
-(the same from a mapping) and :func:`offline_jobs` (the seeded synthetic arrivals).
+Owned here: the scenario's schema as frozen values (:class:`Scenario`,
+:class:`OnlineSpec`, :class:`ServingSpec`, :class:`OfflineSpec`: each says what its
+keys mean), :func:`load_scenario` (JSON or TOML; every missing or unknown field is
+named, with where it is), :func:`parse_scenario` (the same from a mapping) and
+:func:`offline_jobs` (the seeded synthetic arrivals).
 
 A scenario (JSON shown; TOML has the same keys)::
 
@@ -10,30 +12,6 @@ A scenario (JSON shown; TOML has the same keys)::
      "online": [{"name": "ads", "shape": "kale", "peak_workers": 16}, ...],
      "serving": {"name": "search", "shape": "web", "peak_workers": 40},
      "offline": {"jobs": 40}}
-
-* ``online``: jobs with a lag SLO (guarantee class), each replayed by the existing
-  engine with its scaling policy. ``shape`` (a synthetic trace:
-  :data:`streamtrain.forecast.series.SHAPES`) or ``trace`` (a CSV path) is required, and
-  ``peak_workers`` (the job is sized so its peak needs that many). ``max_workers``: its
-  fixed cap when it runs alone (default 7/6 of the peak, as ``streamtrain simulate``);
-  ``pool_max_workers``: its cap in the shared pool (default: ``max_workers``);
-  ``policy`` (default ``streamtrain``).
-* ``serving``: one serving pool; its trace (``shape`` or ``trace``) gives the servers its
-  SLO needs per step, ``min_scale = ceil(peak_workers · rate / peak rate)``, at least
-  ``min_workers``; ``max_workers`` caps it (default ``peak_workers``).
-* ``offline``: ``jobs`` offline training jobs arriving over the first
-  ``arrival_window_h`` hours (a minute in working hours, 08:00-20:00, twice as likely
-  as one at night: two thirds of a day's arrivals), each with a
-  model type, a size of ``work_worker_hours`` (log-uniform: the hours it takes on one
-  worker), a deadline of ``deadline_factor`` times its duration at ``max_workers``, the
-  ModelArts speed curve, and powers of two only when ``power_of_two``.
-
-Top level: ``capacity_workers`` (required), ``days`` simulated (2: arrivals in the first,
-the second lets the queue drain), ``seed``, ``interval_s`` (the allocator's round, 300:
-ModelArts' f), ``horizon_steps`` (5), ``partitions`` per online job (64), ``forecaster``
-(the online jobs' policies' forecaster, a registry name: ``auto`` by default),
-``allocators``
-(which to compare: milp, milp-noforecast, greedy, partition, one-way; all by default).
 """
 
 from __future__ import annotations
@@ -74,6 +52,13 @@ MODEL_RATES = {"resnet": 1.0, "vgg": 0.6, "gpt2": 0.4, "vit": 0.8}
 
 @dataclass(frozen=True, slots=True)
 class OnlineSpec:
+    """A job with a lag SLO (guarantee class), replayed by the existing engine with its
+    scaling policy. ``shape`` (a synthetic trace: :data:`streamtrain.forecast.series.SHAPES`)
+    or ``trace`` (a CSV path) is required, and ``peak_workers`` (the job is sized so its
+    peak needs that many). ``max_workers``: its fixed cap when it runs alone (default 7/6
+    of the peak, as ``streamtrain simulate``); ``pool_max_workers``: its cap in the
+    shared pool (default: ``max_workers``)."""
+
     name: str
     peak_workers: int
     shape: str | None = None
@@ -94,6 +79,10 @@ class OnlineSpec:
 
 @dataclass(frozen=True, slots=True)
 class ServingSpec:
+    """One serving pool; its trace (``shape`` or ``trace``) gives the servers its SLO needs
+    per step, ``min_scale = ceil(peak_workers · rate / peak rate)``, at least
+    ``min_workers``; ``max_workers`` caps it (default ``peak_workers``)."""
+
     name: str
     peak_workers: int
     shape: str | None = None
@@ -105,6 +94,13 @@ class ServingSpec:
 
 @dataclass(frozen=True, slots=True)
 class OfflineSpec:
+    """``jobs`` offline training jobs arriving over the first ``arrival_window_h`` hours (a
+    minute in working hours, 08:00-20:00, twice as likely as one at night: two thirds
+    of a day's arrivals), each with a model type, a size of ``work_worker_hours``
+    (log-uniform: the hours it takes on one worker), a deadline of ``deadline_factor``
+    times its duration at ``max_workers``, the ModelArts speed curve, and powers of two
+    only when ``power_of_two``."""
+
     jobs: int
     seed: int = 0
     arrival_window_h: float = 24.0
@@ -118,6 +114,11 @@ class OfflineSpec:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
+    """The top level: ``capacity_workers`` (required), ``days`` simulated (2: arrivals in
+    the first, the second lets the queue drain), ``seed``, ``interval_s`` (the
+    allocator's round, 300: ModelArts' f), ``horizon_steps``, ``partitions`` per online
+    job, ``forecaster`` and ``allocators`` (which to compare; all by default)."""
+
     capacity_workers: int
     online: tuple[OnlineSpec, ...]
     serving: ServingSpec
