@@ -10,27 +10,12 @@ trainer, as the JSON spec says:
   "heartbeat_timeout_ms"}`` or ``{"kind": "static", "peers": [PeerInfo fields]}``;
 * ``source``: ``{"kind": "synthetic", "topic", "partition", "records", "record_bytes",
   "chunk_records"}`` (offsets 0..records-1), ``{"kind": "kafka", "bootstrap", "topic",
-  "partitions", "group", "commit_interval_s"}`` (assigned partitions, read from the
-  group's committed offsets, which advance only up to the lowest record not
-  acknowledged locally or remotely) or ``{"kind": "none"}``;
-* ``trainer``: ``{"records_per_s"}`` (0: as fast as it can; otherwise each batch takes
-  at least its share of a second, as a slower accelerator would), ``"batch_records"``,
-  ``"torch"`` (a real SGD step on the payload bytes per batch), ``"model": "mmoe"`` (a
-  real MMoE step on CTR records and AUC evaluations:
-  :class:`~streamtrain.experiments.mmoe_trainer.MmoeTrainer`, its fields beside these) or
-  ``null`` (no trainer);
-* ``out_dir``: where ``<worker>.trained`` (one ``partition first last`` line per
-  contiguous run, flushed before the batch is acknowledged) and ``<worker>.status.json``
-  (rewritten atomically every ``status_interval_s``; ``trainer_ready`` once the trainer can
-take batches) go.
-
-Acknowledgements go to ingest's real :class:`~streamtrain.ingest.tracker.OffsetTracker`
-(records handed out before they enter the shuffle, acknowledged when trained here or
-ACKed by a peer), and the Kafka source commits what it says is committable, as a worker
-does: the status reports both (``positions``: the tracker's next commit position per
-``topic:partition``; ``committed``: what was committed to Kafka). The Kafka source also
-reports the bytes its consumer exchanged with the brokers (librdkafka's statistics:
-``kafka_rx_bytes``, ``kafka_tx_bytes``).
+  "partitions", "group", "commit_interval_s"}`` (:meth:`_Worker.run_kafka`) or
+  ``{"kind": "none"}``;
+* ``trainer``: ``{"records_per_s", "batch_records", "torch", "model"}`` or ``null``
+  (:meth:`_Worker.run_trainer`);
+* ``out_dir``: where ``<worker>.trained`` and ``<worker>.status.json`` go
+  (:meth:`_Worker.write_status`).
 
 SIGTERM stops it cleanly (tombstone, LEFT, final status). It writes files only; it
 prints nothing.
@@ -155,6 +140,12 @@ class _Worker:
         self.source_done = True
 
     def run_kafka(self, source: dict[str, Any]) -> None:
+        """Read the assigned partitions from the group's committed offsets and commit
+        what ingest's real :class:`~streamtrain.ingest.tracker.OffsetTracker` says is
+        committable, as a worker does: up to the lowest record not acknowledged locally
+        or remotely (records are handed out before they enter the shuffle, acknowledged
+        when trained here or ACKed by a peer). Also reports the bytes the consumer
+        exchanged with the brokers (librdkafka's statistics)."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         kafka = KafkaSettings(bootstrap=source["bootstrap"])
@@ -222,6 +213,13 @@ class _Worker:
     # trainer -----------------------------------------------------------------------------
 
     def run_trainer(self, trainer: dict[str, Any]) -> None:
+        """Train what the node hands out. ``records_per_s`` (0: as fast as it can;
+        otherwise each batch takes at least its share of a second, as a slower
+        accelerator would), ``batch_records``, ``torch`` (a real SGD step on the payload
+        bytes per batch), ``"model": "mmoe"`` (a real MMoE step on CTR records and AUC
+        evaluations: :class:`~streamtrain.experiments.mmoe_trainer.MmoeTrainer`, its
+        fields beside these). ``<worker>.trained`` gets one ``partition first last``
+        line per contiguous run, flushed before the batch is acknowledged."""
         rate = float(trainer.get("records_per_s", 0))
         batch_records = int(trainer.get("batch_records", 500))
         step: Callable[[RecordColumns], object] | None = None
@@ -260,6 +258,10 @@ class _Worker:
     # status ------------------------------------------------------------------------------
 
     def write_status(self) -> None:
+        """``<worker>.status.json``, rewritten atomically every ``status_interval_s``:
+        ``trainer_ready`` once the trainer can take batches, ``positions`` (the
+        tracker's next commit position per ``topic:partition``), ``committed`` (what was
+        committed to Kafka), ``kafka_rx_bytes`` and ``kafka_tx_bytes``."""
         stats = self.node.stats()
         status = {
             "worker_id": self.settings.worker_id,

@@ -8,31 +8,12 @@ from an injected clock):
 * :class:`JobPlan`, the immutable answer for one job at one moment: the planned
   workers, where the number comes from, the workers the job has, the newest command's
   id, reason and time, and when the planner was last heard.
-* :class:`PlanBook`, which folds three topics into one :class:`JobPlan` per job:
+* :class:`PlanBook`, which folds three topics (commands, planner heartbeats, throughput
+  samples) into one :class:`JobPlan` per job, and refuses a stale plan rather than
+  serve a dead planner's plan forever.
 
-  - ``ScaleCommand`` messages (the commands topic, key = job). The planner publishes
-    one only when its target differs from the current count, so the newest command of
-    a job *is* its plan until the next one. Commands are taken in the order read (one
-    key lives in one partition, so that is the order the planner sent them).
-  - ``PlannerHeartbeat`` messages (the heartbeats topic): the planner says it is alive
-    every few seconds, changed plan or not. The newest of a heartbeat and a command is
-    when the planner was last *heard*; with ``max_plan_age_s`` a plan not heard of for
-    longer is **stale**: :meth:`PlanBook.planned` refuses it (the scaler answers an
-    error, so KEDA's ``fallback`` applies) rather than serve a dead planner's plan
-    forever. A declared job whose planner was never heard is stale too.
-  - ``ThroughputSample`` messages (the samples topic): the workers the job has, counted
-    from the workers themselves (:class:`~streamtrain.roster.WorkerRoster`: distinct
-    worker ids heard within the expiry, or the pool size they state), never from the
-    broker's group description. Before a job's first command the planner holds the job
-    where it is, so that count is its plan then; after it, the count only tells which
-    way the HPA is moving (:func:`streamtrain.keda.contract.metric_value`).
-
-  Anything dated beyond now + ``max_clock_skew_s`` is refused and counted (``skewed``):
-  a command from a clock a year ahead would otherwise look fresh for a year. A job is
-  known once a command, a heartbeat or a sample names it, or when it is declared
-  (``declared_jobs``: ``streamtrain keda serve --job``). With declared jobs only those
-  are served. One writer (the feed, on the event loop); :meth:`PlanBook.snapshot` may
-  run on another thread (a Prometheus scrape): each job's state is replaced whole.
+Anything dated beyond now + ``max_clock_skew_s`` is refused and counted (``skewed``):
+a command from a clock a year ahead would otherwise look fresh for a year.
 """
 
 from __future__ import annotations
@@ -112,7 +93,14 @@ class _Heard:
 
 
 class PlanBook:
-    """See the module docstring. One writer (the feed); readers take :meth:`snapshot`."""
+    """Each job's plan from three topics. One writer (the feed, on the event loop);
+    :meth:`snapshot` may run on another thread (a Prometheus scrape): each job's state
+    is replaced whole.
+
+    A job is known once a command, a heartbeat or a sample names it, or when it is
+    declared (``declared_jobs``: ``streamtrain keda serve --job``). With declared jobs
+    only those are served.
+    """
 
     def __init__(
         self,
@@ -154,7 +142,13 @@ class PlanBook:
         return True
 
     def add_command(self, command: cp.ScaleCommand) -> bool:
-        """Take one command (the newest read so far); True when the job's plan changed."""
+        """Take one command (the newest read so far); True when the job's plan changed.
+
+        The planner publishes a ``ScaleCommand`` (key = job) only when its target
+        differs from the current count, so the newest command of a job *is* its plan
+        until the next one. Commands are taken in the order read (one key lives in one
+        partition, so that is the order the planner sent them).
+        """
         job = command.job
         if not self._serves(job) or self._from_the_future("command", job, command.created_at_ms):
             return False
@@ -170,7 +164,14 @@ class PlanBook:
         return old.planned_workers != command.target_workers
 
     def add_heartbeat(self, beat: cp.PlannerHeartbeat) -> bool:
-        """Take one planner heartbeat; True when the job was not known before."""
+        """Take one planner heartbeat; True when the job was not known before.
+
+        The planner says it is alive every few seconds, changed plan or not. The newest
+        of a heartbeat and a command is when the planner was last *heard*; with
+        ``max_plan_age_s`` a plan not heard of for longer is **stale**: :meth:`planned`
+        refuses it (the scaler answers an error, so KEDA's ``fallback`` applies). A
+        declared job whose planner was never heard is stale too.
+        """
         job = beat.job
         if not self._serves(job) or self._from_the_future("heartbeat", job, beat.sent_at_ms):
             return False
@@ -183,7 +184,15 @@ class PlanBook:
         return old is None
 
     def add_sample(self, sample: cp.ThroughputSample) -> bool:
-        """Take one worker's sample; True when the job's plan may have changed."""
+        """Take one worker's sample; True when the job's plan may have changed.
+
+        Samples count the workers the job has from the workers themselves
+        (:class:`~streamtrain.roster.WorkerRoster`: distinct worker ids heard within the
+        expiry, or the pool size they state), never from the broker's group
+        description. Before a job's first command the planner holds the job where it
+        is, so that count is its plan then; after it, the count only tells which way the
+        HPA is moving (:func:`streamtrain.keda.contract.metric_value`).
+        """
         job = sample.job
         if not self._serves(job) or self._from_the_future("sample", job, sample.observed_at_ms):
             return False

@@ -13,22 +13,15 @@ Owned here: :class:`ShardBook`, the shards of every partition of one job
   queue, then the partitions in turn; smaller shards for slow workers
   (:class:`~streamtrain.shards.rates.WorkerRates`); a new epoch for every lease;
 * **holders** (:meth:`~ShardBook.heartbeat`, :meth:`~ShardBook.expire`,
-  :meth:`~ShardBook.release`): leases are extended by heartbeats (not while the
-  coordinator heard no one: it was deaf), requeued when their holder is silent or hands
-  them back; a queued shard is leased back to a worker that says it holds it only under
-  the epoch it was last leased to that worker, or, for a gap of a restored table (a
-  grant the old process sent before its table write), under an epoch issued before the
-  restore: no message can push the epoch or take a shard it was not given. A restored
-  book issues epochs above its start time, so none is ever issued twice;
+  :meth:`~ShardBook.release`): leases are extended by heartbeats, requeued when their
+  holder is silent or hands them back; no message can push the epoch or take a shard
+  it was not given;
 * **done** (:meth:`~ShardBook.done`): from the holder, or from the last holder whose
   lease expired; anything else is refused with a
   :class:`~streamtrain.shards.model.ShardRefusal` and changes nothing;
   :meth:`~ShardBook.committable` is each partition's contiguous done prefix;
 * **restore**: :meth:`~ShardBook.take_dirty` gives the changed partitions' table values
-  (positions, leases, done ranges: small whatever the backlog), and
-  :meth:`~ShardBook.restore` validates them, skipping a value a coordinator could not
-  have written; for ``lease_s`` after a restore nothing queued is handed out, so a
-  grant lost with the old process is reclaimed by its holder first.
+  (small whatever the backlog), :meth:`~ShardBook.restore` validates them.
 
 A heartbeat, request or done report costs time in the worker's own shards, not in the
 backlog or the partitions (leases are indexed by worker). Time is an argument. Not
@@ -247,9 +240,11 @@ class ShardBook:
     ) -> list[tuple[ShardRange, ShardRefusal]]:
         """``worker_id`` is alive and holds ``held`` (ranges and their epochs).
 
-        Its leases are extended; a queued shard it holds is leased back to it when the
-        epoch proves it was its own (module docstring). Returns the ranges it must let
-        go, with the reason.
+        Its leases are extended (not while the coordinator heard no one: it was deaf).
+        A queued shard it holds is leased back to it only under the epoch it was last
+        leased to that worker, or, for a gap of a restored table (a grant the old
+        process sent before its table write), under an epoch issued before the restore.
+        Returns the ranges it must let go, with the reason.
         """
         refused: list[tuple[ShardRange, ShardRefusal]] = []
         self._heard_s = max(self._heard_s, now_s)
@@ -470,7 +465,9 @@ class ShardBook:
         """Rebuild from :meth:`snapshot` values (each validated: one a coordinator could
         not have written is logged and skipped, its partition starts again where the
         job's group committed); returns the partitions restored. Leases keep their
-        holders with a fresh deadline; for ``lease_s`` nothing queued is handed out."""
+        holders with a fresh deadline; for ``lease_s`` nothing queued is handed out, so a
+        grant lost with the old process is reclaimed by its holder first. A restored book
+        issues epochs above its start time, so none is ever issued twice."""
         restored = 0
         for value in snapshot:
             try:
