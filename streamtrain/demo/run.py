@@ -6,20 +6,10 @@ starts the embedded broker):
 
 1. creates the topics and commits the job's start at the data topic's end
    (:mod:`streamtrain.demo.topics`; names from :mod:`streamtrain.demo.children`);
-2. writes the planner's seed history (the six synthetic days before the demo's day,
-   scaled like it: :mod:`streamtrain.demo.history`), and starts the **control app**
-   (``streamtrain lag run --plan-job``, the planner on a clock ``speed`` times faster
-   than the wall clock; its argv from :mod:`streamtrain.demo.control_args`) as a
-   subprocess, restarted if it dies (it resumes from its changelogs; three times at most);
+2. writes the planner's seed history and starts the **control app** (:meth:`_Demo.control_app`);
 3. starts, with ``--engine torchft`` (the default), torchft's **lighthouse** on
    127.0.0.1 (:class:`~streamtrain.elastic.lighthouse.LighthouseProcess`), and the
-   **worker pool**: a :class:`~streamtrain.executors.LocalProcessPool` of
-   ``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv and
-   environment from :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
-   default, with the control app as shard coordinator) training ONE model
-   data-parallel, two-phase (a new worker heals the model's weights from a live peer,
-   says READY and is admitted, with the others of its action, before it leases shards:
-   :class:`~streamtrain.executors.readiness.Readiness`), and a
+   **worker pool** (:meth:`_Demo.worker_pool`) with a
    :class:`~streamtrain.executors.consumer.CommandConsumer` thread applying the planner's
    ScaleCommands to it; dead workers are replaced (and noted on the timeline);
 4. starts the **traffic** (:class:`~streamtrain.demo.traffic.TrafficGenerator`) at the
@@ -145,6 +135,10 @@ class _Demo:
         create_demo_topics(self.kafka, self.names, self.settings.partitions)
 
     def control_app(self) -> LocalProcessPool:
+        """``streamtrain lag run --plan-job`` (argv: :mod:`streamtrain.demo.control_args`),
+        the planner on a clock ``speed`` times faster than the wall clock, seeded with the
+        six synthetic days before the demo's day (:mod:`streamtrain.demo.history`);
+        restarted if it dies (it resumes from its changelogs; three times at most)."""
         from streamtrain.ports import free_port
 
         history = write_seed_history(
@@ -171,6 +165,12 @@ class _Demo:
         return control
 
     def worker_pool(self) -> LocalProcessPool:
+        """``streamtrain worker --entry streamtrain.demo.trainer:demo_app`` processes (argv
+        and environment: :mod:`streamtrain.demo.worker_args`; ``--assignment``, shards by
+        default, with the control app as shard coordinator) training ONE model
+        data-parallel, two-phase: a new worker heals the model's weights from a live peer,
+        says READY and is admitted with the others of its action before it leases shards
+        (:class:`~streamtrain.executors.readiness.Readiness`)."""
         s = self.settings
         config = DemoWorkerConfig(
             run_dir=self.run_dir,

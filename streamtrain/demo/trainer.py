@@ -8,31 +8,11 @@ Owned here:
 * :class:`DemoTrainer`, a :class:`~streamtrain.elastic.app.DistributedApp`: the worker's
   engine (``--engine``) runs its ``forward_backward`` on each batch, averages the
   gradients over the job's workers and steps the optimizer (one model on every worker
-  with ``torchft``; each worker its own copy with ``none``). Around that:
-
-  - **a speed limit** (``capacity_records_per_s``): the forward and backward pass takes
-    the batch's share of a second, its computation included, as a slower accelerator
-    would. On a 2-core machine this is what makes the traffic peak need several workers.
-    The synchronization around it (the quorum, gloo's all-reduces) is real and adds to
-    it.
-  - **the trained ids**: appended (int64, little-endian) to
-    ``<run dir>/trained/<worker id>-<pid>.ids`` in the ``committed`` hook, once the step
-    that trained the batch committed on every worker and before its records are
-    acknowledged, so every committed record is in some file even when the worker is
-    killed; the demo compares them with the produced ids.
-  - **online AUC** every ``eval_interval_s``: the model's click AUC on a fresh sample of
-    *today's* traffic (the hidden model at the current phase of the drift, which the
-    traffic generator also follows). Training that lags behind learns a stale model and
-    scores worse, which is KALE's Fig. 1. One JSON line per evaluation goes to
-    ``<run dir>/stats/<worker id>-<pid>.jsonl``, with the job's committed step and the
-    quorum's size. With one model only the worker of slot 0 evaluates it (the pool
-    never stops that slot and refills it when its worker dies); with ``none`` every
-    worker evaluates its own copy.
-  - **a checkpoint** to ``<run dir>/checkpoints/`` every ``checkpoint_interval_s`` (one
-    model: slot 0's alone), and a **warm start** from the newest one before the worker
-    joins: with ``none`` that is how a new worker starts from the job's model; with
-    ``torchft`` the joiner then heals from a live peer anyway, and the checkpoint only
-    matters if every worker died (torchft keeps the model in the live workers alone).
+  with ``torchft``; each worker its own copy with ``none``). Around that: a speed limit
+  (on a 2-core machine this is what makes the traffic peak need several workers), the
+  trained ids for the demo's at-least-once check, online AUC on *today's* traffic
+  (training that lags behind learns a stale model and scores worse, which is KALE's
+  Fig. 1), and checkpoints with a warm start.
 """
 
 from __future__ import annotations
@@ -137,7 +117,21 @@ class DemoWorkerConfig:
 
 
 class DemoTrainer:
-    """See the module docstring."""
+    """The demo's MMoE worker app (module docstring).
+
+    **Trained ids** are appended (int64, little-endian) to
+    ``<run dir>/trained/<worker id>-<pid>.ids`` in :meth:`committed`, so every committed
+    record is in some file even when the worker is killed; the demo compares them with
+    the produced ids. **Online AUC** every ``eval_interval_s`` (:meth:`evaluate`) goes
+    to ``<run dir>/stats/<worker id>-<pid>.jsonl``, one JSON line per evaluation. With
+    one model only the worker of slot 0 evaluates it (the pool never stops that slot and
+    refills it when its worker dies); with ``none`` every worker evaluates its own copy.
+    **A checkpoint** goes to ``<run dir>/checkpoints/`` every ``checkpoint_interval_s``
+    (one model: slot 0's alone), and a **warm start** loads the newest one before the
+    worker joins: with ``none`` that is how a new worker starts from the job's model;
+    with ``torchft`` the joiner then heals from a live peer anyway, and the checkpoint
+    only matters if every worker died (torchft keeps the model in the live workers).
+    """
 
     def __init__(
         self, config: DemoWorkerConfig, worker_id: str | None = None, slot: int | None = None
@@ -205,7 +199,9 @@ class DemoTrainer:
     def forward_backward(self, batch: Batch) -> float:
         """The forward and backward pass, within the speed limit: this batch occupies the
         "device" for ``n / capacity`` seconds from when it starts, its own computation
-        included; the rest of that time is slept."""
+        included; the rest of that time is slept, as a slower accelerator would. The
+        synchronization around it (the quorum, gloo's all-reduces) is real and adds to
+        it."""
         started = time.monotonic()
         loss = self.inner.forward_backward(batch)
         busy_s = len(batch) / self.config.capacity_records_per_s
@@ -235,8 +231,9 @@ class DemoTrainer:
             self.save()
 
     def evaluate(self, loss: float, outcome: StepOutcome | None = None) -> float:
-        """Click AUC on a fresh sample of the traffic at this moment's phase; logged with
-        the job's committed step and the quorum's size."""
+        """Click AUC on a fresh sample of the traffic at this moment's phase (the hidden
+        model at the current phase of the drift, which the traffic generator also
+        follows); logged with the job's committed step and the quorum's size."""
         wall = time.time()
         table = self.source.sample(
             self.config.eval_records,
