@@ -1,38 +1,12 @@
 """The planner inside the control app (``streamtrain lag run --plan-job``).
 
 Owned here, the planner's side of the app (:mod:`streamtrain.scale.planner` decides;
-this feeds it and publishes what it returns):
-
-* an agent takes ``ThroughputSample`` messages from the samples topic (decoded with
-  :mod:`streamtrain.wire`; an undecodable or null one is counted by kind, each kind
-  logged once). With
-  several instances of the app the samples topic's partitions are
-  spread over them but only the leader plans: an instance that is not the leader
-  forwards each sample, unread, to the internal ``<app_id>-samples`` topic (one
-  partition, key: the job), which Faust assigns together with its leader topic (both
-  have one partition and every instance subscribes to both), so the leader takes every
-  sample. Samples waiting for the planner are bounded (``SAMPLES_PENDING_LIMIT``, the
-  oldest dropped and counted) wherever they wait;
-* a leader-only timer (every ``tick_s``) hands the new samples and the group's newest
-  lag to the planner in a thread (a policy may fit a forecaster) and publishes its
-  ``ScaleCommand`` (key: the job) to the commands topic and its alerts
-  (``CANNOT_KEEP_UP``) to the alerts topic. A command that cannot be sent is kept
-  (at most ``COMMAND_OUTBOX_LIMIT``) and re-sent first on the next tick; an alert that
-  cannot be sent goes to the control app's alert outbox;
-* each complete arrival step of the planner goes through the history topic into the
-  ``arrival_history`` table (:mod:`streamtrain.lag.history_tables`); after table
-  recovery the planner starts from it, so a restart does not cost the forecast its days;
-* the forecaster's fits run in one worker process (:func:`forecast_pool`, spawned at
-  start, so a fit never holds the app's event loop or its GIL; it dies with the app);
-  fitted models are kept in ``<data dir>/forecaster/<job>`` and reloaded after a
-  restart (:mod:`streamtrain.forecast.live`); a fit that fails or is late becomes a
-  ``FORECASTER`` alert and the seasonal naive answers meanwhile;
-* every ``heartbeat_interval_s`` the leader publishes a ``PlannerHeartbeat`` (its plan,
-  changed or not; key: the job) to the heartbeats topic, so a reader of the plan (the
-  KEDA scaler) tells a live planner from a dead one: commands are sent only on a change;
-* ``/planner`` shows the planner's state (the throughput model's source among it; the
-  forecaster: the model asked for, the one answering, its recent MASE and the naive's,
-  fits, the quantile band).
+this feeds it and publishes what it returns): the samples agent, the leader-only
+timer that runs the planner and publishes its ``ScaleCommand`` messages, alerts and
+``PlannerHeartbeat`` messages, the arrival history that survives a restart, the
+forecaster's fit process (:func:`forecast_pool`) and the ``/planner`` page
+(:func:`add_planner` says how each works). :class:`PlannerAgent` is the state they
+share.
 """
 
 from __future__ import annotations
@@ -216,7 +190,40 @@ def add_planner(
     history_topic: Any,
     history: HistoryTables,
 ) -> None:
-    """The samples agent, the planner's leader timer and ``/planner`` (module docstring)."""
+    """The samples agent, the planner's leader timer and ``/planner``.
+
+    * The agent takes ``ThroughputSample`` messages from the samples topic
+      (:meth:`PlannerAgent.take`). With several instances of the app the samples
+      topic's partitions are spread over them but only the leader plans: an instance
+      that is not the leader forwards each sample, unread, to the internal
+      ``<app_id>-samples`` topic (one partition, key: the job), which Faust assigns
+      together with its leader topic (both have one partition and every instance
+      subscribes to both), so the leader takes every sample. Samples waiting for the
+      planner are bounded (``SAMPLES_PENDING_LIMIT``, the oldest dropped and counted)
+      wherever they wait.
+    * A leader-only timer (every ``tick_s``) hands the new samples and the group's
+      newest lag to the planner in a thread (a policy may fit a forecaster) and
+      publishes its ``ScaleCommand`` (key: the job) to the commands topic and its
+      alerts (``CANNOT_KEEP_UP``) to the alerts topic. A command that cannot be sent is
+      kept (at most ``COMMAND_OUTBOX_LIMIT``) and re-sent first on the next tick; an
+      alert that cannot be sent goes to the control app's alert outbox.
+    * Each complete arrival step goes through the history topic into the
+      ``arrival_history`` table (:mod:`streamtrain.lag.history_tables`); after table
+      recovery the planner starts from it, so a restart does not cost the forecast its
+      days.
+    * The forecaster's fits run in one worker process (:func:`forecast_pool`, so a fit
+      never holds the app's event loop or its GIL); fitted models are kept in
+      ``<data dir>/forecaster/<job>`` and reloaded after a restart
+      (:mod:`streamtrain.forecast.live`); a fit that fails or is late becomes a
+      ``FORECASTER`` alert and the seasonal naive answers meanwhile.
+    * Every ``heartbeat_interval_s`` the leader publishes a ``PlannerHeartbeat`` (its
+      plan, changed or not; key: the job) to the heartbeats topic, so a reader of the
+      plan (the KEDA scaler) tells a live planner from a dead one: commands are sent
+      only on a change.
+    * ``/planner`` shows the planner's state (the throughput model's source among it;
+      the forecaster: the model asked for, the one answering, its recent MASE and the
+      naive's, fits, the quantile band).
+    """
     settings = service.settings
     samples = app.topic(
         settings.samples_topic, key_serializer="raw", value_serializer="raw", partitions=None

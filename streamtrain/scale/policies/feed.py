@@ -4,34 +4,14 @@ Owned here:
 
 * :func:`forecaster_factory`: **the** factory of forecasters, shared by the live
   planner and the simulator's forecast-based policies, so what the simulator credits
-  is what the live loop runs: a model name (:data:`FORECASTER_CHOICES`, the
-  registry's: ``seasonal_naive``, ``seasonal_naive_daily``, ``seasonal_naive_weekly``,
-  ``ets``, ``mstl``, ``fedformer``, ``auto``), the step and the model's options ->
-  a callable from the history length (steps) to a new, unfitted forecaster (``auto``'s
-  share one :class:`~streamtrain.forecast.fitcache.FitCache`, so that each day's fit
-  reuses the previous day's validation folds).
-  :func:`default_forecaster_factory` is ``seasonal_naive`` (weekly once two weeks of
-  history exist, daily before): cheap enough to replay a day in seconds. The live
-  planner runs the same models through
+  is what the live loop runs. The live planner runs the same models through
   :class:`~streamtrain.forecast.live.LiveForecaster` (fits in a worker process).
 * :class:`Forecast`: one prediction: the point forecast and any quantiles.
-* :func:`precompute`: every prediction a replay will ask for, from one model fitted on
-  the history before the window (refitted every ``refit_every_steps``) and fed one step
-  at a time, each from the history up to its own origin only; ``progress`` hears of
-  each fit (``forecasting: fit k/K ...``, with the time spent and an estimate of the
-  time left). Policies replaying the
-  same arrivals share them through a :class:`ForecastFeed` cache, so a slow model is
-  fitted once per simulated day and predicts once per step, not once per policy.
-* :class:`ForecastFeed`: what a policy calls. Without a cached entry it fits its own
-  forecaster on the observed history at first use and every ``refit_interval_s``
-  after, feeds it each newly observed step with ``update`` (or refits, for models
-  without it) and predicts from the first unobserved step (the live path). Steps are
-  counted from the absolute step index of the history's end (``history_start_s /
-  step_s`` plus its length), so a capped history that slides still delivers its new
-  steps; a model with ``at_step`` is told that index first. Each
-  prediction is kept and scored against the steps that later arrive: the ratios
-  ``actual / forecast`` by lead time give an empirical upper quantile (split-conformal
-  style) when the model has no quantile of its own.
+* :func:`precompute`: every prediction a replay will ask for, so policies replaying
+  the same arrivals fit a slow model once per simulated day, not once per policy.
+* :class:`ForecastFeed`: what a policy calls: fits and feeds its forecaster as steps
+  are observed, predicts from the first unobserved step, and scores each prediction
+  against what arrives.
 """
 
 from __future__ import annotations
@@ -75,8 +55,13 @@ FORECASTER_CHOICES: tuple[str, ...] = FORECASTER_NAMES
 def forecaster_factory(
     name: str = "seasonal_naive", *, step_s: int = 60, seed: int = 0, **options: Any
 ) -> ForecasterFactory:
-    """See the module docstring; unknown names and options are a :class:`ConfigError`
-    (raised here, not at the first fit)."""
+    """A model name (:data:`FORECASTER_CHOICES`, the registry's: ``seasonal_naive``,
+    ``seasonal_naive_daily``, ``seasonal_naive_weekly``, ``ets``, ``mstl``,
+    ``fedformer``, ``auto``), the step and the model's options -> a callable from the
+    history length (steps) to a new, unfitted forecaster. ``auto``'s share one
+    :class:`~streamtrain.forecast.fitcache.FitCache`, so that each day's fit reuses the
+    previous day's validation folds. Unknown names and options are a
+    :class:`ConfigError` (raised here, not at the first fit)."""
     if name not in FORECASTER_CHOICES:
         raise ConfigError(
             f"unknown forecaster {name!r}; use one of {', '.join(FORECASTER_CHOICES)}"
@@ -95,7 +80,8 @@ def forecaster_factory(
 
 
 def default_forecaster_factory(step_s: int = 60) -> ForecasterFactory:
-    """``seasonal_naive`` (see the module docstring)."""
+    """``seasonal_naive``: weekly once two weeks of history exist, daily before; cheap
+    enough to replay a day in seconds."""
     return forecaster_factory("seasonal_naive", step_s=step_s)
 
 
@@ -145,7 +131,15 @@ def precompute(
     progress: Callable[[str], None] | None = None,
 ) -> dict[int, Forecast]:
     """Predictions from every origin ``n`` in ``[first, last]``, each made from
-    ``history[:n]`` only (see the module docstring)."""
+    ``history[:n]`` only.
+
+    One model fitted on the history before the window (refitted every
+    ``refit_every_steps``) and fed one step at a time; ``progress`` hears of each fit
+    (``forecasting: fit k/K ...``, with the time spent and an estimate of the time
+    left). Policies replaying the same arrivals share the result through a
+    :class:`ForecastFeed` cache, so a slow model is fitted once per simulated day and
+    predicts once per step, not once per policy.
+    """
     if not 1 <= first <= last <= history.shape[0] or refit_every_steps < 1:
         raise ConfigError("need 1 <= first <= last <= len(history) and a positive refit period")
     out: dict[int, Forecast] = {}
@@ -175,7 +169,17 @@ def precompute(
 
 
 class ForecastFeed:
-    """See the module docstring. ``max_horizon_steps`` bounds every prediction.
+    """What a policy calls. ``max_horizon_steps`` bounds every prediction.
+
+    Without a cached entry it fits its own forecaster on the observed history at first
+    use and every ``refit_interval_s`` after, feeds it each newly observed step with
+    ``update`` (or refits, for models without it) and predicts from the first
+    unobserved step (the live path). Steps are counted from the absolute step index of
+    the history's end (``history_start_s / step_s`` plus its length), so a capped
+    history that slides still delivers its new steps; a model with ``at_step`` is told
+    that index first. Each prediction is kept and scored against the steps that later
+    arrive: the ratios ``actual / forecast`` by lead time give an empirical upper
+    quantile (split-conformal style) when the model has no quantile of its own.
 
     ``cache`` (optional, shareable) maps a history length to the prediction made from
     it (:func:`precompute` fills one). A cached prediction only ever used history up to
