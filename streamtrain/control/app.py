@@ -5,25 +5,16 @@ a Faust worker):
 
 * the Faust app, its topics and the three history tables (``hwm_history``,
   ``lag_history``, ``arrival_history``: in-memory stores with changelogs);
-* a leader-only timer (every ``tick_s``) runs one monitor tick and publishes one
-  ``LagReport`` per group (key: the group) to the reports topic and every alert to the
-  alerts topic, to the log, and to an optional webhook (JSON POST). A send that does
-  not finish within the request timeout (broker gone) fails
-  (:func:`~streamtrain.control.publish.publish`); reports are snapshots, so an
-  undeliverable one is dropped and counted, alerts go to the service's bounded outbox
-  and are re-sent on the next tick;
-* history that survives a restart: every ``history_step_s`` the tick's HWM snapshots and
-  group summaries go through an internal topic (``<app_id>-history``) to an agent that
-  keeps them in the tables (:mod:`streamtrain.lag.history_tables`, keys in
-  :mod:`streamtrain.lag.history_keys`), pruned past ``history_max_age_s``. After table
-  recovery the first tick feeds ``hwm_history`` back into the monitor, so lag seconds
-  and CPS continue where the previous run stopped;
+* a leader-only timer (every ``tick_s``) that runs one monitor tick and publishes its
+  reports and alerts (:func:`_tick`);
+* history that survives a restart: the tick's HWM snapshots and group summaries kept
+  in the tables and fed back into the monitor after table recovery, so lag seconds and
+  CPS continue where the previous run stopped;
 * the HTTP pages (:mod:`streamtrain.control.web`) on ``web_host:web_port`` (127.0.0.1 by
   default): ``/metrics``, ``/groups``, ``/groups/{group}/lag``, ``/health``;
-* optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`):
-  samples in, ``ScaleCommand`` messages out, its arrival history in ``arrival_history``,
-  ``/planner``, its series on ``/metrics`` (:mod:`streamtrain.control.planner_metrics`).
-  without a planner the app only watches lag;
+* optionally (``settings.planner``) the planner (:mod:`streamtrain.control.planner_agent`,
+  its series on ``/metrics``: :mod:`streamtrain.control.planner_metrics`); without a
+  planner the app only watches lag;
 * optionally (``settings.shards``) the shard coordinator of ``--assignment shards``
   (:mod:`streamtrain.control.shard_agent`): offset-range shards cut, leased, committed;
   ``/shards``.
@@ -115,6 +106,7 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
         if not service.restored:
             if not app.tables.recovery.completed.is_set():
                 return  # the history tables are not recovered yet
+            # lag seconds and CPS continue where the previous run stopped
             service.restore(history.hwm_points())
             history.restore_group_history()
         await _tick(service, app, reports, alerts, history_topic)
@@ -142,7 +134,18 @@ def create_app(settings: LagAppSettings) -> tuple[Any, LagService]:
 async def _tick(
     service: LagService, app: Any, reports: Any, alerts: Any, history_topic: Any
 ) -> None:
-    """One monitor tick and everything it publishes (module docstring)."""
+    """One monitor tick and everything it publishes.
+
+    One ``LagReport`` per group (key: the group) to the reports topic and every alert to
+    the alerts topic, to the log, and to an optional webhook (JSON POST). A send that
+    does not finish within the request timeout (broker gone) fails
+    (:func:`~streamtrain.control.publish.publish`); reports are snapshots, so an
+    undeliverable one is dropped and counted, alerts go to the service's bounded outbox
+    and are re-sent on the next tick. Every ``history_step_s`` the tick's HWM snapshots
+    and group summaries go through an internal topic (``<app_id>-history``) to an agent
+    that keeps them in the tables (:mod:`streamtrain.lag.history_tables`, keys in
+    :mod:`streamtrain.lag.history_keys`), pruned past ``history_max_age_s``.
+    """
     settings = service.settings
     result = await service.monitor.tick()
     timeout, step_s = settings.request_timeout_s, settings.monitor.history_step_s

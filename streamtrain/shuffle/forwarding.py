@@ -2,28 +2,17 @@
 
 The ForwardingUnit is responsible for:
 
-* its sockets (:class:`~streamtrain.shuffle.sockets.PeerSockets`: a ROUTER for batches
-  in, per peer a DEALER for batches out and a SUB for that peer's events, a PUB for this
-  worker's state, with CURVE the ZAP handler), all created, used and closed on its one
-  thread; the state is broadcast on every transition and every ``state_rebroadcast_ms``
-  (late subscribers catch up, and peers hear that it is alive);
-* draining the ShuffleUnit's overflow: a receiver drawn uniformly from the available
-  list, at most the credit it has left (the window less the records in flight to it:
-  ACK-clocked, so no lost message can leak credit), one batch at a time, cut to fit a
-  frame;
+* its sockets (:class:`~streamtrain.shuffle.sockets.PeerSockets`), all created, used and
+  closed on its one thread; its state is broadcast on every transition and every
+  ``state_rebroadcast_ms`` (late subscribers catch up, and peers hear that it is alive);
+* draining the ShuffleUnit's overflow to receivers within their credit;
 * the brpc-style stream semantics (:class:`~streamtrain.shuffle.inflight.InFlightBatches`):
   a forwarded batch is acknowledged to the offset tracker only when the receiver's ACK
-  arrives; once the receiver answered RECEIVED the ACK timeout measures the receiver's
-  silence, not the wait in its queue; a rejection or a timeout puts the batch back in
-  front of the overflow and sets that receiver aside for a while; a peer that leaves
-  gets its batches re-routed at once;
-* the receiver side: every frame checked (:mod:`~streamtrain.shuffle.frames`) and
-  counted (:class:`~streamtrain.shuffle.stats.ForwardingCounters`); a batch it cannot
-  take but may answer is answered REJECTED at once; answers go back on the routing id
-  the batch came with (:class:`~streamtrain.shuffle.replies.Replies`);
-* connecting only to peers whose sockets can be set up (a peer whose address or key
-  libzmq refuses is left out: logged, counted, tried again later), in the dialect of a
-  peer's release (:mod:`~streamtrain.shuffle.legacy`: a rolling upgrade).
+  arrives;
+* the receiver side: every frame checked (:mod:`~streamtrain.shuffle.frames`), counted
+  (:class:`~streamtrain.shuffle.stats.ForwardingCounters`) and answered;
+* connecting only to peers whose sockets can be set up, in the dialect of a peer's
+  release (:mod:`~streamtrain.shuffle.legacy`: a rolling upgrade).
 
 If its thread stops on an error, :attr:`ForwardingUnit.failure` says why (also when the
 thread ended without one), so the worker fails loudly instead of waiting for ACKs that
@@ -257,6 +246,9 @@ class ForwardingUnit:
     # membership ------------------------------------------------------------------------
 
     def _sync_members(self, sockets: PeerSockets, poller: zmq.Poller) -> None:
+        """Per peer a DEALER for batches out and a SUB for its events; a peer whose
+        address or key libzmq refuses is left out (logged, counted, tried again later);
+        a peer that leaves gets its batches re-routed at once."""
         try:
             members = dict(self._membership.peers())
         except StreamtrainError as exc:
@@ -301,6 +293,9 @@ class ForwardingUnit:
     # sending ---------------------------------------------------------------------------
 
     def _forward(self, sockets: PeerSockets) -> None:
+        """Drain the overflow: a receiver drawn uniformly from the available list, at most
+        the credit it has left (the window less the records in flight to it: ACK-clocked,
+        so no lost message can leak credit), one batch at a time, cut to fit a frame."""
         settings = self._settings
         for _ in range(_MAX_FRAMES_PER_ROUND):
             if not self._unit.has_overflow():
@@ -339,6 +334,9 @@ class ForwardingUnit:
             self._count.count_sent(len(columns), len(frame), resent)
 
     def _expire(self, sockets: PeerSockets, poller: zmq.Poller, now: float) -> None:
+        """Once the receiver answered RECEIVED the ACK timeout measures its silence, not
+        the wait in its queue; a timed-out batch goes back in front of the overflow and
+        the receiver is set aside for a while (as after a rejection)."""
         for flight in self._in_flight.expired(now, self._receivers.heard_at):
             self._unit.return_overflow(flight.columns)
             self._count.batches_timed_out += 1
@@ -380,6 +378,9 @@ class ForwardingUnit:
     # receiving -------------------------------------------------------------------------
 
     def _read_router(self, sockets: PeerSockets) -> None:
+        """Batches in: a batch it cannot take but may answer is answered REJECTED at once;
+        answers go back on the routing id the batch came with
+        (:class:`~streamtrain.shuffle.replies.Replies`)."""
         settings = self._settings
         curve = settings.curve is not None
         for _ in range(_MAX_FRAMES_PER_ROUND):
