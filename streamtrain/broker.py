@@ -7,24 +7,14 @@ caller, and, on Linux, even when the parent is killed outright: the child gets
 SIGINT from the kernel through ``PR_SET_PDEATHSIG``: Tansu exits at once on SIGINT, while
 on SIGTERM it waits for its clients to disconnect).
 
-Facts about Tansu 0.6.0 that users of this module design around, measured on the
-development machines:
-
-* With the memory engine (the default) data is gone when the broker stops. With
-  ``EmbeddedBrokerSettings(durable=True)`` (``streamtrain broker --durable``) it keeps its
-  log segments and committed offsets on a local S3 server (:class:`~streamtrain.s3local.LocalS3`,
-  streamtrain's own, on loopback) that outlives the broker process: :meth:`EmbeddedBroker.kill`
-  (SIGKILL) and :meth:`EmbeddedBroker.restart` (same port) lose no acknowledged record
-  and no committed offset. That is how the fault tests take the broker away for real.
-* The high watermark it reports is the base offset of the *last record batch* + 1, so
-  with a batching producer the log-end offset reads too low. A producer with
-  ``batch.num.messages=1`` gives exact watermarks (≈6,500 records/s).
-* A group join or rebalance waits about half the members' session timeout for others
-  to join: ≈20-25 s with confluent-kafka's default (45 s), ≈3-5 s with
-  ``session.timeout.ms=6000`` and ``heartbeat.interval.ms=500``, 5 s for a control app
-  on its default ``--session-timeout-s 10``.
-* When its port is taken it logs ``AddrInUse`` and may still exit 0, so the port is
-  checked before starting and the process is watched while waiting.
+With the memory engine (the default) data is gone when the broker stops. With
+``EmbeddedBrokerSettings(durable=True)`` (``streamtrain broker --durable``) it keeps its
+log segments and committed offsets on a local S3 server (:class:`~streamtrain.s3local.LocalS3`,
+streamtrain's own, on loopback) that outlives the broker process: :meth:`EmbeddedBroker.kill`
+(SIGKILL) and :meth:`EmbeddedBroker.restart` (same port) lose no acknowledged record
+and no committed offset. That is how the fault tests take the broker away for real.
+What Tansu 0.6.0 does differently from Kafka (its high watermark, slow group joins),
+which users of this module design around: docs/benchmarks.md, "Embedded broker".
 
 Usage::
 
@@ -229,6 +219,8 @@ class EmbeddedBroker:
             return
 
     def _check_alive(self) -> None:
+        """When its port is taken Tansu logs ``AddrInUse`` and may still exit 0, so the
+        port is checked before starting and the process is watched while waiting."""
         if self._process is None:
             raise EmbeddedBrokerError("embedded broker is not running")
         output = self.log_tail()

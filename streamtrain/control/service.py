@@ -58,7 +58,8 @@ class LagAppSettings:
     web_port: int = 6066
     webhook_url: str | None = None
     request_timeout_s: float = 5.0
-    session_timeout_s: float = 10.0  # Faust's consumer-group session (faust_app.py)
+    # Faust's consumer-group session (faust_app.py); a join on Tansu waits about half of it
+    session_timeout_s: float = 10.0
     data_dir: Path | None = None  # Faust's data directory; a fresh temporary one if None
     monitor: MonitorSettings = field(default_factory=MonitorSettings)
     planner: PlannerSettings | None = None

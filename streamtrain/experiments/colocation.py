@@ -5,28 +5,13 @@ Owned here:
 
 * the two training loops, run as processes (``python -m
   streamtrain.experiments.colocation guarantee|opportunistic ...``), each taking real
-  Adam steps of the MMoE CTR model on one torch thread:
-
-  - **guarantee**: one step of ``batch_records`` every ``period_ms`` (an online job fed
-    at a steady rate, not a CPU hog); after each step it appends ``"<wall s> <step ms>"``
-    to its report file (``<report>.ready`` once warmed up): the step times its
-    coordinator reads (AntMan's framework
-    reports mini-batch times to the local coordinator through the file system, §4);
-  - **opportunistic**: steps back to back, but at most ``share`` of the time: after a
-    step that took ``b`` seconds it waits ``b · (1 - share) / share`` (AntMan's
-    ``GpuOpManager`` delays operators to a percentage of the device, §4; here the
-    training loop limits its own rate), re-reading ``share`` from its share file before
-    every step (missing: 1, unthrottled; 0: wait and re-read). It appends
-    ``"<wall s> <busy ms> <share>"`` per step.
-
-* :class:`ShareCoordinator`: each round, the mean of the guarantee job's step times
-  since the last round goes to the :class:`~streamtrain.cluster.throttle.Throttle`
-  (level in percent of a core per opportunistic job: raise 10 points while the
-  guarantee job stays within its baseline + 10 ms, halve on interference) and the new
-  share is written to every opportunistic job's file (atomically: write, then rename).
+  Adam steps of the MMoE CTR model on one torch thread: the **guarantee** job at a
+  steady rate (:func:`_run_guarantee`), **opportunistic** ones back to back within
+  their compute share (:func:`_run_opportunistic`);
+* :class:`ShareCoordinator`: the throttle's feedback as a compute share per
+  opportunistic job;
 * :class:`CapCoordinator`: the same feedback at the pool level only, as the allocator
-  applies it (the throttle's level is a number of opportunistic *workers*): the jobs
-  beyond the level are stopped (SIGSTOP) and the others continued (SIGCONT).
+  applies it: a number of opportunistic *workers*;
 * :func:`read_step_times` / :func:`read_opportunistic` parse the report files.
 
 The measurement that uses them is ``benchmarks/colocation.py``.
@@ -64,7 +49,8 @@ _IDLE_POLL_S = 0.05  # an opportunistic job at share 0 re-reads its file this of
 
 
 def wait_s(busy_s: float, share: float) -> float:
-    """How long a job that was busy ``busy_s`` waits so its busy share is ``share``."""
+    """How long a job that was busy ``busy_s`` waits so its busy share is ``share``:
+    ``busy_s · (1 - share) / share``."""
     if not 0 <= share <= 1:
         raise ConfigError(f"a compute share is in [0, 1], got {share}")
     if share >= 1:
@@ -124,8 +110,15 @@ class _Cursor:
 
 
 class ShareCoordinator:
-    """The finer control (module docstring): one compute share for every
-    opportunistic job, set by the throttle's level in percent."""
+    """The finer control: one compute share for every opportunistic job, set by the
+    throttle's level in percent.
+
+    Each round, the mean of the guarantee job's step times since the last round goes
+    to the :class:`~streamtrain.cluster.throttle.Throttle` (level in percent of a core
+    per opportunistic job: raise 10 points while the guarantee job stays within its
+    baseline + 10 ms, halve on interference) and the new share is written to every
+    opportunistic job's file (atomically: write, then rename).
+    """
 
     def __init__(
         self,
@@ -168,8 +161,9 @@ class ShareCoordinator:
 
 
 class CapCoordinator:
-    """The pool-level cap (module docstring): the throttle's level is how many of the
-    opportunistic processes may run; the others are stopped."""
+    """The pool-level cap: the throttle's level is how many of the opportunistic
+    processes may run; the jobs beyond it are stopped (SIGSTOP), the others continued
+    (SIGCONT)."""
 
     def __init__(
         self,
@@ -257,6 +251,11 @@ def _warmed_up(args: argparse.Namespace) -> Callable[[], None]:
 
 
 def _run_guarantee(args: argparse.Namespace) -> None:
+    """One step of ``batch_records`` every ``period_ms`` (an online job fed at a steady
+    rate, not a CPU hog); after each step it appends ``"<wall s> <step ms>"`` to its
+    report file (``<report>.ready`` once warmed up): the step times its coordinator reads
+    (AntMan's framework reports mini-batch times to the local coordinator through the
+    file system, §4)."""
     step = _warmed_up(args)
     period_s = ms_to_s(args.period_ms)
     deadline = time.monotonic() + args.duration_s
@@ -274,6 +273,11 @@ def _run_guarantee(args: argparse.Namespace) -> None:
 
 
 def _run_opportunistic(args: argparse.Namespace) -> None:
+    """Steps back to back, but at most ``share`` of the time (:func:`wait_s`; AntMan's
+    ``GpuOpManager`` delays operators to a percentage of the device, §4; here the
+    training loop limits its own rate), re-reading ``share`` from its share file before
+    every step (missing: 1, unthrottled; 0: wait and re-read). It appends
+    ``"<wall s> <busy ms> <share>"`` per step."""
     step = _warmed_up(args)
     share_file = Path(args.share)
     deadline = time.monotonic() + args.duration_s

@@ -2,29 +2,18 @@
 
 Owned here: :func:`serve`, an HTTP server on loopback that answers the S3 calls of
 Tansu's ``s3://`` storage engine (the Rust ``object_store`` crate, path-style requests)
-from an in-memory :class:`~streamtrain.s3local.store.S3Store`: ``PUT`` (with
-``If-None-Match: *`` for a create and ``If-Match: ETAG`` for an optimistic update),
-``GET`` and ``HEAD`` (with ``If-Match`` / ``If-None-Match`` and ``Range``), ``DELETE``,
-``ListObjectsV2`` (``prefix``, ``delimiter``, ``start-after``, ``continuation-token``,
-``max-keys``), the bulk ``POST ?delete`` and ``PUT``/``HEAD`` of the bucket.
-``GET /-stats`` (:data:`STATS_PATH`) answers the store's
-:class:`~streamtrain.s3local.store.S3Stats` as JSON.
+from an in-memory :class:`~streamtrain.s3local.store.S3Store` (:class:`_Handler` lists
+the calls). ``GET /-stats`` (:data:`STATS_PATH`) answers the store's
+:class:`~streamtrain.s3local.store.S3Stats` as JSON. Every request is checked first
+(:meth:`_Handler._admitted`): only loopback clients holding this server's credentials
+get anything.
 
-Every request is checked first (:mod:`streamtrain.s3local.checks`): a malformed
-``Content-Length`` or query gets HTTP 400 (and the connection closed), a ``Host`` that
-is not loopback or a request not signed with this server's credentials (AWS Signature
-Version 4, as Tansu signs) HTTP 403, so neither a browser page (cross-origin or through
-DNS rebinding) nor another program that does not hold the credentials can read, write
-or delete anything. ``/-stats`` needs only the loopback ``Host``. A handler waits at
-most :data:`REQUEST_TIMEOUT_S` for a request's bytes.
-
-Why not moto (which this replaced): moto answers every list by scanning *every* key of
-the bucket and sorting the matches, and Tansu lists all record batches of a partition on
-every fetch, so on a busy topic each list cost grew with the whole bucket (≈160 new
-objects/s in the chaos benchmark): after a few minutes the S3 server took all its CPU
-and a produce or fetch waited tens of seconds. Here a list costs a binary search plus
-the keys it returns. Data lives in this process's memory: it outlives the broker
-process (a ``kill -9`` of Tansu loses nothing) and goes with this one.
+Why not moto: moto answers every list by scanning *every* key of the bucket, and Tansu
+lists all record batches of a partition on every fetch, so on a busy topic (≈160 new
+objects/s in the chaos benchmark) the S3 server soon took all its CPU and a produce or
+fetch waited tens of seconds. Here a list costs a binary search plus the keys it
+returns. Data lives in this process's memory: it outlives the broker process (a
+``kill -9`` of Tansu loses nothing) and goes with this one.
 
 Run: ``python -m streamtrain.s3local.server --host 127.0.0.1 --port PORT --bucket NAME``,
 with the credentials in ``STREAMTRAIN_S3_ACCESS_KEY_ID`` and
@@ -87,6 +76,12 @@ _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """``PUT`` (with ``If-None-Match: *`` for a create and ``If-Match: ETAG`` for an
+    optimistic update), ``GET`` and ``HEAD`` (with ``If-Match`` / ``If-None-Match`` and
+    ``Range``), ``DELETE``, ``ListObjectsV2`` (``prefix``, ``delimiter``,
+    ``start-after``, ``continuation-token``, ``max-keys``), the bulk ``POST ?delete`` and
+    ``PUT``/``HEAD`` of the bucket."""
+
     protocol_version = "HTTP/1.1"  # keep-alive: the object store pools its connections
     server_version = "streamtrain-s3"
     timeout = REQUEST_TIMEOUT_S  # a client that stops sending loses its thread, not ours
@@ -108,7 +103,17 @@ class _Handler(BaseHTTPRequestHandler):
         return urllib.parse.unquote(bucket), urllib.parse.unquote(key), query
 
     def _admitted(self, *, head: bool = False) -> bool:
-        """Check the request (module docstring) and read its body; False once refused."""
+        """Check the request (:mod:`streamtrain.s3local.checks`) and read its body; False
+        once refused.
+
+        A malformed ``Content-Length`` or query gets HTTP 400 (and the connection
+        closed), a ``Host`` that is not loopback or a request not signed with this
+        server's credentials (AWS Signature Version 4, as Tansu signs) HTTP 403, so
+        neither a browser page (cross-origin or through DNS rebinding) nor another
+        program that does not hold the credentials can read, write or delete anything.
+        ``/-stats`` needs only the loopback ``Host``. A handler waits at most
+        :data:`REQUEST_TIMEOUT_S` for a request's bytes.
+        """
         try:
             length = content_length(self.headers)
         except BadRequest as exc:
