@@ -1,23 +1,9 @@
 """``--engine torchft``: torchft's Manager keeps every worker's model one model.
 
 Owned here: :class:`TorchftEngine`. Each worker is one torchft replica group of one
-process. A round:
-
-1. a quorum from the lighthouse (synchronous, so a joiner heals from a live peer
-   before it computes anything: it then takes part in the same round); while the
-   lighthouse is away the quorum is asked for again every ``quorum_timeout_s``;
-2. this worker's forward and backward pass on its batch, if any
-   (:class:`~streamtrain.elastic.gradients.LocalStep`);
-3. one all-reduce of ``[records, participants, 0]`` with a tag of this worker's weights
-   (:func:`~streamtrain.elastic.gradients.weights_tag`): every participant must start
-   the round from the same weights (two quorums that formed apart are caught and
-   healed, not trained on; only then a second all-reduce, a MAX of the fingerprints,
-   tells who holds the newer model); then, when the step has records, one all-reduce of
-   the gradients weighted by records (through ``Manager.allreduce``: a peer that dies
-   mid-step makes it fail, and the step is not committed). Each all-reduce waits for
-   the slowest participant, so a round has as few as the checks allow;
-4. ``manager.should_commit()`` and only then ``optimizer.step()`` (what torchft's
-   ``OptimizerWrapper`` does; the engine calls it itself for the verdict).
+process; a round (:meth:`TorchftEngine.step`) is a quorum, this worker's forward and
+backward pass, the checks that every participant starts from the same weights, one
+all-reduce of the gradients, and an optimizer step only once the round committed.
 
 torchft's ``DistributedDataParallel`` is not used: it all-reduces inside ``backward``,
 before this worker can weigh its gradient by its records, refuse a non-finite one, or
@@ -168,6 +154,25 @@ class TorchftEngine:
         )
 
     def step(self, batch: Batch | None) -> StepOutcome:
+        """One round.
+
+        1. A quorum from the lighthouse (synchronous, so a joiner heals from a live peer
+           before it computes anything: it then takes part in the same round); while the
+           lighthouse is away the quorum is asked for again every ``quorum_timeout_s``.
+        2. This worker's forward and backward pass on its batch, if any
+           (:class:`~streamtrain.elastic.gradients.LocalStep`).
+        3. One all-reduce of ``[records, participants, 0]`` with a tag of this worker's
+           weights (:func:`~streamtrain.elastic.gradients.weights_tag`): every
+           participant must start the round from the same weights (two quorums that
+           formed apart are caught and healed, not trained on; only then a second
+           all-reduce, a MAX of the fingerprints, tells who holds the newer model); then,
+           when the step has records, one all-reduce of the gradients weighted by records
+           (through ``Manager.allreduce``: a peer that dies mid-step makes it fail, and
+           the step is not committed). Each all-reduce waits for the slowest
+           participant, so a round has as few as the checks allow.
+        4. ``manager.should_commit()`` and only then ``optimizer.step()`` (what torchft's
+           ``OptimizerWrapper`` does; the engine calls it itself for the verdict).
+        """
         manager = self._manager()
         if not self._quorum(manager):
             return StepOutcome(False, self.committed_step, self.committed_step)

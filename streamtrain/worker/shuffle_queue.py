@@ -7,26 +7,13 @@ know :mod:`streamtrain.records`); this module joins the two.
 :class:`~streamtrain.ingest.IngestConsumer` fills a :class:`RecordQueue` from its fetch
 thread and drains it through a :class:`~streamtrain.ingest.reader.BatchReader`, which
 acknowledges trained records through one callable. :class:`ShuffleQueue` puts a
-:class:`~streamtrain.shuffle.node.ShuffleNode` behind both sides:
-
-* **put** never blocks (the fetch thread must keep serving rebalances): what the node
-  cannot place now (its local queue and overflow are full) waits in a small pending
-  list that is offered again on every call; while it is not empty, :attr:`full` is true
-  and the consumer pauses fetching;
-* **get** hands out the node's next chunk, the worker's own records or a batch a peer
-  forwarded (``forwarded`` set), and remembers the chunk it handed out;
-* **acknowledge** (the reader's and the dead-letter queue's callback) maps acknowledged
-  records back to the chunks they came from: the whole chunk (the common case: one
-  identity check), or parts of it (records sent to the dead-letter topic are
-  acknowledged when their delivery is confirmed, the rest when the step ends). A chunk
-  is acknowledged to the node once every record of it is, so the node acknowledges the
-  worker's own records to the offset tracker and a peer's batch to its origin. The
-  worker's own records acknowledged in parts also go to the tracker at once: a dead
-  letter whose delivery is still being retried holds back its own offset only, not the
-  rest of its chunk;
-* **failure**: once the node's forwarding thread died, ``get`` raises, so the worker
-  stops with the shuffle's error instead of waiting for ACKs that cannot come;
-* **drop** removes the worker's own records of revoked partitions.
+:class:`~streamtrain.shuffle.node.ShuffleNode` behind both sides: ``put`` never blocks
+(the fetch thread must keep serving rebalances), ``get`` hands out the worker's own
+records or a batch a peer forwarded, and ``acknowledge`` maps acknowledged records back
+to the chunks they came from, so the node acknowledges the worker's own records to the
+offset tracker and a peer's batch to its origin. Once the node's forwarding thread
+died, ``get`` raises, so the worker stops with the shuffle's error instead of waiting
+for ACKs that cannot come.
 
 :func:`shuffled_consumer` wires one tracker, node, queue and consumer together.
 """
@@ -128,6 +115,9 @@ class ShuffleQueue:
         )
 
     def put(self, chunk: RecordColumns) -> None:
+        """Never blocks: what the node cannot place now (its local queue and overflow are
+        full) waits in a small pending list that is offered again on every call; while
+        it is not empty, :attr:`full` is true and the consumer pauses fetching."""
         if not len(chunk):
             return
         with self._pending_lock:
@@ -165,7 +155,9 @@ class ShuffleQueue:
     def get(
         self, max_records: int, timeout_s: float, linger_s: float = 0.0
     ) -> RecordColumns | None:
-        """The node's next chunk of at most ``max_records`` records, or ``None``.
+        """The node's next chunk of at most ``max_records`` records, or ``None``: the
+        worker's own records or a batch a peer forwarded (``forwarded`` set), remembered
+        until acknowledged.
 
         ``linger_s`` is not used: the fetch thread already cuts chunks at the batch size,
         and a forwarded batch is handed out whole or in pieces as it came.
@@ -192,7 +184,16 @@ class ShuffleQueue:
             ) from failure
 
     def acknowledge(self, records: RecordColumns) -> int:
-        """Acknowledge trained (or dead-lettered) records; return how many."""
+        """Acknowledge trained (or dead-lettered) records; return how many.
+
+        The reader's and the dead-letter queue's callback. Records map back to the whole
+        chunk they came from (the common case: one identity check), or to parts of it
+        (records sent to the dead-letter topic are acknowledged when their delivery is
+        confirmed, the rest when the step ends). A chunk is acknowledged to the node once
+        every record of it is. The worker's own records acknowledged in parts also go to
+        the tracker at once: a dead letter whose delivery is still being retried holds
+        back its own offset only, not the rest of its chunk.
+        """
         done: list[ShuffledBatch] = []
         unmatched: list[RecordKey] = []
         whole = False
