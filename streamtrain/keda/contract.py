@@ -1,32 +1,18 @@
 """How the planner's worker count is put into KEDA's external-scaler contract.
 
-Owned here, as pure functions (no gRPC, no Kafka):
+Owned here, as pure functions (no gRPC, no Kafka): the request (:func:`job_of` reads
+the job from ``ScaledObjectRef.scalerMetadata``; :func:`metric_name` is the one metric
+a job has) and the numbers (:func:`metric_value`, the value that makes KEDA's HPA land
+on the plan; :func:`hpa_desired_replicas`, what the HPA does, for the tests and the
+docs).
 
-* **The request**: :func:`job_of` reads the job from ``ScaledObjectRef.scalerMetadata``
-  (key ``job``: the control app's ``--plan-job``; or ``jobFromEnv``, which KEDA resolves
-  from the scale target's environment and passes on under that key); a missing, blank,
-  ambiguous or overlong one is a :class:`~streamtrain.errors.ScalerRequestError` that
-  says what to write. Error messages quote at most :data:`QUOTE_CHARS` characters of
-  any name (:func:`quoted`): a 100 kB name echoed whole made the answer larger than
-  gRPC's metadata limit, and the client saw ``RESOURCE_EXHAUSTED`` instead.
-  :func:`metric_name` is the one metric a job has (``streamtrain-planned-workers-<job>``,
-  lower case, ``[a-z0-9-]`` only, as Kubernetes metric names allow).
-* **The numbers**: KEDA builds an HPA with one External metric of type ``AverageValue``
-  (its default ``metricType``) whose target is :data:`TARGET_SIZE` = 1 per replica. For
-  that metric the HPA computes ``desired = ceil(value / target)`` (value and target in
-  the milli-units KEDA sends), so a value in ``(planned - 1, planned]`` lands exactly on
-  the plan. :func:`metric_value` gives ``planned`` itself when scaling up or holding, and
-  ``planned - 1 + SCALE_DOWN_OFFSET`` when the plan is below the workers the job reports,
-  which moves HPA's ratio ``value / (target · current)`` as far from 1 as the plan
-  allows (see below).
-* **HPA's tolerance**: the HPA leaves the replicas alone while
-  ``|1 - value / (target · current)| <= tolerance`` (0.1 by default, a cluster-wide
-  controller-manager flag). So a plan within about 10 % of the current count is held,
-  not applied: from 11 workers up, one more worker is within the tolerance; one fewer
-  from 20 workers up (the low-end value above moves that bound from 10 to 20). No value
-  can avoid that and still land on the plan; set the tolerance to 0 where the cluster
-  allows it (see docs/integrations.md). :func:`hpa_desired_replicas` computes what the
-  HPA does, for the tests and the docs.
+**HPA's tolerance**: the HPA leaves the replicas alone while
+``|1 - value / (target · current)| <= tolerance`` (0.1 by default, a cluster-wide
+controller-manager flag). So a plan within about 10 % of the current count is held,
+not applied: from 11 workers up, one more worker is within the tolerance; one fewer
+from 20 workers up (:func:`metric_value`'s low-end value moves that bound from 10 to
+20). No value can avoid that and still land on the plan; set the tolerance to 0 where
+the cluster allows it (see docs/integrations.md).
 """
 
 from __future__ import annotations
@@ -63,7 +49,9 @@ MAX_JOB_CHARS = 249
 limit bounds it."""
 
 QUOTE_CHARS = 200
-"""At most this many characters of a name are quoted in an error message."""
+"""At most this many characters of a name are quoted in an error message: a 100 kB name
+echoed whole made the answer larger than gRPC's metadata limit, and the client saw
+``RESOURCE_EXHAUSTED`` instead."""
 
 TARGET_SIZE = 1.0
 """The HPA target per replica: one unit of the metric is one planned worker."""
@@ -88,7 +76,11 @@ def quoted(name: str, limit: int = QUOTE_CHARS) -> str:
 
 
 def job_of(metadata: Mapping[str, str]) -> str:
-    """The job a KEDA request is about, from the trigger's ``metadata``."""
+    """The job a KEDA request is about, from the trigger's ``metadata``: key ``job`` (the
+    control app's ``--plan-job``) or ``jobFromEnv`` (which KEDA resolves from the scale
+    target's environment and passes on under that key). A missing, blank, ambiguous or
+    overlong one is a :class:`~streamtrain.errors.ScalerRequestError` that says what to
+    write."""
     job = metadata.get(JOB_KEY, "").strip()
     from_env = metadata.get(JOB_FROM_ENV_KEY, "").strip()
     if job and from_env and job != from_env:
@@ -115,13 +107,22 @@ def job_of(metadata: Mapping[str, str]) -> str:
 
 
 def metric_name(job: str) -> str:
-    """The job's metric name in ``GetMetricSpec`` and ``GetMetrics``."""
+    """The job's metric name in ``GetMetricSpec`` and ``GetMetrics``: lower case,
+    ``[a-z0-9-]`` only, as Kubernetes metric names allow."""
     slug = re.sub(r"[^a-z0-9]+", "-", job.lower()).strip("-") or "job"
     return f"streamtrain-planned-workers-{slug}"
 
 
 def metric_value(planned_workers: int, current_workers: int | None) -> float:
-    """The metric value that makes the HPA land on ``planned_workers`` (module docstring).
+    """The metric value that makes the HPA land on ``planned_workers``.
+
+    KEDA builds an HPA with one External metric of type ``AverageValue`` (its default
+    ``metricType``) whose target is :data:`TARGET_SIZE` = 1 per replica. For that metric
+    the HPA computes ``desired = ceil(value / target)`` (value and target in the
+    milli-units KEDA sends), so a value in ``(planned - 1, planned]`` lands exactly on
+    the plan: ``planned`` itself when scaling up or holding, ``planned - 1 +
+    SCALE_DOWN_OFFSET`` when the plan is below the workers the job reports, which moves
+    HPA's ratio ``value / (target · current)`` as far from 1 as the plan allows.
 
     ``current_workers`` is the count the job's workers report (``None``: unknown); it
     only picks the end of ``(planned - 1, planned]``, so a stale count cannot make the

@@ -1,29 +1,11 @@
 """The downtime-aware gate (DLRover-RM Eq. 8: TG(A) = ΔΨ_thp - Overhead(A)) and the fluid
 backlog model it runs on.
 
-Owned here, as pure functions:
-
-* :func:`project_backlog`: the fluid queue. Per step of ``step_s`` seconds, ``load``
-  records/s arrive and up to ``capacity`` records/s are consumed; the backlog is
-  ``B_t = max(0, B_{t-1} + (load_t - capacity_t)·step_s)`` (Lindley's recursion),
-  computed in closed form with cumulative sums, for one capacity path or many at once
-  (a 2-D array, one candidate per row).
-* :func:`capacity_path`: the capacity of a job that starts an action now: the current
-  capacity during ``prep_s`` (two-phase scaling starts new workers first), zero during
-  ``pause_s``, the target's capacity after.
-* :func:`gate_scale_up`: Eq. 8 in records. *Backlog created* is what the current
-  workers would have consumed during the pause (the action's overhead);
-  *backlog saved* is what the larger count consumes beyond the current one after the
-  pause, over the horizon. The action passes when saved > created · (1 + margin);
-  otherwise the caller skips it (or merges it into a later, larger one).
-* :func:`meets_lag_goal`: per candidate path, whether its backlog empties within a
-  catch-up window after the action resumes and its lag then stays within a tolerance
-  (what the ``streamtrain`` policy asks of holding, scaling up and scaling down).
-* :func:`gate_scale_down`: Eq. 8 in worker-time. A scale-down frees
-  ``(current - target) · hold_s`` worker-seconds but wastes ``current · pause_s``
-  (every worker is idle during the pause); it passes when it frees more than it wastes
-  and the projected backlog left by the pause drains within ``drain_s`` with the lag
-  never above ``lag_budget_s``.
+Owned here, as pure functions: the fluid queue (:func:`project_backlog`) and the
+capacity of a job that starts an action now (:func:`capacity_path`); the gate, in
+records for a scale-up (:func:`gate_scale_up`) and in worker-time for a scale-down
+(:func:`gate_scale_down`); and :func:`meets_lag_goal`, what the ``streamtrain`` policy
+asks of holding, scaling up and scaling down.
 
 Lag from a fluid backlog is estimated as ``backlog / load`` seconds (the age of the
 oldest record when arrivals were steady): what lag exporters report as "estimated time
@@ -63,7 +45,12 @@ def project_backlog(
     step_s: float,
 ) -> FloatArray:
     """Backlog (records) at the end of each step. ``capacity`` may be 1-D (one path) or
-    2-D (candidates x steps); ``loads`` is 1-D and shared by every candidate."""
+    2-D (candidates x steps); ``loads`` is 1-D and shared by every candidate.
+
+    Per step of ``step_s`` seconds, ``load`` records/s arrive and up to ``capacity``
+    records/s are consumed: ``B_t = max(0, B_{t-1} + (load_t - capacity_t)·step_s)``
+    (Lindley's recursion), computed in closed form with cumulative sums.
+    """
     if step_s <= 0 or backlog_records < 0 or not math.isfinite(backlog_records):
         raise ConfigError("need step_s > 0 and a finite, non-negative starting backlog")
     loads = np.asarray(loads_records_per_s, dtype=np.float64)
@@ -110,7 +97,9 @@ def capacity_path(
     prep_s: float = 0.0,
     pause_s: float = 0.0,
 ) -> FloatArray:
-    """Capacity per step for an action started at step 0 (step fractions are prorated)."""
+    """Capacity per step for an action started at step 0 (step fractions are prorated):
+    the current capacity during ``prep_s`` (two-phase scaling starts new workers first),
+    zero during ``pause_s``, the target's capacity after."""
     if steps < 1 or step_s <= 0 or prep_s < 0 or pause_s < 0:
         raise ConfigError("need steps >= 1, step_s > 0 and non-negative prep/pause times")
     in_prep, in_pause = _phase_fractions(steps, step_s, prep_s, pause_s)
@@ -154,7 +143,14 @@ def gate_scale_up(
     prep_s: float = 0.0,
     margin: float = 0.0,
 ) -> GateVerdict:
-    """Eq. 8 for a scale-up over the horizon of ``loads`` (see the module docstring)."""
+    """Eq. 8 for a scale-up over the horizon of ``loads``, in records.
+
+    *Backlog created* is what the current workers would have consumed during the pause
+    (the action's overhead); *backlog saved* is what the larger count consumes beyond
+    the current one after the pause, over the horizon. The action passes when saved >
+    created · (1 + margin); otherwise the caller skips it (or merges it into a later,
+    larger one).
+    """
     loads = _check_common(loads_records_per_s, step_s, backlog_records, pause_s)
     steps = loads.size
     hold = np.full(steps, current_records_per_s)
@@ -203,7 +199,13 @@ def gate_scale_down(
     drain_s: float,
     lag_budget_s: float,
 ) -> GateVerdict:
-    """Eq. 8 for a scale-down, in worker-seconds, with a lag guard (see the module)."""
+    """Eq. 8 for a scale-down, in worker-seconds, with a lag guard.
+
+    A scale-down frees ``(current - target) · hold_s`` worker-seconds but wastes
+    ``current · pause_s`` (every worker is idle during the pause); it passes when it
+    frees more than it wastes and the projected backlog left by the pause drains within
+    ``drain_s`` with the lag never above ``lag_budget_s``.
+    """
     loads = _check_common(loads_records_per_s, step_s, backlog_records, pause_s)
     if not 1 <= target_workers < current_workers:
         raise ConfigError(f"not a scale-down: {current_workers} -> {target_workers}")

@@ -1,32 +1,12 @@
 """The physical step-time model of KALE Eq. 2-4 and 7: the ground truth that the fitted
 models (streamtrain.scale.models) are checked against and the simulator's job runs on.
 
-Owned here:
-
-* :class:`PSJobPhysics`: T_forward, T_backward, S, D, B0, T_update, λ, λ′ of a
-  parameter-server job, with
-
-  - the synchronous step time of Eq. 2 with the bandwidth of Eq. 3 and its throughput
-    Eq. 4, ``f_sync(w, p) = M / (M/w·T_forward + T_backward + (2·(M/w)·S + D) /
-    (min(B0/w, B0/p)·p) + (M/w)·S/p·T_update + λ·p + λ′·w)``;
-  - **stragglers** (KALE §2.3, §3.3: "the time consumption depends on the slowest
-    worker"): the compute part of a step (``m·T_forward + T_backward``) divided by the
-    speed of the slowest worker in the step (``slowest_speed``, 1 = nominal), so one
-    slow worker holds every synchronous step; the communication and overhead terms do
-    not depend on it;
-  - the asynchronous throughput of Eq. 7 summed over workers that each run at their own
-    speed (no worker waits for another);
-  - the θ of Eq. 6 that Eq. 4 reduces to when the worker/PS ratio r = w/p is constant,
-    w ≥ p and every worker is nominal (:meth:`PSJobPhysics.sync_theta`).
-* :func:`ps_count`: the whole number of parameter servers for ``w`` workers at a
-  worker/PS ratio (``ceil(w / r)``): a real job cannot run half a server, so Eq. 6 is
-  only an approximation of Eq. 4 even without stragglers.
-* :func:`slowest_of_first`: the running minimum of a pool's speeds: the slowest of the
-  first ``w`` workers, for every ``w``.
-* :data:`EXAMPLE_SYNC_JOB` (tests, benchmarks/throughput_models.py) and
-  :data:`SIM_SYNC_JOB`, :data:`SIM_ASYNC_JOB` (the simulator's jobs).
-
-Pure; no I/O.
+Owned here: :class:`PSJobPhysics` (a parameter-server job's synchronous and
+asynchronous throughput, with stragglers), :func:`ps_count` (whole parameter servers
+for ``w`` workers), :func:`slowest_of_first` (the running minimum of a pool's speeds:
+the slowest of the first ``w`` workers, for every ``w``), :data:`EXAMPLE_SYNC_JOB`
+(tests, benchmarks/throughput_models.py) and :data:`SIM_SYNC_JOB`,
+:data:`SIM_ASYNC_JOB` (the simulator's jobs). Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -51,7 +31,8 @@ FloatArray = NDArray[np.float64]
 
 
 def ps_count(workers: FloatArray, workers_per_ps: float) -> FloatArray:
-    """``ceil(w / r)``, at least one server."""
+    """``ceil(w / r)``, at least one server: a real job cannot run half a server, so Eq. 6
+    is only an approximation of Eq. 4 even without stragglers."""
     if workers_per_ps <= 0:
         raise ConfigError(f"the worker/PS ratio must be positive, got {workers_per_ps}")
     result: FloatArray = np.maximum(1.0, np.ceil(np.asarray(workers) / workers_per_ps - 1e-9))
@@ -69,6 +50,22 @@ def slowest_of_first(speeds: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True, slots=True)
 class PSJobPhysics:
+    """T_forward, T_backward, S, D, B0, T_update, λ, λ′ of a parameter-server job.
+
+    * The synchronous step time of Eq. 2 with the bandwidth of Eq. 3 and its throughput
+      Eq. 4, ``f_sync(w, p) = M / (M/w·T_forward + T_backward + (2·(M/w)·S + D) /
+      (min(B0/w, B0/p)·p) + (M/w)·S/p·T_update + λ·p + λ′·w)``.
+    * **Stragglers** (KALE §2.3, §3.3: "the time consumption depends on the slowest
+      worker"): the compute part of a step (``m·T_forward + T_backward``) divided by the
+      speed of the slowest worker in the step (``slowest_speed``, 1 = nominal), so one
+      slow worker holds every synchronous step; the communication and overhead terms
+      do not depend on it.
+    * The asynchronous throughput of Eq. 7 summed over workers that each run at their
+      own speed (no worker waits for another).
+    * The θ of Eq. 6 that Eq. 4 reduces to when the worker/PS ratio r = w/p is constant,
+      w ≥ p and every worker is nominal (:meth:`sync_theta`).
+    """
+
     t_forward_s: float  # forward time per sample
     t_backward_s: float  # backward time per step
     sparse_size: float  # S: sparse parameters touched per sample
