@@ -1,26 +1,13 @@
 """The allocation problem several jobs on one pool pose, and the answer an allocator gives.
 
-Owned here, as frozen values (no I/O, no solver):
-
-* :class:`JobClass`: ``guarantee`` (online training with a lag SLO: its planner's wanted
-  counts are served first, AntMan's resource-guarantee jobs), ``serving`` (a serving
-  pool with a ``min_scale`` that must be met, FaPES' inference jobs) and
-  ``opportunistic`` (offline training with remaining work and maybe a deadline, or a
-  best-effort job that wants a count; AntMan's opportunistic jobs).
-* :class:`SpeedCurve`: a job's throughput ``F(w)`` for ``w = 0..max`` (records/s, or any
-  unit of work per second): from a fitted :class:`~streamtrain.scale.models.ThroughputModel`
-  or from the ModelArts prior ``r1 · w · 0.8^log2(w)``.
-* :class:`ClusterJob`: one job as an allocator sees it: class, current workers, bounds,
-  wanted counts per plan step (guarantee: its plan by KALE Eq. 10; serving: ``min_scale``
-  per step; a best-effort opportunistic job: its wanted counts), remaining work and
-  deadline (offline jobs), the measured pause per scaling action (the scaling cost),
-  and whether only powers of two are allowed (ModelArts).
-* :class:`ClusterProblem`: the jobs, the pool's capacity per plan step, the step length
-  and an optional cap on all opportunistic workers (the AntMan throttle's level).
-* :class:`Grant` and :class:`Allocation`: per job the granted count for the first step
-  (the only one applied: rolling horizon), the plan behind it, the shortfall against
-  what it wanted, and the reason in words; for the whole answer whether it is
-  feasible, the solver's status and its time.
+Owned here, as frozen values (no I/O, no solver): :class:`JobClass`,
+:class:`SpeedCurve` (a job's throughput ``F(w)``), :class:`ClusterJob` (one job as an
+allocator sees it), :class:`ClusterProblem` (the jobs, the pool's capacity per plan
+step, the step length and an optional cap on all opportunistic workers: the AntMan
+throttle's level), and the answer, :class:`Grant` and :class:`Allocation`: per job the
+granted count for the first step (the only one applied: rolling horizon), the plan
+behind it, the shortfall against what it wanted, and the reason in words; for the
+whole answer whether it is feasible, the solver's status and its time.
 
 :func:`infeasibility` says in words why no allocation can exist (the floors of the
 guarantee and serving jobs exceed the pool), so allocators return that reason instead
@@ -55,6 +42,12 @@ __all__ = [
 
 
 class JobClass(StrEnum):
+    """``guarantee``: online training with a lag SLO, its planner's wanted counts served
+    first (AntMan's resource-guarantee jobs); ``serving``: a serving pool with a
+    ``min_scale`` that must be met (FaPES' inference jobs); ``opportunistic``: offline
+    training with remaining work and maybe a deadline, or a best-effort job that wants
+    a count (AntMan's opportunistic jobs)."""
+
     GUARANTEE = "guarantee"
     OPPORTUNISTIC = "opportunistic"
     SERVING = "serving"
@@ -62,7 +55,10 @@ class JobClass(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SpeedCurve:
-    """``records_per_s[w]`` is F(w) for ``w = 0..max_workers``; F(0) = 0."""
+    """``records_per_s[w]`` is F(w) for ``w = 0..max_workers``; F(0) = 0 (records/s, or
+    any unit of work per second): from a fitted
+    :class:`~streamtrain.scale.models.ThroughputModel` or from the ModelArts prior
+    ``r1 · w · 0.8^log2(w)``."""
 
     records_per_s: tuple[float, ...]
 
@@ -127,8 +123,12 @@ def floor_allowed(workers: int, counts: Sequence[int]) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterJob:
-    """One job as the allocator sees it (see the module docstring). ``demand_workers``
-    shorter than the horizon repeats its last value; empty means the current count."""
+    """One job as the allocator sees it: class, current workers, bounds, wanted counts
+    per plan step (guarantee: its plan by KALE Eq. 10; serving: ``min_scale`` per step;
+    a best-effort opportunistic job: its wanted counts), remaining work and deadline
+    (offline jobs), the measured pause per scaling action (the scaling cost), and
+    whether only powers of two are allowed (ModelArts). ``demand_workers`` shorter than
+    the horizon repeats its last value; empty means the current count."""
 
     name: str
     job_class: JobClass

@@ -15,16 +15,6 @@ Owned here:
   differencing HWMs over a window (default 60 s), computed once per snapshot and shared
   by every group reading the topic.
 
-Invariants. A partition's row holds ``-1`` where its history is not known (before it
-was first seen, or before its HWM went down) and is non-decreasing after that, so a
-binary search finds where any offset appeared. A decreasing HWM means the
-topic was recreated or truncated: that partition's history is dropped. A partition
-missing from a snapshot keeps its previous value (a lower bound; the column stays
-monotonic); one missing for longer than ``max_age_s`` is forgotten. A snapshot older
-than the newest one (the clock went back) restarts the topic's history. The newest
-snapshot at least ``max_age_s`` old is kept as an anchor, so the history spans the
-whole ``max_age_s`` once it is that old.
-
 No I/O, no clocks: callers pass times in seconds.
 """
 
@@ -138,6 +128,16 @@ class HwmHistory:
 
     Call :meth:`record` once per tick and topic, before computing the tick's lags; the
     history is shared by every group that reads the topic.
+
+    Invariants. A partition's row holds ``-1`` where its history is not known (before it
+    was first seen, or before its HWM went down) and is non-decreasing after that, so a
+    binary search finds where any offset appeared. A decreasing HWM means the topic was
+    recreated or truncated: that partition's history is dropped. A partition missing
+    from a snapshot keeps its previous value (a lower bound; the column stays
+    monotonic); one missing for longer than ``max_age_s`` is forgotten. A snapshot older
+    than the newest one (the clock went back) restarts the topic's history. The newest
+    snapshot at least ``max_age_s`` old is kept as an anchor, so the history spans the
+    whole ``max_age_s`` once it is that old.
     """
 
     def __init__(self, *, max_age_s: float = 3600.0, max_points: int = 1000) -> None:

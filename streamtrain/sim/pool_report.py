@@ -1,27 +1,9 @@
 """Metrics per job class of a multi-job simulation, and their tables.
 
-Owned here: :class:`PoolMetrics` (one allocator's numbers), :func:`pool_metrics` (from a
+Owned here: :class:`PoolMetrics` (one allocator's numbers per job class: online,
+serving, offline, the pool), :func:`pool_metrics` (from a
 :class:`~streamtrain.sim.pool.PoolRun` and the inputs), :func:`simulate_scenario` (every
 allocator of a scenario: :class:`ScenarioReport`), and the text and JSON forms.
-
-Per class:
-
-* **online** (guarantee): each job's KALE metrics (SLO violation rate: lag above 20
-  minutes; accumulated lag, Eq. 11) from its engine run: in the pool for ``milp`` and
-  ``greedy``, alone with its fixed cap for the partitions; ``guarantee_overcommit_min``:
-  minutes the online jobs held more than the pool has (their runs assumed the grant).
-* **serving**: ``serving_shortfall_min``, minutes below ``min_scale`` (must be 0).
-* **offline**: mean queueing time (arrival to the first start, as ModelArts and FaPES
-  count it), mean waiting time (all minutes at 0 workers: the first wait and every
-  wait after a preemption), mean completion time (arrival to finish), jobs finished,
-  deadlines missed, cuts (times a job's count was lowered). A job unfinished (or never
-  started) at the window's end counts to the end: the means are lower bounds then.
-* **pool**: utilization, the mean share of the capacity in use over the arrival window
-  (the first ``arrival_window_h`` hours: while offline jobs keep arriving); solver
-  time per round (p50, p90, max: wall clock, the only number that depends on the
-  machine's load), the branch-and-bound nodes per MILP round (p90, max) and the rounds
-  the MILP gave to the greedy rules (no plan close enough to optimal within its node
-  limit).
 
 Over seeds (:func:`summarize_pool`): every metric's mean and 95 % interval per
 allocator, and :func:`paired_difference`, one allocator's metric less another's, seed
@@ -84,6 +66,28 @@ class OnlineOutcome:
 
 @dataclass(frozen=True, slots=True)
 class PoolMetrics:
+    """One allocator's numbers, per job class.
+
+    * **online** (guarantee): each job's KALE metrics (SLO violation rate: lag above 20
+      minutes; accumulated lag, Eq. 11) from its engine run: in the pool for ``milp``
+      and ``greedy``, alone with its fixed cap for the partitions;
+      ``guarantee_overcommit_min``: minutes the online jobs held more than the pool has
+      (their runs assumed the grant).
+    * **serving**: ``serving_shortfall_min``, minutes below ``min_scale`` (must be 0).
+    * **offline**: mean queueing time (arrival to the first start, as ModelArts and
+      FaPES count it), mean waiting time (all minutes at 0 workers: the first wait and
+      every wait after a preemption), mean completion time (arrival to finish), jobs
+      finished, deadlines missed, cuts (times a job's count was lowered). A job
+      unfinished (or never started) at the window's end counts to the end: the means
+      are lower bounds then.
+    * **pool**: utilization, the mean share of the capacity in use over the arrival
+      window (the first ``arrival_window_h`` hours: while offline jobs keep arriving);
+      solver time per round (p50, p90, max: wall clock, the only number that depends on
+      the machine's load), the branch-and-bound nodes per MILP round (p90, max) and the
+      rounds the MILP gave to the greedy rules (no plan close enough to optimal within
+      its node limit).
+    """
+
     allocator: str
     offline_queue_min: float
     offline_waiting_min: float

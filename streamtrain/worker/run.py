@@ -6,25 +6,14 @@ Owned here: :class:`WorkerRun` (how long to run and where to publish),
 take a batch, run the app's step, acknowledge, until stopped, idle (an
 :class:`~streamtrain.ingest.idle.IdleClock`), or a record budget is spent; publish
 throughput samples and serve Prometheus metrics meanwhile. The summary reports the
-worker's memory against its local queue (:mod:`streamtrain.ingest.memory`). With
-shuffle settings the consumer's records pass through a shuffle node
-(:mod:`streamtrain.worker.shuffle_queue`).
-With ``settings.assignment`` ``shards`` the records come from leased offset-range shards
-(:class:`~streamtrain.ingest.shard_consumer.ShardConsumer`); told to stop, such a worker
-hands back the shards it has not started and finishes the ones it reads (up to
-``WorkerRun.drain_timeout_s``) before it closes. Before taking any data the app's
-optional ``warm_start()`` runs (a new worker loads the job's latest checkpoint) and the
-worker announces itself (:mod:`streamtrain.worker.lifecycle`: STARTING, READY, DRAINING,
-LEFT) when ``WorkerRun.states_topic`` is set. Closing commits everything acknowledged.
+worker's memory against its local queue (:mod:`streamtrain.ingest.memory`).
 
-Every step goes through an engine (:mod:`streamtrain.worker.engines`): with ``--engine
-none`` a worker trains its own model as before; with ``torchft`` or ``torchelastic``
-every worker trains one model, so a worker steps every round (with nothing when no batch
-came within ``ElasticSettings.step_wait_s``), a joiner holds the job's weights before it
-says READY (and keeps stepping, with no data, until it takes data), a batch is
-acknowledged only once its step committed and is durable, handed back (``nack``) when
-it did not commit, and dead-lettered when its step refused it
-(:class:`~streamtrain.elastic.trainer.ElasticTrainer`).
+Records come from an ingest consumer, through a shuffle node with shuffle settings
+(:mod:`streamtrain.worker.shuffle_queue`), or from leased offset-range shards
+(:class:`~streamtrain.ingest.shard_consumer.ShardConsumer`). Every step goes through an
+engine (:mod:`streamtrain.worker.engines`): each worker its own model, or one model
+for all (:func:`run_worker` says what that changes). Closing commits everything
+acknowledged.
 """
 
 from __future__ import annotations
@@ -182,6 +171,19 @@ def run_worker(
     queue to idle peers, and trains what they forward to it. ``elastic`` names the
     engine (default ``none``: this worker's own model). ``on_started`` gets the running
     consumer; ``on_metrics_url`` the Prometheus URL.
+
+    With ``settings.assignment`` ``shards``, told to stop, the worker hands back the
+    shards it has not started and finishes the ones it reads (up to
+    ``WorkerRun.drain_timeout_s``) before it closes. Before taking any data the app's
+    optional ``warm_start()`` runs (a new worker loads the job's latest checkpoint) and
+    the worker announces itself (:mod:`streamtrain.worker.lifecycle`: STARTING, READY,
+    DRAINING, LEFT) when ``WorkerRun.states_topic`` is set. With ``torchft`` or
+    ``torchelastic`` every worker trains one model, so a worker steps every round (with
+    nothing when no batch came within ``ElasticSettings.step_wait_s``), a joiner holds
+    the job's weights before it says READY (and keeps stepping, with no data, until it
+    takes data), a batch is acknowledged only once its step committed and is durable,
+    handed back (``nack``) when it did not commit, and dead-lettered when its step
+    refused it (:class:`~streamtrain.elastic.trainer.ElasticTrainer`).
     """
     run = run or WorkerRun()
     elastic = elastic or ElasticSettings(replica_id=settings.worker_id)
