@@ -1,20 +1,8 @@
 """Executors that hand a scaling command to something else: an HTTP endpoint or a command.
 
-Owned here:
-
-* :func:`command_payload`: the JSON object both executors send, with the keys
-  ``command_id, job, current_workers, target_workers, reason, plan, plan_step_s,
-  created_at_ms, explanation`` (``reason`` by name, e.g. ``"PROACTIVE"``).
-* :class:`WebhookExecutor`: POSTs the payload (stdlib ``urllib``) with an
-  ``Idempotency-Key: <command_id>`` header and expects 2xx; a JSON answer with
-  ``{"workers": n}`` gives the count after, otherwise the target is assumed. 5xx, 408,
-  429, timeouts and connection errors are retriable; other 4xx are not; redirects are
-  not followed (a POST must not silently turn into a GET), so a 3xx is not retriable.
-* :class:`CommandExecutor`: runs a local program (no shell) whose argv template may use
-  ``{target}``, ``{job}`` and ``{command_id}``; the payload arrives on its stdin. A
-  non-zero exit raises :class:`~streamtrain.errors.ExecutorError` (retriable unless
-  configured otherwise); if the last line of its stdout is an integer, that is the
-  worker count after.
+Owned here: :func:`command_payload` (the JSON object both executors send: the
+command's fields, ``reason`` by name, e.g. ``"PROACTIVE"``), :class:`WebhookExecutor`
+(POSTs it) and :class:`CommandExecutor` (runs a local program with it on stdin).
 
 A command whose id cannot travel in an HTTP header (control characters, characters
 outside Latin-1) fails at once, not retriable, and so does any other request the HTTP
@@ -111,7 +99,12 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 class WebhookExecutor:
-    """POSTs each command to ``url`` (see the module docstring)."""
+    """POSTs each command to ``url`` (stdlib ``urllib``) with an
+    ``Idempotency-Key: <command_id>`` header and expects 2xx; a JSON answer with
+    ``{"workers": n}`` gives the count after, otherwise the target is assumed. 5xx, 408,
+    429, timeouts and connection errors are retriable; other 4xx are not; redirects are
+    not followed (a POST must not silently turn into a GET), so a 3xx is not retriable.
+    """
 
     def __init__(
         self,
@@ -214,7 +207,11 @@ class WebhookExecutor:
 
 
 class CommandExecutor:
-    """Runs ``argv`` (a template) for each command (see the module docstring)."""
+    """Runs ``argv`` (a template that may use ``{target}``, ``{job}`` and
+    ``{command_id}``; no shell) for each command, the payload on its stdin. A non-zero
+    exit raises :class:`~streamtrain.errors.ExecutorError` (retriable unless configured
+    otherwise); if the last line of its stdout is an integer, that is the worker count
+    after."""
 
     def __init__(
         self,

@@ -1,30 +1,15 @@
 """KALE Table 2 with real training: no, basic and advanced shuffling under a skewed producer.
 
 Owned here: :func:`run_policy`, one scripted run on a Kafka cluster the caller gives
-(the benchmark uses the embedded broker): a fresh topic of ``partitions`` partitions,
-``workers`` worker processes (:mod:`streamtrain.experiments.shuffle_harness`) that each own a
-contiguous block of partitions (static assignment, as a round-robin dispatcher would
-give) and take one real Adam step of the MMoE CTR model per batch
+(the benchmark uses the embedded broker): worker processes
+(:mod:`streamtrain.experiments.shuffle_harness`) that each own a contiguous block of
+partitions and take one real Adam step of the MMoE CTR model per batch
 (:mod:`streamtrain.experiments.mmoe_trainer`, started from the same model trained
-before the run, :func:`pretrain`), each at most ``train_records_per_s`` (a batch takes
-at least its share of a second, as a slower accelerator would), committing offsets only
-up to the lowest record not acknowledged locally or remotely; a producer that sends
-``produce_records_per_s`` CTR records for ``produce_s`` seconds with ``hot_share`` of
-them on the ``hot_partitions``, labelled by a hidden model that turns ``drift_turns``
-over the run (so a model trained late is stale); and a sampler that reads the group's
-committed offsets every ``sample_interval_s`` and reports per-partition lag (records
-produced minus committed, and seconds the oldest uncommitted record has waited) until
-every partition drained or ``drain_timeout_s`` passed.
-
-Returned per policy (:class:`PolicyResult`): the lag series, the bytes on the wire
-(the workers' Kafka consumers as librdkafka counts them, the shuffle's forwarded batch
-frames as it counts them, first sends apart from frames sent again after a receiver
-refused them or timed out, and its answers and state events, estimated from their
-counts times their encoded size: the shuffle does not count control bytes), the
-workers' CPU utilization (CPU seconds from the producer's start to the end of the
-measurement, less the seconds spent on AUC evaluations, over that wall time), the
-drain time, and each worker's click AUC on held-out samples of the traffic of the
-moment (:mod:`streamtrain.experiments.table2_metrics`). Rendering is the caller's.
+before the run, :func:`pretrain`), a producer that sends most records to a few hot
+partitions, and a sampler of per-partition lag until every partition drained. It
+returns a :class:`PolicyResult` per policy (with the workers' click AUC on held-out
+samples of the traffic of the moment, :mod:`streamtrain.experiments.table2_metrics`);
+rendering is the caller's.
 """
 
 from __future__ import annotations
@@ -102,7 +87,11 @@ class ExperimentConfig:
 
 @dataclass(frozen=True, slots=True)
 class WireBytes:
-    """Bytes on the wire in a run, by kind (see the module docstring)."""
+    """Bytes on the wire in a run, by kind: the workers' Kafka consumers as librdkafka
+    counts them, the shuffle's forwarded batch frames as it counts them (first sends
+    apart from frames sent again after a receiver refused them or timed out), and its
+    answers and state events, estimated from their counts times their encoded size (the
+    shuffle does not count control bytes)."""
 
     kafka_rx: int  # fetch responses and the other broker answers the workers' consumers got
     kafka_tx: int  # the consumers' requests: fetches, offset commits, heartbeats
@@ -119,6 +108,11 @@ class WireBytes:
 
 @dataclass(frozen=True, slots=True)
 class PolicyResult:
+    """One policy's run: the lag series, the bytes on the wire (:class:`WireBytes`), the
+    workers' CPU utilization (CPU seconds from the producer's start to the end of the
+    measurement, less the seconds spent on AUC evaluations, over that wall time), the
+    drain time, and each worker's click AUC."""
+
     policy: ShufflePolicy
     times_s: np.ndarray
     lag_records: np.ndarray  # [sample, partition]
@@ -346,8 +340,21 @@ def run_policy(
     *,
     init_state: Path | None = None,
 ) -> PolicyResult:
-    """One scripted run (see the module docstring); worker files go to ``out_dir``;
-    ``init_state``: the :func:`pretrain` file the workers start from (none: untrained)."""
+    """One scripted run; worker files go to ``out_dir``; ``init_state``: the
+    :func:`pretrain` file the workers start from (none: untrained).
+
+    A fresh topic of ``partitions`` partitions; ``workers`` worker processes with a
+    static assignment (as a round-robin dispatcher would give), each training at most
+    ``train_records_per_s`` (a batch takes at least its share of a second, as a slower
+    accelerator would), committing offsets only up to the lowest record not
+    acknowledged locally or remotely; a producer that sends ``produce_records_per_s``
+    CTR records for ``produce_s`` seconds with ``hot_share`` of them on the
+    ``hot_partitions``, labelled by a hidden model that turns ``drift_turns`` over the
+    run (so a model trained late is stale); and a sampler that reads the group's
+    committed offsets every ``sample_interval_s`` and reports per-partition lag (records
+    produced minus committed, and seconds the oldest uncommitted record has waited)
+    until every partition drained or ``drain_timeout_s`` passed.
+    """
     job = f"table2-{policy.value}-{uuid.uuid4().hex[:6]}"
     out_dir.mkdir(parents=True, exist_ok=True)
     create_topic(kafka, job, config.partitions)

@@ -11,20 +11,7 @@ The record's key is ``<partition>:<offset>``. The topic is created (one partitio
 dead letters keep their order; the cluster's replication factor) the first time it is
 needed. A bad record counts as handled, and is acknowledged to the offset tracker, only
 once the broker confirmed the dead letter: until then its partition's commit cannot pass
-it, so a crash re-reads it. A payload the producer refuses as too large is sent again
-truncated to ``truncate_bytes``, with a ``streamtrain.truncated`` header, so an oversized
-record cannot block its partition.
-
-A dead letter the broker did not confirm (a broker that is gone for longer than
-``delivery_timeout_s``, say) is produced again after a backoff (doubling from
-``retry_backoff_s`` up to ``max_retry_backoff_s``), for as long as the worker runs; each
-failure is logged as an error and counted (``failed``, and the worker's
-``dead_letter_failures`` metric, for alerting). Nothing else waits for it: the rest of
-the records flow, and only the record itself holds back its partition's commit.
-
-Only the topics the worker reads (``topics``) have dead-letter topics written: a record
-of any other topic (which only a peer's forwarded batch could bring) is refused, logged
-and left unacknowledged, so no peer can make a worker create or fill arbitrary topics.
+it, so a crash re-reads it.
 """
 
 from __future__ import annotations
@@ -86,6 +73,19 @@ class DeadLetterQueue:
 
     ``poll`` serves delivery reports and due retries (call it often, from any thread);
     ``close`` waits for the outstanding ones. ``topics=None`` dead-letters any topic.
+
+    A payload the producer refuses as too large is sent again truncated to
+    ``truncate_bytes``, with a ``streamtrain.truncated`` header, so an oversized record
+    cannot block its partition. A dead letter the broker did not confirm (a broker gone
+    for longer than ``delivery_timeout_s``, say) is produced again after a backoff
+    (doubling from ``retry_backoff_s`` up to ``max_retry_backoff_s``), for as long as
+    the worker runs; each failure is logged as an error and counted (``failed``, and
+    the worker's ``dead_letter_failures`` metric, for alerting). Nothing else waits for
+    it: the rest of the records flow, and only the record itself holds back its
+    partition's commit. Only the topics the worker reads (``topics``) have dead-letter
+    topics written: a record of any other topic (which only a peer's forwarded batch
+    could bring) is refused, logged and left unacknowledged, so no peer can make a
+    worker create or fill arbitrary topics.
     """
 
     def __init__(

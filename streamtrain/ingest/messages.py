@@ -6,17 +6,10 @@ says how. It is the per-record hot path of ingest. Two builders
 (:data:`~streamtrain.ingest.settings.ColumnBuilder`):
 
 * ``"c"``: the optional C extension :mod:`streamtrain._columns` (built by
-  ``pip install`` when a C compiler is there) reads partition, offset, timestamp, value
-  and error straight from each ``Message`` object and copies the payloads into one
-  buffer per batch (a whole ``consume()`` in one call, cut at ``batch_records``):
-  about 20 ns a record instead of 250. It needs the byte offsets of those
-  fields inside confluent-kafka's ``Message`` struct, which :func:`message_layout`
-  finds on first use (once per process) by building probe Messages with distinctive
-  values and locating each value in the object's memory (two probes must agree). Every
-  call is then spot-checked against the accessors (its first and last record); a
-  mismatch switches the C path off for good, with a warning. Used for single-topic
-  consumers, the common case, when the batch holds only plain records; where the
-  extension is not built or the layout is not found, ``"c"`` runs the accessor path.
+  ``pip install`` when a C compiler is there) reads each ``Message`` object's fields
+  straight from its memory, at the offsets :func:`message_layout` finds: about 20 ns a
+  record instead of 250 (:func:`_build_c`). Where the extension is not built or the
+  layout is not found, ``"c"`` runs the accessor path.
 * ``"python"``: each ``Message`` accessor through ``map`` over the unbound method
   (C-level iteration, no Python frame per record) straight into ``np.fromiter``, the
   payloads joined once. Always correct; the fallback for everything else.
@@ -220,8 +213,11 @@ def _build_c(
     topic: str, messages: Sequence[Message], batch_records: int
 ) -> list[RecordColumns] | None:
     """The C builder's chunks of ``batch_records``, or ``None`` (not plain records, or
-    the C path is off). One call for the whole list; the spot check reads its first and
-    last record."""
+    the C path is off). One call for the whole list reads partition, offset, timestamp,
+    value and error of each ``Message`` and copies the payloads into one buffer per
+    chunk. Used for single-topic consumers, the common case. Every call is spot-checked
+    against the accessors (its first and last record); a mismatch switches the C path
+    off for good, with a warning."""
     global _C
     found = _C
     if found is None or not isinstance(messages, list) or not messages:

@@ -13,18 +13,8 @@ Owned here: :class:`ScalerService`, the four methods of KEDA's contract answered
   per replica.
 * ``GetMetrics``: the metric's value, chosen so the HPA lands on the planned count.
 
-Every request names its job in ``scalerMetadata`` (key ``job`` or ``jobFromEnv``). Bad
-metadata (no job, two different ones, an overlong one, a job this scaler is not
-started for with ``--job``, a metric this job does not have) is answered
-``INVALID_ARGUMENT`` with a message saying what to fix (names quoted to 200
-characters); a job with no plan yet (also one no topic names yet: it may start later),
-a stale plan (the planner not heard for ``--max-plan-age-s``), or a scaler still
-reading its topics, ``UNAVAILABLE``: KEDA retries, and after the ScaledObject's
-``fallback.failureThreshold`` errors applies its ``fallback.replicas``.
-``GetMetricSpec`` needs only a valid job: its answer depends on the name alone, so
-KEDA can build the HPA before the job's first plan. No request can crash the server.
-Answers are counted per method and gRPC code (:attr:`ScalerService.requests`) for the
-scaler's ``/metrics``.
+No request can crash the server: bad metadata is ``INVALID_ARGUMENT``, a plan not
+there (yet) ``UNAVAILABLE`` (:class:`ScalerService` says which is which).
 """
 
 from __future__ import annotations
@@ -51,8 +41,22 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class ScalerService(ExternalScalerServicer):
-    """See the module docstring. ``ready`` says whether the feed has caught up;
-    ``not_ready`` why not."""
+    """KEDA's four methods (module docstring). ``ready`` says whether the feed has caught
+    up; ``not_ready`` why not.
+
+    Every request names its job in ``scalerMetadata`` (key ``job`` or ``jobFromEnv``).
+    Bad metadata (no job, two different ones, an overlong one, a job this scaler is not
+    started for with ``--job``, a metric this job does not have) is answered
+    ``INVALID_ARGUMENT`` with a message saying what to fix (names quoted to 200
+    characters); a job with no plan yet (also one no topic names yet: it may start
+    later), a stale plan (the planner not heard for ``--max-plan-age-s``), or a scaler
+    still reading its topics, ``UNAVAILABLE``: KEDA retries, and after the
+    ScaledObject's ``fallback.failureThreshold`` errors applies its
+    ``fallback.replicas``. ``GetMetricSpec`` needs only a valid job: its answer depends
+    on the name alone, so KEDA can build the HPA before the job's first plan. Answers
+    are counted per method and gRPC code (:attr:`requests`) for the scaler's
+    ``/metrics``.
+    """
 
     def __init__(
         self, book: PlanBook, ready: Callable[[], bool], not_ready: Callable[[], str]

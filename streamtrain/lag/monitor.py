@@ -15,16 +15,6 @@ thread, then alerts on *changes* only:
 * ``CONTROL_APP``: the monitor's own trouble: the broker did not answer (raised once,
   resolved when a tick succeeds again), a watched topic does not exist (never created
   or deleted while watched), a group with no committed offsets and no topics to watch.
-
-Lag seconds for a committed offset older than the HWM history (right after a start, or
-for a group stuck longer than the history) come from the timestamp of the record at
-that offset: read after the tick that found it missing, cached per offset, used from
-the next tick on (until then that partition's lag seconds is unknown, never guessed).
-
-History for restarts: every ``history_step_s`` the tick hands out the topics' HWMs
-(:attr:`Tick.hwm_points`) and each group's summary (:attr:`Tick.group_points`), at most
-once per step (:func:`history_step`); the app keeps them in changelogged tables and
-gives them back to :meth:`LagMonitor.restore`.
 """
 
 from __future__ import annotations
@@ -134,6 +124,15 @@ class LagMonitor:
     """Keeps a lag monitor's state across ticks (see the module docstring).
 
     Driven by one caller at a time: ticks must not overlap.
+
+    Lag seconds for a committed offset older than the HWM history (right after a start,
+    or for a group stuck longer than the history) come from the timestamp of the record
+    at that offset: read after the tick that found it missing, cached per offset, used
+    from the next tick on (until then that partition's lag seconds is unknown, never
+    guessed). History for restarts: every ``history_step_s`` the tick hands out the
+    topics' HWMs (:attr:`Tick.hwm_points`) and each group's summary
+    (:attr:`Tick.group_points`), at most once per step (:func:`history_step`); the app
+    keeps them in changelogged tables and gives them back to :meth:`restore`.
     """
 
     def __init__(self, reader: OffsetsReader, settings: MonitorSettings | None = None) -> None:
