@@ -14,16 +14,10 @@ scenarios, from their current counts:
 4. no idle workers and no queue: nothing changes.
 
 Every rule keeps a running job on at least one worker, as the paper's do (a range of 1
-to 16 nodes; halving stops at 1). The paper has no guarantee or serving jobs to take
-workers back for; when they need more than the opportunistic jobs leave, the job with
-the longest training time among those on two or more workers is halved (scenario 3's
-rule, never below one) until they fit, and only if every job is down to its minimum are
-whole jobs stopped, by FaPES' rule (:func:`~streamtrain.cluster.reclaim.reclaim_workers`:
-the fewest jobs disrupted, the same reclaim the MILP's pool uses between rounds); a job
-stopped so waits for the next round. Counts are rounded down to what a job allows
-(powers of two for ModelArts' jobs). A job without remaining work (a best-effort job
-wanting a count) has an unknown, so longest, training time and never gets more than it
-wants. Pure; no solver.
+to 16 nodes; halving stops at 1). Counts are rounded down to what a job allows (powers
+of two for ModelArts' jobs). A job without remaining work (a best-effort job wanting a
+count) has an unknown, so longest, training time and never gets more than it wants.
+Pure; no solver.
 """
 
 from __future__ import annotations
@@ -104,8 +98,13 @@ def _halvable(job: ClusterJob, granted: int) -> int:
 def _give_back(
     jobs: list[ClusterJob], granted: dict[str, int], free: int, notes: dict[str, str]
 ) -> int:
-    """Workers back for guarantee and serving jobs (module docstring): halve the longest
-    job that can be halved, never below one worker; then stop whole jobs by FaPES."""
+    """Workers back for guarantee and serving jobs, which the paper does not have: while
+    they need more than the opportunistic jobs leave, halve the job with the longest
+    training time among those on two or more workers (scenario 3's rule, never below
+    one); only if every job is down to its minimum are whole jobs stopped, by FaPES'
+    rule (:func:`~streamtrain.cluster.reclaim.reclaim_workers`: the fewest jobs
+    disrupted, the same reclaim the MILP's pool uses between rounds); a job stopped so
+    waits for the next round."""
     while free < 0:
         halvable = [j for j in jobs if _halvable(j, granted[j.name]) < granted[j.name]]
         if not halvable:

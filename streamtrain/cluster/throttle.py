@@ -8,21 +8,8 @@ percent (:class:`~streamtrain.experiments.colocation.ShareCoordinator`): the uni
 caller's. Each round :meth:`Throttle.observe` gets every guarantee job's recent
 training step time (the workers report it in their throughput samples, the planner
 passes it on in its requests, :meth:`~streamtrain.cluster.book.RequestBook.fresh_step_times`
-hands each one over once):
+hands each one over once).
 
-* a job's **baseline** is the fastest step time it has shown (or one given up front:
-  its step time running alone); a step time above ``baseline + interference_ms`` (AntMan:
-  10 ms, small enough to be mini-batch noise) counts as **interference**;
-* interference in any guarantee job: **cut** the level by ``cut_factor`` (halve), and hold
-  it for ``cooldown_rounds`` rounds;
-* otherwise, after the cool-down, **raise** it by ``step_workers`` (never above the
-  ceiling, the pool's capacity); at the ceiling, **hold**.
-
-Until any step time has been reported the level is the ceiling: without a signal there
-is nothing to protect against (exclusive workers, as the simulator models them). The
-10 ms is AntMan's evaluation metric (§5: a step slower than its baseline by more than
-10 ms counts as interference); the paper's controller adjusts on the same performance
-feedback, so it is the control input here too.
 Pure; the caller supplies the step times and keeps the object between rounds.
 """
 
@@ -69,7 +56,23 @@ class ThrottleStep:
 
 
 class Throttle:
-    """See the module docstring."""
+    """The level and the guarantee jobs' baselines, round after round.
+
+    * A job's **baseline** is the fastest step time it has shown (or one given up front:
+      its step time running alone); a step time above ``baseline + interference_ms``
+      counts as **interference**. The 10 ms default is AntMan's evaluation metric (§5:
+      a step slower than its baseline by more than 10 ms counts as interference, small
+      enough to be mini-batch noise); the paper's controller adjusts on the same
+      performance feedback, so it is the control input here too.
+    * Interference in any guarantee job: **cut** the level by ``cut_factor`` (halve),
+      and hold it for ``cooldown_rounds`` rounds.
+    * Otherwise, after the cool-down, **raise** it by ``step_workers`` (never above the
+      ceiling, the pool's capacity); at the ceiling, **hold**.
+
+    Until any step time has been reported the level is the ceiling: without a signal
+    there is nothing to protect against (exclusive workers, as the simulator models
+    them).
+    """
 
     def __init__(
         self, settings: ThrottleSettings, baselines_ms: Mapping[str, float] | None = None
