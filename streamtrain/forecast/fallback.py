@@ -155,18 +155,18 @@ class FallbackForecaster:
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _try_main(self, horizon: int) -> FloatArray | None:
+    def _try_main(self, horizon_steps: int) -> FloatArray | None:
         try:
-            forecast = np.asarray(self.main.predict(horizon), dtype=np.float64)
+            forecast = np.asarray(self.main.predict(horizon_steps), dtype=np.float64)
         except _FAILURES as exc:
             self.main_error_ = f"predict failed: {exc}"
             return None
-        if forecast.shape != (horizon,) or not np.all(np.isfinite(forecast)):
+        if forecast.shape != (horizon_steps,) or not np.all(np.isfinite(forecast)):
             self.main_error_ = "predict returned a malformed or non-finite forecast"
             return None
         return np.maximum(forecast, 0.0)
 
-    def _choose(self, horizon: int) -> tuple[FloatArray | None, str | None]:
+    def _choose(self, horizon_steps: int) -> tuple[FloatArray | None, str | None]:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
@@ -175,15 +175,15 @@ class FallbackForecaster:
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"
             )
-        forecast = self._try_main(horizon)
+        forecast = self._try_main(horizon_steps)
         if forecast is None:
             return None, f"{self.main.name} failed: {self.main_error_}"
         return forecast, None
 
-    def predict(self, horizon: int) -> FloatArray:
+    def predict(self, horizon_steps: int) -> FloatArray:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
-        forecast, reason = self._choose(horizon)
+        forecast, reason = self._choose(horizon_steps)
         source = self.main.name if forecast is not None else self._fb_name()
         if source != self.source_:
             if reason is not None:
@@ -192,17 +192,19 @@ class FallbackForecaster:
                 log.warning("%s: back on %s", self.name, source)
         self.source_, self.reason_ = source, reason
         if forecast is None:
-            forecast = self.fallback_.predict(horizon)
+            forecast = self.fallback_.predict(horizon_steps)
         return forecast
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
         """The main model's quantiles when it answers and has them; otherwise the point
         forecast of whichever model answers, for every level."""
         levels = check_levels(levels)
-        point = self.predict(horizon)
+        point = self.predict(horizon_steps)
         if self.source_ == self.main.name:
             try:
-                result = self.main.predict_quantiles(horizon, levels)
+                result = self.main.predict_quantiles(horizon_steps, levels)
             except _FAILURES as exc:
                 log.warning("%s: quantiles failed (%s); using the point forecast", self.name, exc)
             else:

@@ -141,11 +141,13 @@ class CachedFit:
         self.model_ = self.cache.fit(self.key, self.make, history)
         return self
 
-    def predict(self, horizon: int) -> FloatArray:
-        return self._model().predict(horizon)
+    def predict(self, horizon_steps: int) -> FloatArray:
+        return self._model().predict(horizon_steps)
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        return self._model().predict_quantiles(horizon, levels)
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        return self._model().predict_quantiles(horizon_steps, levels)
 
     def update(self, new_points: FloatArray) -> Self:
         self._model().update(new_points)
