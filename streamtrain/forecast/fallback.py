@@ -1,30 +1,14 @@
 """The fallback wrapper: a main forecaster backed by a seasonal naive (``auto``).
 
-Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless
-
-* it is not fitted (its ``fit`` failed, or the history was too short for it),
-* it fails while predicting (an error, or a non-finite forecast), or
-* its recent error exceeds the naive's: every ``update`` scores the forecasts both
-  models made at the previous origin against the points that arrived (the first
-  ``track_steps`` of them); once ``min_tracked`` points are scored, the main model is
-  skipped while its mean absolute error over the last ``window_steps`` scored points is
-  clearly above the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`: by
-  more than a margin, so an exact naive on a day of zeros does not take over), unless
-  the main model is *trusted* (``trust_validated``, the default: ``auto``'s selection
-  kept a statsforecast model that beat the seasonal naive over its week of validation,
-  :attr:`SelectForecaster.trusted_ <streamtrain.forecast.select.SelectForecaster>`).
-  A few hours of recent error do not overrule a week of validation: on the web shape
-  and the held-out five-minute flights, the only hand-overs of the full run were of a
-  validated MSTL, and each cost ``auto`` its place at or below MSTL (docs/benchmarks.md,
-  "Forecasters"). The live planner still refits such a model when its recent
-  error is worse (:class:`~streamtrain.forecast.live.LiveForecaster`).
-
-The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them across
-fits; measured, it changed nothing).
-
-In every such case the naive answers, ``source_`` says which model answered and
-``reason_`` why, and a warning is logged when the source changes. The naive repeats
-the season :func:`~streamtrain.forecast.base.naive_period_s` picks.
+Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless it is
+not fitted (its ``fit`` failed, or the history was too short for it), it fails while
+predicting (an error, or a non-finite forecast), or its recent error hands the forecast
+to the naive (:func:`~streamtrain.forecast.base.hands_over`): every ``update`` scores
+the forecasts both models made at the previous origin against the points that arrived
+(the first ``track_steps`` of them), over the last ``window_steps`` scored points once
+``min_tracked`` exist. In every such case the naive answers (the season
+:func:`~streamtrain.forecast.base.naive_period_s` picks), ``source_`` says which model
+answered and ``reason_`` why, and a warning is logged when the source changes.
 """
 
 from __future__ import annotations
@@ -63,7 +47,8 @@ _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
 
 
 class FallbackForecaster:
-    """``main`` with a seasonal-naive safety net (see the module docstring)."""
+    """``main`` with a seasonal-naive safety net (see the module docstring). The tracked
+    errors are cleared at each ``fit`` unless ``carry_errors``."""
 
     def __init__(
         self,
@@ -145,7 +130,10 @@ class FallbackForecaster:
     def trusted_(self) -> bool:
         """Whether the recent error may not hand the forecast to the naive: with
         ``trust_validated``, while the main model says it is trusted (``auto``: a
-        statsforecast model that beat the seasonal naive in validation)."""
+        statsforecast model that beat the seasonal naive in validation). A few hours of
+        recent error do not overrule a week of validation; the live planner still
+        refits such a model when its recent error is worse
+        (:class:`~streamtrain.forecast.live.LiveForecaster`)."""
         return self.trust_validated and isinstance(self.main, Validated) and self.main.trusted_
 
     def recent_mae(self) -> tuple[float, float] | None:
