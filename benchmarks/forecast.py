@@ -109,11 +109,11 @@ def _progress(message: str) -> None:
 def eval_settings(step_s: int) -> EvalSettings:
     """The harness's splits at ``step_s`` (module docstring): the last 7 days, a new
     origin every horizon, a daily refit; also the study's (``benchmarks.forecast_study``)."""
-    horizon = default_horizon_steps(step_s)
+    horizon_steps = default_horizon_steps(step_s)
     return EvalSettings(
-        horizon_steps=horizon,
+        horizon_steps=horizon_steps,
         test_steps=7 * DAY_S // step_s,
-        stride_steps=horizon,
+        stride_steps=horizon_steps,
         season_steps=DAY_S // step_s,
         refit_every_steps=DAY_S // step_s,
     )

@@ -95,7 +95,7 @@ def _score_all(
     cache: FitCache,
     counter: _Count,
 ) -> tuple[dict[str, float], str, dict[str, np.ndarray], float]:
-    step_s, horizon = trace.step_s, settings.horizon_steps
+    step_s, horizon_steps = trace.step_s, settings.horizon_steps
 
     def base(name: str) -> Forecaster:
         opts = ALONE if name == "fedformer" else {}
@@ -126,7 +126,7 @@ def _score_all(
         origins, scale = scores.trail.origins, scores.mae / scores.mase
         if name not in BASE:
             notes.append(f"{name}: {counter.count - before} hand-over(s)")
-    actual = np.stack([values[o : o + horizon] for o in origins])
+    actual = np.stack([values[o : o + horizon_steps] for o in origins])
     seen = ~np.isnan(actual)
     for w in MIX_WEIGHTS:
         mix = w * points["fedformer"] + (1 - w) * points["mstl"]

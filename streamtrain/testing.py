@@ -67,12 +67,12 @@ class ScriptedForecaster:
         self.n += len(new_points)
         return self
 
-    def predict(self, horizon: int) -> NDArray[np.float64]:
-        out = self.profile[self.n : self.n + horizon]
-        return np.pad(out, (0, horizon - out.size), mode="edge")
+    def predict(self, horizon_steps: int) -> NDArray[np.float64]:
+        out = self.profile[self.n : self.n + horizon_steps]
+        return np.pad(out, (0, horizon_steps - out.size), mode="edge")
 
     def predict_quantiles(
-        self, horizon: int, levels: Sequence[float]
+        self, horizon_steps: int, levels: Sequence[float]
     ) -> dict[float, NDArray[np.float64]]:
         raise ForecastError("a scripted forecaster has no error model")
 

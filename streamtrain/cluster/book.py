@@ -203,7 +203,7 @@ class RequestBook:
         *,
         capacity_workers: int,
         step_s: float,
-        horizon: int,
+        horizon_steps: int,
         budget_workers: int | None = None,
         power_of_two: Iterable[str] = (),
     ) -> ClusterProblem | None:
@@ -217,7 +217,7 @@ class RequestBook:
         )
         return ClusterProblem(
             jobs=jobs,
-            capacity_workers=(capacity_workers,) * horizon,
+            capacity_workers=(capacity_workers,) * horizon_steps,
             step_s=step_s,
             opportunistic_budget_workers=budget_workers,
         )

@@ -184,7 +184,7 @@ def _grant(job: ClusterJob, granted: int, note: str, problem: ClusterProblem) ->
         current_workers=job.current_workers,
         wanted_workers=wanted,
         granted_workers=granted,
-        plan=(granted,) * problem.horizon,
+        plan=(granted,) * problem.horizon_steps,
         shortfall_workers=short,
         reason=explain(job, granted, wanted, why_short=why),
     )

@@ -162,7 +162,7 @@ class _JobColumns:
 
 
 def _counts_and_speed(
-    model: _Model, job: ClusterJob, horizon: int, integral_steps: int
+    model: _Model, job: ClusterJob, horizon_steps: int, integral_steps: int
 ) -> _JobColumns:
     """The count ``n[i,t]`` and, where needed, the speed columns of one job.
 
@@ -186,7 +186,7 @@ def _counts_and_speed(
     upper = counts[-1]
     if job.remaining_work is not None and job.remaining_work <= 0:
         upper = counts[0]  # finished: nothing left to give workers to
-    for t in range(horizon):
+    for t in range(horizon_steps):
         whole = t < integral_steps  # the first step is applied; later ones are a plan
         n = model.var(counts[0], upper, _EPSILON, integer=whole)
         n_cols.append(n)
@@ -230,7 +230,7 @@ def _progress_rows(
     are a plan only, and a change there costs ``change_cost`` per worker moved
     (continuous, no binaries).
     """
-    job, horizon, step_s = cols.job, problem.horizon, problem.step_s
+    job, horizon_steps, step_s = cols.job, problem.horizon_steps, problem.step_s
     curve = job.curve()
     lost_records = job.pause_s * curve.at(job.current_workers)
     work = job.remaining_work
@@ -244,13 +244,15 @@ def _progress_rows(
                 row.append((previous, -1.0))
             model.row(row, -np.inf, 0)
             previous = done
-            record_value.append((horizon - t) / work)
+            record_value.append((horizon_steps - t) / work)
         if job.deadline_s is not None and previous is not None:
-            share = 1.0 if job.deadline_s <= 0 else min(1.0, horizon * step_s / job.deadline_s)
+            share = (
+                1.0 if job.deadline_s <= 0 else min(1.0, horizon_steps * step_s / job.deadline_s)
+            )
             behind = model.var(0, share, settings.deadline_weight)
             model.row([(previous, 1.0 / work), (behind, 1.0)], share, np.inf)
     elif work is None:
-        for terms, wanted in zip(cols.speeds, job.demand(horizon), strict=True):
+        for terms, wanted in zip(cols.speeds, job.demand(horizon_steps), strict=True):
             full = curve.at(wanted) * step_s
             if full <= 0:
                 record_value.append(0.0)
@@ -259,8 +261,8 @@ def _progress_rows(
             model.row([(gain, 1.0), *((col, -step_s * f) for col, f in terms)], -np.inf, 0)
             record_value.append(1.0 / full)
     else:
-        record_value = [0.0] * horizon
-    _wait_rows(model, cols, job, min(horizon, settings.integral_steps), settings.wait_penalty)
+        record_value = [0.0] * horizon_steps
+    _wait_rows(model, cols, job, min(horizon_steps, settings.integral_steps), settings.wait_penalty)
     big = job.max_workers + job.current_workers
     first = cols.counts[0]
     changed = model.var(0, 1, settings.change_cost + lost_records * record_value[0], integer=True)
@@ -268,7 +270,7 @@ def _progress_rows(
     model.row([(first, -1.0), (changed, -big)], -np.inf, -job.current_workers)
     # Later steps are only a plan (re-solved next round): a per-worker cost on changes,
     # continuous, keeps the plan from swinging without binaries.
-    for t in range(1, horizon):
+    for t in range(1, horizon_steps):
         n, before = cols.counts[t], cols.counts[t - 1]
         moved = model.var(0, big, settings.change_cost)
         model.row([(moved, 1.0), (n, -1.0), (before, 1.0)], 0, np.inf)
@@ -301,10 +303,10 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     why = infeasibility(problem)
     if why is not None:
         return unchanged(problem, why, "milp", s_to_ms(time.perf_counter() - started))
-    horizon = problem.horizon
+    horizon_steps = problem.horizon_steps
     model = _Model()
-    whole = min(horizon, settings.integral_steps)
-    columns = [_counts_and_speed(model, job, horizon, whole) for job in problem.jobs]
+    whole = min(horizon_steps, settings.integral_steps)
+    columns = [_counts_and_speed(model, job, horizon_steps, whole) for job in problem.jobs]
     if settings.hard_minimum:
         for cols in columns:
             if cols.job.name in _hard_minimum_jobs(problem):
@@ -314,9 +316,9 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     for cols in columns:
         job = cols.job
         if job.job_class is JobClass.GUARANTEE:
-            _floor_rows(model, cols, job.demand(horizon), settings.guarantee_penalty)
+            _floor_rows(model, cols, job.demand(horizon_steps), settings.guarantee_penalty)
         elif job.job_class is JobClass.SERVING:
-            _floor_rows(model, cols, job.demand(horizon), settings.serving_penalty)
+            _floor_rows(model, cols, job.demand(horizon_steps), settings.serving_penalty)
         else:
             _progress_rows(model, cols, problem, settings)
     for t, capacity in enumerate(problem.capacity_workers):
@@ -324,7 +326,7 @@ def milp_allocate(problem: ClusterProblem, settings: MilpSettings | None = None)
     budget = problem.opportunistic_budget_workers
     opportunistic = [c for c in columns if c.job.job_class is JobClass.OPPORTUNISTIC]
     if budget is not None and opportunistic:
-        for t in range(horizon):
+        for t in range(horizon_steps):
             model.row([(c.counts[t], 1.0) for c in opportunistic], -np.inf, budget)
     status, message, x, gap, nodes = model.solve(settings)
     solve_ms = s_to_ms(time.perf_counter() - started)

@@ -181,10 +181,10 @@ class ClusterJob:
         """What the job must hold at least: its min, or 0 when it may wait."""
         return 0 if self.job_class is JobClass.OPPORTUNISTIC else self.counts[0]
 
-    def demand(self, horizon: int) -> tuple[int, ...]:
-        """Wanted counts for ``horizon`` steps, capped at the job's max."""
+    def demand(self, horizon_steps: int) -> tuple[int, ...]:
+        """Wanted counts for ``horizon_steps`` steps, capped at the job's max."""
         base = self.demand_workers or (self.current_workers,)
-        padded = (*base, *([base[-1]] * max(0, horizon - len(base))))[:horizon]
+        padded = (*base, *([base[-1]] * max(0, horizon_steps - len(base))))[:horizon_steps]
         return tuple(min(d, self.max_workers) for d in padded)
 
     def curve(self) -> SpeedCurve:
@@ -212,7 +212,7 @@ class ClusterProblem:
             raise ConfigError("the opportunistic budget cannot be negative")
 
     @property
-    def horizon(self) -> int:
+    def horizon_steps(self) -> int:
         return len(self.capacity_workers)
 
     def of_class(self, job_class: JobClass) -> tuple[ClusterJob, ...]:
@@ -304,7 +304,7 @@ def unchanged(problem: ClusterProblem, why: str, solver: str, solve_ms: float) -
             current_workers=j.current_workers,
             wanted_workers=j.demand(1)[0],
             granted_workers=j.current_workers,
-            plan=(j.current_workers,) * problem.horizon,
+            plan=(j.current_workers,) * problem.horizon_steps,
             shortfall_workers=max(0, j.demand(1)[0] - j.current_workers),
             reason=f"unchanged: {why}",
         )

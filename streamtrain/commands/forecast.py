@@ -247,8 +247,10 @@ def eval_command(
     for name, scores in results.items():
         click.echo(_row(name, scores))
     click.echo(f"\nMASE by horizon step ({step_s} s steps; columns: steps ahead)")
-    horizon = settings.horizon_steps
-    shown = sorted({0, horizon // 4, horizon // 2, (3 * horizon) // 4, horizon - 1})
+    horizon_steps = settings.horizon_steps
+    shown = sorted(
+        {0, horizon_steps // 4, horizon_steps // 2, (3 * horizon_steps) // 4, horizon_steps - 1}
+    )
     click.echo(f"{'model':24} " + " ".join(f"{h + 1:>7}" for h in shown))
     for name, scores in results.items():
         cells = " ".join(f"{scores.mase_by_step[h]:7.3f}" for h in shown)

@@ -278,7 +278,7 @@ class AllocatorService:
             now_s,
             capacity_workers=s.capacity_workers,
             step_s=s.step_s,
-            horizon=s.horizon_steps,
+            horizon_steps=s.horizon_steps,
             budget_workers=self._budget(),
             power_of_two=s.power_of_two_jobs,
         )

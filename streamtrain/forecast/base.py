@@ -2,37 +2,15 @@
 
 Owned here:
 
-* :class:`Forecaster`: the protocol every model follows (statsforecast's shape):
-  ``fit(history) -> self``, ``predict(horizon) -> ndarray``,
-  ``predict_quantiles(horizon, levels) -> {level: ndarray}``, ``update(new_points) ->
-  self`` (append observations without retraining), fitted state in trailing-underscore
-  attributes, ``save(path)`` / ``load(path)``. ``history`` is a regular series of
-  records/s, one value per ``step_s`` (60 s by default), oldest first, with ``NaN`` for
-  missing steps; forecasts are never negative. A model with no error model of its own
-  raises :class:`ForecastError` from ``predict_quantiles``, and each caller does what
-  suits it (the policies' feed scales the point forecast by its past errors; a wrapper
-  or an ensemble answers the point forecast at every level: :func:`quantiles_or_point`).
-  :func:`check_levels` is the one check of quantile levels.
-* :func:`fill_gaps`: the one gap rule shared by models that need a complete series:
-  a missing step takes the value one season earlier, else one season later, else is
-  linearly interpolated between its neighbours.
-* :class:`SeasonalNaive`: the forecast is the last observed season repeated
-  (``seasonal_naive_daily``, ``seasonal_naive_weekly``; ``seasonal_naive`` picks the
-  season by :func:`naive_period_s`, the one rule every safety net and policy uses: the
-  week once the history holds two weeks, so that the week's seasonal differences
-  exist for its quantiles, the day before). Its quantiles are the
-  empirical quantiles of the seasonal differences ``y(t) - y(t - season)`` over the
-  last four seasons, added to the point forecast.
-* :class:`WarmStart`: the optional ``fit_from(previous, history)`` of a model that
-  can continue from an earlier fit of itself (``auto``'s folds and daily refits).
-* :func:`worse_than_naive`: the safety net's one rule (``auto`` and the live planner):
-  a model's recent error counts as worse than the seasonal naive's only when it exceeds
-  it by ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series'
-  MASE scale (:func:`seasonal_scale`), so a 1e-5 miss beside a naive that is exact on a
-  closed day, or a 1 % difference, does not hand the forecast to the naive.
-  :func:`hands_over` adds the exception: a model that earned trust in validation
-  (:class:`Validated`, ``auto``'s kept statsforecast model that beat the naive) keeps
-  the forecast; its recent error still asks the live planner for a refit.
+* :class:`Forecaster`: the protocol every model follows (statsforecast's shape), with
+  :func:`check_levels`, :func:`check_horizon` and :func:`quantiles_or_point`;
+  :class:`WarmStart` and :class:`Validated`, the optional parts some models add.
+* :func:`fill_gaps`: the one gap rule shared by models that need a complete series.
+* :class:`SeasonalNaive` and :func:`naive_period_s`, the one rule for which season a
+  seasonal naive repeats, used by every safety net and policy.
+* :func:`worse_than_naive` and :func:`hands_over`: the safety net's one rule for when a
+  model's recent error hands the forecast to the seasonal naive (``auto`` and the live
+  planner).
 """
 
 from __future__ import annotations
@@ -77,17 +55,28 @@ NAIVE_MARGIN_MASE = 0.05  # of the series' MASE scale (mean absolute daily diffe
 
 @runtime_checkable
 class Forecaster(Protocol):
-    """A univariate records/s forecaster (see the module docstring)."""
+    """A univariate records/s forecaster: ``fit(history) -> self``,
+    ``predict(horizon_steps) -> ndarray``, ``predict_quantiles(horizon_steps, levels) ->
+    {level: ndarray}``, ``update(new_points) -> self`` (append observations without
+    retraining), fitted state in trailing-underscore attributes, ``save(path)`` /
+    ``load(path)``.
+
+    ``history`` is a regular series of records/s, one value per ``step_s`` (60 s by
+    default), oldest first, with ``NaN`` for missing steps; forecasts are never negative.
+    A model with no error model of its own raises :class:`ForecastError` from
+    ``predict_quantiles``, and each caller does what suits it (the policies' feed scales
+    the point forecast by its past errors; a wrapper or an ensemble answers the point
+    forecast at every level: :func:`quantiles_or_point`)."""
 
     name: str
     step_s: int
 
     def fit(self, history: FloatArray) -> Self: ...
 
-    def predict(self, horizon: int) -> FloatArray: ...
+    def predict(self, horizon_steps: int) -> FloatArray: ...
 
     def predict_quantiles(
-        self, horizon: int, levels: Sequence[float]
+        self, horizon_steps: int, levels: Sequence[float]
     ) -> dict[float, FloatArray]: ...
 
     def update(self, new_points: FloatArray) -> Self: ...
@@ -96,20 +85,21 @@ class Forecaster(Protocol):
 
 
 def quantiles_or_point(
-    model: Forecaster, horizon: int, levels: Sequence[float]
+    model: Forecaster, horizon_steps: int, levels: Sequence[float]
 ) -> dict[float, FloatArray]:
     """``model``'s quantiles at ``levels``; its point forecast at every level when it has
     no error model of its own (what a wrapper or an ensemble answers for it)."""
     levels = check_levels(levels)
     try:
-        return model.predict_quantiles(horizon, levels)
+        return model.predict_quantiles(horizon_steps, levels)
     except ForecastError:
-        point = model.predict(horizon)
+        point = model.predict(horizon_steps)
         return {q: point.copy() for q in levels}
 
 
 def check_levels(levels: Sequence[float]) -> list[float]:
-    """``levels`` as floats; a :class:`ConfigError` unless every one is in (0, 1)."""
+    """``levels`` as floats; a :class:`ConfigError` unless every one is in (0, 1). The one
+    check of quantile levels."""
     out = [float(q) for q in levels]
     bad = [q for q in out if not 0 < q < 1]  # NaN fails too
     if bad:
@@ -122,8 +112,9 @@ NAIVE_NAMES = {DAY_S: "seasonal_naive_daily", WEEK_S: "seasonal_naive_weekly"}
 
 
 def naive_period_s(history_steps: int, step_s: int) -> int:
-    """The season a seasonal naive repeats after ``history_steps`` steps of ``step_s``
-    (module docstring): the week from two weeks of history, the day before."""
+    """The season a seasonal naive repeats after ``history_steps`` steps of ``step_s``:
+    the week from two weeks of history (so that the week's seasonal differences exist for
+    its quantiles), the day before."""
     return WEEK_S if history_steps * step_s >= 2 * WEEK_S else DAY_S
 
 
@@ -143,7 +134,8 @@ def as_history(history: FloatArray | list[float], *, min_length: int = 1) -> Flo
 
 
 def fill_gaps(history: FloatArray, season: int) -> FloatArray:
-    """A copy of ``history`` without ``NaN`` (rule in the module docstring)."""
+    """A copy of ``history`` without ``NaN``: a missing step takes the value one season
+    earlier, else one season later, else is linearly interpolated between its neighbours."""
     values = np.array(history, dtype=np.float64)
     missing = np.isnan(values)
     if not missing.any():
@@ -189,16 +181,20 @@ def as_new_points(new_points: FloatArray | list[float]) -> FloatArray:
     return values
 
 
-def check_horizon(horizon: int) -> None:
-    """A :class:`ConfigError` unless ``horizon`` is at least one step."""
-    if horizon < 1:
-        raise ConfigError(f"the forecast horizon must be at least one step, got {horizon}")
+def check_horizon(horizon_steps: int) -> None:
+    """A :class:`ConfigError` unless ``horizon_steps`` is at least one step."""
+    if horizon_steps < 1:
+        raise ConfigError(f"the forecast horizon must be at least one step, got {horizon_steps}")
 
 
 class SeasonalNaive:
-    """Repeat the last observed season: y(t + h) = y(t + h - k·period).
+    """Repeat the last observed season: y(t + h) = y(t + h - k·period)
+    (``seasonal_naive_daily``, ``seasonal_naive_weekly``).
 
-    ``period_s=0``: the week once the history holds two weeks, else the day."""
+    ``period_s=0`` (``seasonal_naive``): the season of :func:`naive_period_s`, the week
+    once the history holds two weeks, else the day. Its quantiles are the empirical
+    quantiles of the seasonal differences ``y(t) - y(t - season)`` over the last four
+    seasons, added to the point forecast."""
 
     def __init__(self, period_s: int = DAY_S, *, step_s: int = 60, name: str | None = None) -> None:
         if step_s <= 0 or period_s < 0 or (period_s and period_s % step_s) or DAY_S % step_s:
@@ -237,22 +233,24 @@ class SeasonalNaive:
         self.spread_ = _spread(recent[season:] - recent[:-season])
         return self
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        """The point forecast plus the seasonal differences' quantiles (module docstring)."""
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        """The point forecast plus the seasonal differences' quantiles (class docstring)."""
         levels = check_levels(levels)
-        point = self.predict(horizon)
+        point = self.predict(horizon_steps)
         spread = self.spread_ if self.spread_ is not None else np.zeros(QUANTILE_GRID.size)
         return {
             float(q): np.maximum(point + float(np.interp(q, QUANTILE_GRID, spread)), 0.0)
             for q in levels
         }
 
-    def predict(self, horizon: int) -> FloatArray:
-        check_horizon(horizon)
+    def predict(self, horizon_steps: int) -> FloatArray:
+        check_horizon(horizon_steps)
         if self.last_season_ is None:
             raise ForecastError(f"{self.name} is not fitted")
-        reps = -(-horizon // self.season)
-        return np.maximum(np.tile(self.last_season_, reps)[:horizon], 0.0)
+        reps = -(-horizon_steps // self.season)
+        return np.maximum(np.tile(self.last_season_, reps)[:horizon_steps], 0.0)
 
     def update(self, new_points: FloatArray) -> Self:
         """Append observations; a gap takes the value one season earlier."""
@@ -308,7 +306,10 @@ def seasonal_scale(values: FloatArray, season: int) -> float:
 
 
 def worse_than_naive(model_mae: float, naive_mae: float, scale: float) -> bool:
-    """Whether a model's recent MAE is clearly above the seasonal naive's (module docstring)."""
+    """Whether a model's recent MAE is clearly above the seasonal naive's: above it by
+    ``NAIVE_MARGIN`` of the naive's error plus ``NAIVE_MARGIN_MASE`` of the series' MASE
+    ``scale`` (:func:`seasonal_scale`), so a 1e-5 miss beside a naive that is exact on a
+    closed day, or a 1 % difference, does not hand the forecast to the naive."""
     floor = NAIVE_MARGIN_MASE * scale if math.isfinite(scale) and scale > 0 else 0.0
     return model_mae > naive_mae * (1 + NAIVE_MARGIN) + floor
 
@@ -334,7 +335,9 @@ class Validated(Protocol):
 def hands_over(recent: tuple[float, float], scale: float, model: object) -> bool:
     """The safety net's rule: whether the (model, naive) ``recent`` MAE hands the forecast
     to the seasonal naive: the model is clearly worse (:func:`worse_than_naive`) and not
-    trusted (:class:`Validated`)."""
+    trusted (:class:`Validated`: ``auto``'s kept statsforecast model that beat the naive
+    in validation keeps the forecast; its recent error still asks the live planner for a
+    refit)."""
     if isinstance(model, Validated) and model.trusted_:
         return False
     return worse_than_naive(*recent, scale)

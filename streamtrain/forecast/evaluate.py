@@ -83,11 +83,11 @@ class EvalSettings:
 @dataclass(frozen=True, slots=True, eq=False)
 class Trail:
     """What a model forecast over the test period (for plots): per origin, its first
-    step and ``horizon`` values of the point forecast and of the band's two quantiles
+    step and ``horizon_steps`` values of the point forecast and of the band's two quantiles
     (the point forecast when the model has no quantiles)."""
 
     origins: NDArray[np.int64]
-    point: FloatArray  # (origins, horizon)
+    point: FloatArray  # (origins, horizon_steps)
     low: FloatArray
     high: FloatArray
     levels: tuple[float, float]
@@ -180,13 +180,13 @@ def _origins(n: int, settings: EvalSettings) -> range:
     return range(first, n - settings.horizon_steps + 1, settings.stride_steps)
 
 
-def _band(model: Forecaster, horizon: int, levels: tuple[float, float]) -> list[FloatArray]:
-    raw = quantiles_or_point(model, horizon, levels)  # no error model: a zero-width band
+def _band(model: Forecaster, horizon_steps: int, levels: tuple[float, float]) -> list[FloatArray]:
+    raw = quantiles_or_point(model, horizon_steps, levels)  # no error model: a zero-width band
     return [np.maximum(np.asarray(raw[q], dtype=np.float64), 0.0) for q in levels]
 
 
 def by_step(actual: FloatArray, forecast: FloatArray, scale: float) -> tuple[float, ...]:
-    """MASE per horizon step of ``(origins, horizon)`` arrays (gaps skipped)."""
+    """MASE per horizon step of ``(origins, horizon_steps)`` arrays (gaps skipped)."""
     err = np.abs(forecast - actual)
     seen = ~np.isnan(err)
     total = np.where(seen, err, 0.0).sum(axis=0)

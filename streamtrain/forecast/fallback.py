@@ -1,30 +1,14 @@
 """The fallback wrapper: a main forecaster backed by a seasonal naive (``auto``).
 
-Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless
-
-* it is not fitted (its ``fit`` failed, or the history was too short for it),
-* it fails while predicting (an error, or a non-finite forecast), or
-* its recent error exceeds the naive's: every ``update`` scores the forecasts both
-  models made at the previous origin against the points that arrived (the first
-  ``track_steps`` of them); once ``min_tracked`` points are scored, the main model is
-  skipped while its mean absolute error over the last ``window_steps`` scored points is
-  clearly above the naive's (:func:`~streamtrain.forecast.base.worse_than_naive`: by
-  more than a margin, so an exact naive on a day of zeros does not take over), unless
-  the main model is *trusted* (``trust_validated``, the default: ``auto``'s selection
-  kept a statsforecast model that beat the seasonal naive over its week of validation,
-  :attr:`SelectForecaster.trusted_ <streamtrain.forecast.select.SelectForecaster>`).
-  A few hours of recent error do not overrule a week of validation: on the web shape
-  and the held-out five-minute flights, the only hand-overs of the full run were of a
-  validated MSTL, and each cost ``auto`` its place at or below MSTL (docs/benchmarks.md,
-  "Forecasters"). The live planner still refits such a model when its recent
-  error is worse (:class:`~streamtrain.forecast.live.LiveForecaster`).
-
-The tracked errors are cleared at each ``fit`` (``carry_errors`` keeps them across
-fits; measured, it changed nothing).
-
-In every such case the naive answers, ``source_`` says which model answered and
-``reason_`` why, and a warning is logged when the source changes. The naive repeats
-the season :func:`~streamtrain.forecast.base.naive_period_s` picks.
+Owned here: :class:`FallbackForecaster`. ``predict`` uses the main model unless it is
+not fitted (its ``fit`` failed, or the history was too short for it), it fails while
+predicting (an error, or a non-finite forecast), or its recent error hands the forecast
+to the naive (:func:`~streamtrain.forecast.base.hands_over`): every ``update`` scores
+the forecasts both models made at the previous origin against the points that arrived
+(the first ``track_steps`` of them), over the last ``window_steps`` scored points once
+``min_tracked`` exist. In every such case the naive answers (the season
+:func:`~streamtrain.forecast.base.naive_period_s` picks), ``source_`` says which model
+answered and ``reason_`` why, and a warning is logged when the source changes.
 """
 
 from __future__ import annotations
@@ -63,7 +47,8 @@ _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)
 
 
 class FallbackForecaster:
-    """``main`` with a seasonal-naive safety net (see the module docstring)."""
+    """``main`` with a seasonal-naive safety net (see the module docstring). The tracked
+    errors are cleared at each ``fit`` unless ``carry_errors``."""
 
     def __init__(
         self,
@@ -145,7 +130,10 @@ class FallbackForecaster:
     def trusted_(self) -> bool:
         """Whether the recent error may not hand the forecast to the naive: with
         ``trust_validated``, while the main model says it is trusted (``auto``: a
-        statsforecast model that beat the seasonal naive in validation)."""
+        statsforecast model that beat the seasonal naive in validation). A few hours of
+        recent error do not overrule a week of validation; the live planner still
+        refits such a model when its recent error is worse
+        (:class:`~streamtrain.forecast.live.LiveForecaster`)."""
         return self.trust_validated and isinstance(self.main, Validated) and self.main.trusted_
 
     def recent_mae(self) -> tuple[float, float] | None:
@@ -155,18 +143,18 @@ class FallbackForecaster:
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _try_main(self, horizon: int) -> FloatArray | None:
+    def _try_main(self, horizon_steps: int) -> FloatArray | None:
         try:
-            forecast = np.asarray(self.main.predict(horizon), dtype=np.float64)
+            forecast = np.asarray(self.main.predict(horizon_steps), dtype=np.float64)
         except _FAILURES as exc:
             self.main_error_ = f"predict failed: {exc}"
             return None
-        if forecast.shape != (horizon,) or not np.all(np.isfinite(forecast)):
+        if forecast.shape != (horizon_steps,) or not np.all(np.isfinite(forecast)):
             self.main_error_ = "predict returned a malformed or non-finite forecast"
             return None
         return np.maximum(forecast, 0.0)
 
-    def _choose(self, horizon: int) -> tuple[FloatArray | None, str | None]:
+    def _choose(self, horizon_steps: int) -> tuple[FloatArray | None, str | None]:
         if not self.main_ok_:
             return None, f"{self.main.name} is not fitted ({self.main_error_})"
         recent = self.recent_mae()
@@ -175,15 +163,15 @@ class FallbackForecaster:
                 f"{self.main.name}'s recent MAE {recent[0]:.4g} exceeds "
                 f"{self._fb_name()}'s {recent[1]:.4g}"
             )
-        forecast = self._try_main(horizon)
+        forecast = self._try_main(horizon_steps)
         if forecast is None:
             return None, f"{self.main.name} failed: {self.main_error_}"
         return forecast, None
 
-    def predict(self, horizon: int) -> FloatArray:
+    def predict(self, horizon_steps: int) -> FloatArray:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
-        forecast, reason = self._choose(horizon)
+        forecast, reason = self._choose(horizon_steps)
         source = self.main.name if forecast is not None else self._fb_name()
         if source != self.source_:
             if reason is not None:
@@ -192,17 +180,19 @@ class FallbackForecaster:
                 log.warning("%s: back on %s", self.name, source)
         self.source_, self.reason_ = source, reason
         if forecast is None:
-            forecast = self.fallback_.predict(horizon)
+            forecast = self.fallback_.predict(horizon_steps)
         return forecast
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
         """The main model's quantiles when it answers and has them; otherwise the point
         forecast of whichever model answers, for every level."""
         levels = check_levels(levels)
-        point = self.predict(horizon)
+        point = self.predict(horizon_steps)
         if self.source_ == self.main.name:
             try:
-                result = self.main.predict_quantiles(horizon, levels)
+                result = self.main.predict_quantiles(horizon_steps, levels)
             except _FAILURES as exc:
                 log.warning("%s: quantiles failed (%s); using the point forecast", self.name, exc)
             else:

@@ -1,83 +1,26 @@
 """The FEDformer-style forecaster (``fedformer``): KALE §3.2's model, trained on CPU,
 combined with statsforecast's MSTL.
 
-What ``fedformer`` forecasts: a weighted mean of two
-models fitted on the same history, the transformer below and MSTL with daily and weekly
-seasons (:class:`~streamtrain.forecast.stats.StatsForecaster`, the ``mstl`` model),
-``(1 - w) x transformer + w x MSTL`` per step and per quantile level. ``w`` starts at
-``mstl_weight`` (0.5) after each fit; with ``adapt_weight`` (the default) it then
-follows both halves' errors since the fit (:class:`~streamtrain.forecast.mix.MixWeights`:
-each half's forecast of the next horizon, 30 minutes or two steps, is scored once the
-steps arrive; after four such windows ``w`` is the transformer's total error over the
-sum of both, inverse-error weights). ``mstl_weight=0`` is the transformer alone (a
-model saved without an MSTL half loads as that). When MSTL cannot fit or
-forecast, the transformer answers alone (logged). MSTL's fit adds about a second.
-Measured in docs/benchmarks.md ("Forecasters"): the combination is below MSTL's
-error on most series, where the transformer alone was not.
+Owned here: :class:`FedformerForecaster`, the :class:`~streamtrain.forecast.base.Forecaster`
+wrapper (data preparation, seeded training, prediction, quantiles, save/load). Its
+forecast is ``(1 - w) x transformer + w x MSTL`` per step and per quantile level; ``w``
+starts at ``mstl_weight`` after each fit and, with ``adapt_weight``, follows both
+halves' errors since the fit (:class:`~streamtrain.forecast.mix.MixWeights`). When MSTL
+cannot fit or forecast, the transformer answers alone (logged).
 
-Owned here: :class:`FedformerForecaster` (the :class:`~streamtrain.forecast.base.Forecaster`
-wrapper: data preparation, seeded training, prediction, quantiles, save/load). Its
-settings are :class:`~streamtrain.forecast.fedformer_settings.FedformerSettings`, the
-network is :mod:`streamtrain.forecast.fedformer_model`, trained and run by
-:mod:`streamtrain.forecast.fedformer_train` (torch is imported only there, lazily, so
-importing this module does not import torch), and the inputs are built by
-:mod:`streamtrain.forecast.fedformer_data`.
+The transformer forecasts a *residual*: the log of the series minus the log of a
+seasonal baseline (the same time one, two and three weeks earlier, smoothed), how far
+today runs above last week, which persists for hours unlike minute-level noise. It
+reads and forecasts ``coarse_s`` blocks, each window anchored at its last block so that
+an untrained network forecasts persistence; the forecast is interpolated back to
+per-step values and added to the baseline. Training is a fixed number of seeded steps
+(the fit time does not grow with the history), with an L1 loss weighted by traffic level
+(MASE counts absolute errors, so the busy hours matter most).
 
-How the transformer forecasts (each choice measured with ``streamtrain forecast eval``;
-see docs/benchmarks.md):
-
-1. The per-step series is compared with a seasonal baseline: the mean of the same time
-   one, two and three weeks earlier (``baseline_periods``; days instead of weeks while
-   the history is shorter than ``week + 3 days``), smoothed over ``smooth_steps``. Both
-   go through a log scale and the model sees their difference,
-   the *residual*: how far today runs above or below last week, a quantity that persists
-   for hours, unlike minute-level noise.
-2. Residuals are averaged over ``coarse_s`` blocks (30 minutes; ``steps_per_block``
-   steps): the network reads the last ``seq_len`` blocks (a day) and forecasts
-   ``pred_len`` blocks (3 hours). Blocks of
-   30 minutes beat 5, 10, 15 and 60 minutes on MASE at a 30-minute horizon over five
-   series in our runs, and train 2-3x faster than 10 minutes: the mean of the last 30
-   minutes is a less noisy level than that of the last 10. Each
-   window is normalised RevIN-style but anchored: minus its last ``anchor_blocks``
-   block(s), over its standard deviation, and the decoder's trend starts at 0 rather
-   than the window mean, so an untrained network forecasts persistence of the current
-   residual and training learns departures from it.
-3. The forecast residual is interpolated back to per-step values and added to the
-   baseline; beyond ``pred_len`` blocks the last forecast residual is held.
-
-Training: a fixed number of seeded mini-batch steps (so the fit time does not grow
-with the history), L1 loss weighted by the baseline's traffic level (MASE counts
-absolute errors, so the busy hours matter most), the weights with the lowest error on
-the last ``val_fraction`` of the windows are kept.
-
-Threads: one by default. On a shared machine two OpenMP threads that wait for a busy
-core made training 17x slower in our runs; one thread loses about a third at best.
-
-Quantiles: the empirical quantiles of the validation errors (last ``val_fraction`` of
-the windows) per horizon block, added in the log scale, so intervals widen with the
-horizon and with the level; combined with MSTL's at the same level with the same ``w``.
-
-Fine-tuning (``fit_from``): a fit that starts from an earlier fit's network (``auto``'s
-later validation folds and its daily refits, :mod:`streamtrain.forecast.folds`) trains
-``finetune_steps`` steps at ``finetune_learning_rate`` instead of ``train_steps`` from
-scratch, and keeps the starting weights unless training beats them on the validation
-windows; when its validation error is more than ``RETRAIN_RATIO`` (2) times the previous
-fit's, the model is trained from scratch instead (measured on the call-centre shape: a
-holiday that entered the windows left a fine-tuned network at 3.5x the error of one
-trained anew, docs/benchmarks.md).
-
-Forecasts: one network pass per origin (kept for the point forecast, the quantiles and
-the safety net's tracked forecast there), and only the input window and the horizon
-are prepared.
-
-Save/load: one ``.npz`` (no pickles; :mod:`streamtrain.forecast.fedformer_store`) with
-the network, and MSTL's kept history, from which ``load`` re-estimates MSTL (as
-:meth:`StatsForecaster.load <streamtrain.forecast.stats.StatsForecaster.load>` does)
-before telling it the steps that came after its fit (at most half the kept history),
-and the errors that set ``w``. A model saved right after its fit (what the live planner
-saves) reloads as it was; one saved later is re-estimated on what MSTL still keeps (its
-last five weeks), so once the history is longer than that its MSTL half is close to,
-not the same as, the saved one.
+Settings: :mod:`~streamtrain.forecast.fedformer_settings`; the network:
+:mod:`~streamtrain.forecast.fedformer_model`, trained and run by
+:mod:`~streamtrain.forecast.fedformer_train` (the only module that imports torch,
+lazily); inputs: :mod:`~streamtrain.forecast.fedformer_data`.
 """
 
 from __future__ import annotations
@@ -129,7 +72,8 @@ log = logging.getLogger(__name__)
 _FAILURES = (ForecastError, RuntimeError, ValueError, ArithmeticError)  # torch raises RuntimeError
 FloatArray = NDArray[np.float64]
 # A fine-tune whose validation error is more than this times the earlier fit's (a holiday
-# or an outage entered the windows) is replaced by a fit from scratch.
+# or an outage entered the windows) is replaced by a fit from scratch: on the call-centre
+# shape a holiday left a fine-tuned network at 3.5x the error of one trained anew.
 RETRAIN_RATIO = 2.0
 
 
@@ -377,8 +321,8 @@ class FedformerForecaster:
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _forecast_z(self, horizon: int) -> tuple[FloatArray, FloatArray]:
-        """``(baseline_z, residual_z)`` per step for the next ``horizon`` steps.
+    def _forecast_z(self, horizon_steps: int) -> tuple[FloatArray, FloatArray]:
+        """``(baseline_z, residual_z)`` per step for the next ``horizon_steps`` steps.
 
         One network pass per origin: the result is kept for the origin (the history's
         absolute end) and sliced for any horizon up to the network's own (``pred_len``
@@ -390,13 +334,13 @@ class FedformerForecaster:
         n = history.shape[0]
         key = (self.offset_ + n, self.offset_)
         memo = self._memo
-        if memo is not None and memo[0] == key and memo[1].shape[0] >= horizon:
-            return memo[1][:horizon], memo[2][:horizon]
+        if memo is not None and memo[0] == key and memo[1].shape[0] >= horizon_steps:
+            return memo[1][:horizon_steps], memo[2][:horizon_steps]
         if np.isnan(history).all():
             raise ForecastError(f"{self.name}: the recent history is all gaps")
         s, f = self.settings, self.steps_per_block
         seq_len, label_len, pred_len = s.net.seq_len, s.net.label_len, s.net.pred_len
-        ahead = max(horizon, pred_len * f)
+        ahead = max(horizon_steps, pred_len * f)
         start = max(0, n - seq_len * f)
         filled = fill_gaps(history, self.period_ if n > self.period_ else 0)
         smoothed_z = scale.forward(moving_average(filled, self.smooth_steps))
@@ -419,18 +363,20 @@ class FedformerForecaster:
         predicted = run_network(net, blocks, enc_marks, dec_marks, s.threads, s.anchor_blocks)
         residual = interpolate_forward(blocks[-2:], predicted, f, ahead)
         self._memo = (key, baseline_z[n - start :], residual)
-        return baseline_z[n - start : n - start + horizon], residual[:horizon]
+        return baseline_z[n - start : n - start + horizon_steps], residual[:horizon_steps]
 
-    def _with_mstl(self, own: FloatArray, horizon: int, level: float | None = None) -> FloatArray:
+    def _with_mstl(
+        self, own: FloatArray, horizon_steps: int, level: float | None = None
+    ) -> FloatArray:
         """``own`` (the transformer's forecast, or its ``level`` quantile) combined with
         MSTL's, ``mstl_weight`` to MSTL; ``own`` alone when MSTL cannot answer."""
         if self.mstl_ is None:
             return own
         try:
             if level is None:
-                theirs = self.mstl_.predict(horizon)
+                theirs = self.mstl_.predict(horizon_steps)
             else:
-                theirs = self.mstl_.predict_quantiles(horizon, [level])[level]
+                theirs = self.mstl_.predict_quantiles(horizon_steps, [level])[level]
         except _FAILURES as exc:
             if not self._mstl_failing:  # once per failing stretch, not every live tick
                 log.warning(
@@ -442,29 +388,34 @@ class FedformerForecaster:
         w = self.mstl_share
         return np.maximum((1 - w) * own + w * theirs, 0.0)
 
-    def predict(self, horizon: int) -> FloatArray:
-        check_horizon(horizon)
-        return self._with_mstl(self._own(horizon), horizon)
+    def predict(self, horizon_steps: int) -> FloatArray:
+        check_horizon(horizon_steps)
+        return self._with_mstl(self._own(horizon_steps), horizon_steps)
 
-    def _own(self, horizon: int) -> FloatArray:
+    def _own(self, horizon_steps: int) -> FloatArray:
         """The transformer's forecast alone."""
-        base_z, residual = self._forecast_z(horizon)
+        base_z, residual = self._forecast_z(horizon_steps)
         _, scale, _, _ = self._state()
         result: FloatArray = np.maximum(scale.inverse(base_z + residual), 0.0)
         return result
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        """Forecast quantiles from the validation errors (see the module docstring)."""
-        check_horizon(horizon)
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        """Forecast quantiles: the empirical quantiles of the validation errors (the last
+        ``val_fraction`` of the windows) per horizon block, added in the log scale, so
+        intervals widen with the lead and with the level; combined with MSTL's at the
+        same level with the same ``w``."""
+        check_horizon(horizon_steps)
         levels = check_levels(levels)
-        base_z, residual = self._forecast_z(horizon)
+        base_z, residual = self._forecast_z(horizon_steps)
         _, scale, quantiles, _ = self._state()
         out: dict[float, FloatArray] = {}
         for level in levels:
             per_block = np.array([np.interp(level, QUANTILE_GRID, col) for col in quantiles.T])
-            shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon)
+            shift = interpolate_forward(np.zeros(1), per_block, self.steps_per_block, horizon_steps)
             own = np.maximum(scale.inverse(base_z + residual + shift), 0.0)
-            out[level] = self._with_mstl(own, horizon, level)
+            out[level] = self._with_mstl(own, horizon_steps, level)
         return out
 
     # -- persistence (streamtrain.forecast.fedformer_store) ------------------------------
@@ -477,6 +428,11 @@ class FedformerForecaster:
 
     @classmethod
     def load(cls, path: str | Path) -> FedformerForecaster:
+        """The model :meth:`save` wrote. MSTL is re-estimated from its kept history (as
+        :meth:`StatsForecaster.load <streamtrain.forecast.stats.StatsForecaster.load>`
+        does) and told the steps after its fit, so a model saved right after its fit
+        (what the live planner saves) reloads as it was; one saved later gets an MSTL half
+        close to, not the same as, the saved one once the history outgrows what MSTL keeps."""
         from streamtrain.forecast.fedformer_store import load_fedformer
 
         return load_fedformer(path)

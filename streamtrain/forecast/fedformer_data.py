@@ -133,9 +133,9 @@ def block_centres(end: int, blocks: int, steps_per_block: int) -> FloatArray:
 
 
 def interpolate_forward(
-    past: FloatArray, future: FloatArray, steps_per_block: int, horizon: int
+    past: FloatArray, future: FloatArray, steps_per_block: int, horizon_steps: int
 ) -> FloatArray:
-    """Per-step values for steps ``0 .. horizon-1`` after the origin, linear between block
+    """Per-step values for steps ``0 .. horizon_steps-1`` after the origin, linear between block
     centres: ``past`` are the last observed blocks, ``future`` the forecast ones; the last
     forecast block is held beyond its centre."""
     f = steps_per_block
@@ -146,5 +146,5 @@ def interpolate_forward(
         ]
     )
     knots_y = np.concatenate([past, future])
-    result: FloatArray = np.interp(np.arange(horizon, dtype=np.float64), knots_x, knots_y)
+    result: FloatArray = np.interp(np.arange(horizon_steps, dtype=np.float64), knots_x, knots_y)
     return result

@@ -8,25 +8,11 @@ asked for repeatedly, as in the rolling-origin benchmark: ``auto``'s daily valid
 folds start where the previous day's folds started, its refit on the whole history is
 the fit the harness makes of the same model as a baseline, and so on.
 
-* :meth:`FitCache.fit` returns a deep copy of the cached fit (the caller may ``update``
-  it freely); the entry itself stays as fitted. The least recently used entries go
-  past ``max_entries``; a failed fit is not cached (it raises as it would).
-* :meth:`FitCache.get` / :meth:`FitCache.put`: the same entries for a caller that
-  fits itself (``auto``'s folds, :mod:`streamtrain.forecast.folds`); ``get_walk`` /
-  ``put_walk``: a validation fold's forecasts and walked model, by the fit's key, the
-  history up to the fold's end and the fold's start (the previous day's folds are
-  today's, less the oldest).
-* :class:`CachedFit`: a forecaster that fits through a cache, for a harness's
-  factory (``lambda: CachedFit(cache, name, make)``).
-
-A model that fits from an earlier fit of itself (the transformer's warm starts,
-:class:`~streamtrain.forecast.base.WarmStart`) is the one exception to "the same with or
-without a cache": with a cache, ``auto``'s first validation fold of a day is the
-previous day's fit of that history (itself fine-tuned), without one it is trained from
-scratch. The statistical models and the seasonal naive give the same fits either way.
-
-Keys: ``name`` (which must name the model and every option that changes its fit) and a
-SHA-1 of the history's bytes.
+The one exception to "the same with or without a cache" is a model that fits from an
+earlier fit of itself (the transformer's warm starts,
+:class:`~streamtrain.forecast.base.WarmStart`): with a cache, ``auto``'s first
+validation fold of a day is the previous day's fit of that history (itself
+fine-tuned), without one it is trained from scratch.
 """
 
 from __future__ import annotations
@@ -51,7 +37,14 @@ FloatArray = NDArray[np.float64]
 
 
 class FitCache:
-    """Fitted models by (key, history digest); see the module docstring."""
+    """Fitted models and validation walks by (key, history digest): ``key`` must name
+    the model and every option that changes its fit, the digest is a SHA-1 of the
+    history's bytes. Entries are handed out as deep copies (the caller may ``update``
+    them freely); the least recently used go past ``max_entries``; a failed fit is not
+    cached. :meth:`get` / :meth:`put` serve a caller that fits itself (``auto``'s folds,
+    :mod:`streamtrain.forecast.folds`); :meth:`get_walk` / :meth:`put_walk` a
+    validation fold's forecasts and walked model, by the history up to the fold's end
+    and the fold's start (the previous day's folds are today's, less the oldest)."""
 
     def __init__(self, max_entries: int = 256) -> None:
         if max_entries < 1:
@@ -121,7 +114,7 @@ class FitCache:
 
 class CachedFit:
     """A forecaster whose ``fit`` goes through a :class:`FitCache`; everything else is
-    the fitted model's."""
+    the fitted model's. For a harness's factory: ``lambda: CachedFit(cache, name, make)``."""
 
     def __init__(self, cache: FitCache, key: str, make: Callable[[], Forecaster]) -> None:
         self.cache = cache
@@ -141,11 +134,13 @@ class CachedFit:
         self.model_ = self.cache.fit(self.key, self.make, history)
         return self
 
-    def predict(self, horizon: int) -> FloatArray:
-        return self._model().predict(horizon)
+    def predict(self, horizon_steps: int) -> FloatArray:
+        return self._model().predict(horizon_steps)
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        return self._model().predict_quantiles(horizon, levels)
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        return self._model().predict_quantiles(horizon_steps, levels)
 
     def update(self, new_points: FloatArray) -> Self:
         self._model().update(new_points)

@@ -7,23 +7,9 @@ process: a plan and its result are plain data).
 
 For each fold ``(start, end)`` of a history ``values``, the candidate is fitted on
 ``values[:start]`` and walked through the fold as the live loop runs it
-(:func:`walk_model`: a forecast of ``horizon_steps`` every ``stride_steps``, then
-``update`` with the steps that arrived). A plan carries the fits and walks already
-known (``known_fits`` by history length, ``known_walks`` by fold: a
+(:func:`walk_model`). A plan carries the fits and walks already known (a
 :class:`~streamtrain.forecast.fitcache.FitCache` found them, e.g. the previous day's
-folds, which overlap today's) and computes only the missing ones; with ``keep_fits``
-its result holds each new fit as it was before its walk (for the cache).
-
-Warm starts: a model with ``fit_from`` (:class:`~streamtrain.forecast.base.WarmStart`,
-the transformer) is fitted from scratch only for the first fold; each later fold, and
-the fit on the whole history (``full``), starts from the previous fold's fit
-(fine-tuned on the longer history). The statistical models and the seasonal naive are
-fitted anew for every fold, as before (their fits are cheap, and a forward-only
-statsforecast model went stale over a fold of days: docs/benchmarks.md).
-
-A candidate that fails to fit or forecast in any fold has no forecasts in its result
-(``error`` says why); a failed ``full`` fit only leaves ``full`` empty
-(``full_error``).
+folds, which overlap today's) and computes only the missing ones.
 """
 
 from __future__ import annotations
@@ -76,7 +62,9 @@ class Walk:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class FoldPlan:
-    """What one candidate's validation needs (module docstring)."""
+    """What one candidate's validation needs: ``known_fits`` by history length and
+    ``known_walks`` by fold are not computed again; with ``keep_fits`` the result holds
+    each new fit as it was before its walk (for the cache)."""
 
     name: str
     make: Maker
@@ -185,7 +173,16 @@ class _Run:
 
 
 def run_plan(plan: FoldPlan) -> FoldResult:
-    """Compute what ``plan`` asks for (module docstring)."""
+    """Compute what ``plan`` asks for.
+
+    Warm starts: a model with ``fit_from`` (:class:`~streamtrain.forecast.base.WarmStart`,
+    the transformer) is fitted from scratch only for the first fold; each later fold, and
+    the fit on the whole history (``full``), starts from the previous fold's fit
+    (fine-tuned on the longer history). The statistical models and the seasonal naive are
+    fitted anew for every fold: their fits are cheap, and a forward-only statsforecast
+    model goes stale over a fold of days. A candidate that fails to fit or forecast in any
+    fold has no forecasts in its result (``error`` says why); a failed ``full`` fit only
+    leaves ``full`` empty (``full_error``)."""
     result = FoldResult(plan.name)
     run = _Run(plan, result)
     try:

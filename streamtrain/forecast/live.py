@@ -8,26 +8,13 @@ must never wait for a fit (``auto`` takes seconds to minutes), so:
   control app's process pool runs :func:`~streamtrain.forecast.live_store.fit_and_save`)
   and returns. A refit is due when no model is live, when the live one is older than
   ``refit_every_s``, or when its recent error clearly exceeds the seasonal naive's (at
-  most once per ``min_refit_gap_s``). The job fits the named model (:func:`~streamtrain.forecast.
-  registry.make_forecaster`) on the history and saves it in ``state_dir``.
+  most once per ``min_refit_gap_s``).
 * Every later call first collects a finished job: the saved model is loaded, told the
   steps that arrived while it was fitting, and goes live; a manifest is written next to
-  it (:mod:`streamtrain.forecast.live_store`). After a restart the manifest's model is
-  loaded and told the steps since, instead of refitting (unless it is due).
-* ``predict`` answers with the live model unless there is none, its prediction fails,
-  or its recent error (:class:`~streamtrain.forecast.tracking.RecentErrors`: the first
-  ``track_steps`` of each forecast over the last ``window_steps`` scored steps, once
-  ``min_tracked`` exist) clearly exceeds the naive's
-  (:func:`~streamtrain.forecast.base.worse_than_naive`) and the model is not trusted
-  (``auto`` that kept a statsforecast model which beat the naive in validation is:
-  :attr:`~streamtrain.forecast.fallback.FallbackForecaster.trusted_`, the same rule as
-  in the simulator); then the seasonal naive answers. Either way such an error requests
-  a refit. A fit that fails or runs past ``fit_timeout_s`` raises an alert
-  (:meth:`take_alerts`) and the naive answers until a fit succeeds (which resolves it).
-* :meth:`status`: which model is live, why, its recent MASE and the naive's, fit times.
-
-The caller tells the model where the history ends (:meth:`at_step`), so that a model
-fitted on an older history, or saved before a restart, is told the steps it has not seen.
+  it (:mod:`streamtrain.forecast.live_store`), from which a restart resumes.
+* ``predict`` answers with the live model unless there is none, it fails, or the safety
+  net's rule hands the forecast to the seasonal naive; a fit that fails or runs past
+  ``fit_timeout_s`` raises an alert (:meth:`take_alerts`) until a fit succeeds.
 """
 
 from __future__ import annotations
@@ -157,7 +144,9 @@ class LiveForecaster:
     # -- positions ----------------------------------------------------------------------
 
     def at_step(self, end_step: int) -> None:
-        """The history the next call passes ends just before absolute step ``end_step``."""
+        """The history the next call passes ends just before absolute step ``end_step``,
+        so that a model fitted on an older history, or saved before a restart, is told
+        the steps it has not seen."""
         self._next_end = end_step
 
     def _end(self) -> int:
@@ -217,10 +206,17 @@ class LiveForecaster:
         self._track_origin()
         return self
 
-    def predict(self, horizon: int) -> FloatArray:
+    def predict(self, horizon_steps: int) -> FloatArray:
+        """The live model's forecast, or the seasonal naive's when there is no live model,
+        its prediction fails, or its recent error
+        (:class:`~streamtrain.forecast.tracking.RecentErrors`: the first ``track_steps`` of
+        each forecast over the last ``window_steps`` scored steps, once ``min_tracked``
+        exist) clearly exceeds the naive's and the model is not trusted
+        (:func:`~streamtrain.forecast.base.hands_over`, the same rule as in the
+        simulator). Either way such an error requests a refit."""
         self._collect()
         self._check_late()
-        forecast, reason = self._choose(horizon)
+        forecast, reason = self._choose(horizon_steps)
         source = self.name if forecast is not None else self.naive.name
         if source != self.source_:
             if reason is not None:
@@ -228,16 +224,18 @@ class LiveForecaster:
             else:
                 log.info("forecaster %s: live", self.name)
         self.source_, self.reason_ = source, reason
-        return forecast if forecast is not None else self.naive.predict(horizon)
+        return forecast if forecast is not None else self.naive.predict(horizon_steps)
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
         levels = check_levels(levels)
-        point = self.predict(horizon)
+        point = self.predict(horizon_steps)
         model: Forecaster = self.naive
         if self.source_ == self.name and self.model_ is not None:
             model = self.model_
         try:
-            return model.predict_quantiles(horizon, levels)
+            return model.predict_quantiles(horizon_steps, levels)
         except _FAILURES as exc:
             log.warning("forecaster %s: quantiles failed: %s", self.name, exc)
         return {q: point.copy() for q in levels}
@@ -249,7 +247,7 @@ class LiveForecaster:
 
     # -- choosing -----------------------------------------------------------------------
 
-    def _choose(self, horizon: int) -> tuple[FloatArray | None, str | None]:
+    def _choose(self, horizon_steps: int) -> tuple[FloatArray | None, str | None]:
         if self.model_ is None:
             if self._failed is not None:
                 return None, self._failed
@@ -262,10 +260,10 @@ class LiveForecaster:
                 f"its recent MAE {recent[0]:.4g} exceeds the seasonal naive's {recent[1]:.4g}"
             )
         try:
-            forecast = np.asarray(self.model_.predict(horizon), dtype=np.float64)
+            forecast = np.asarray(self.model_.predict(horizon_steps), dtype=np.float64)
         except _FAILURES as exc:
             return None, f"predict failed: {exc}"
-        if forecast.shape != (horizon,) or not np.all(np.isfinite(forecast)):
+        if forecast.shape != (horizon_steps,) or not np.all(np.isfinite(forecast)):
             return None, "predict returned a malformed forecast"
         return np.maximum(forecast, 0.0), None
 
@@ -413,7 +411,8 @@ class LiveForecaster:
         write_manifest(self.state_dir, manifest)
 
     def _restore(self) -> None:
-        """Load the model a previous run saved (module docstring)."""
+        """Load the model a previous run's manifest names and tell it the steps since,
+        instead of refitting (unless a refit is due)."""
         if self.state_dir is None:
             return
         try:
@@ -441,7 +440,8 @@ class LiveForecaster:
         return self._running is not None
 
     def status(self) -> dict[str, Any]:
-        """What ``/planner`` shows about the forecaster (module docstring)."""
+        """What ``/planner`` shows about the forecaster: which model is live, why, its
+        recent MASE and the naive's, fit times."""
         recent = self.recent_mae()
         scale = self._scale
         ok = recent is not None and np.isfinite(scale) and scale > 0

@@ -2,24 +2,10 @@
 
 Owned here: :class:`MixWeights` (pure numpy, no model). The FEDformer-style forecaster
 combines its transformer with MSTL (:mod:`streamtrain.forecast.fedformer`); how much
-each one counts follows how well each forecast the steps since the fit:
-
-* :meth:`MixWeights.track` remembers both models' forecasts of the next ``window``
-  steps, made at an origin; :meth:`MixWeights.observe` collects the steps that arrive
-  and, once ``window`` of them are in, adds each model's mean absolute error over them
-  (gaps skipped) to its total. One window is tracked at a time, so the windows do not
-  overlap; :attr:`MixWeights.needed` says how many steps complete it, so that a caller
-  with a long update (a live catch-up of hours) can feed it window by window and score
-  every window it covers, as a tick of one step or a benchmark's stride of a horizon
-  would. A window whose forecasts are not finite is not scored.
-* :meth:`MixWeights.weight` is the second model's share: the prior until ``warm``
-  windows are scored, then ``first_error / (first_error + second_error)``, the inverse
-  mean-absolute-error weights that ``auto``'s ensembles use
-  (:func:`~streamtrain.forecast.select.inverse_mae_weights`), over every window scored
-  since the fit (the prior when both errors are zero).
-
-Nothing here sees a step before it has arrived: a window is scored only with the steps
-that followed its origin. Measured in docs/benchmarks.md, "Forecasters".
+each one counts follows how well each forecast the steps since the fit, with the
+inverse mean-absolute-error weights that ``auto``'s ensembles use
+(:func:`~streamtrain.forecast.select.inverse_mae_weights`). Nothing here sees a step
+before it has arrived: a window is scored only with the steps that followed its origin.
 """
 
 from __future__ import annotations
@@ -38,7 +24,16 @@ FloatArray = NDArray[np.float64]
 
 
 class MixWeights:
-    """Errors of two models' forecasts, scored window by window (module docstring)."""
+    """Errors of two models' forecasts, scored window by window.
+
+    :meth:`track` remembers both models' forecasts of the next ``window`` steps, made at
+    an origin; :meth:`observe` collects the steps that arrive and, once ``window`` of
+    them are in, adds each model's mean absolute error over them (gaps skipped) to its
+    total. One window is tracked at a time, so the windows do not overlap; :attr:`needed`
+    says how many steps complete it, so that a caller with a long update (a live catch-up
+    of hours) can feed it window by window and score every window it covers, as a tick of
+    one step or a benchmark's stride of a horizon would. A window whose forecasts are not
+    finite is not scored."""
 
     def __init__(self, window: int, warm: int = 4) -> None:
         if window < 1 or warm < 0:
@@ -86,7 +81,9 @@ class MixWeights:
         self._pending, self._arrived = None, []
 
     def weight(self, prior: float) -> float:
-        """The second model's share (module docstring)."""
+        """The second model's share: ``prior`` until ``warm`` windows are scored (or
+        while both errors are zero), then ``first_error / (first_error + second_error)``
+        over every window scored since the fit."""
         if self.scored < self.warm or sum(self.errors) <= 0.0:
             return prior
         return float(inverse_mae_weights(self.errors)[1])

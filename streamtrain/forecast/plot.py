@@ -37,8 +37,8 @@ def plot_eval(
         raise ConfigError("nothing to plot: the evaluation kept no forecasts")
     plt = pyplot()
     first = min(int(t.origins[0]) for t in trails.values())
-    horizon = max(t.point.shape[1] for t in trails.values())
-    last = max(int(t.origins[-1]) for t in trails.values()) + horizon
+    horizon_steps = max(t.point.shape[1] for t in trails.values())
+    last = max(int(t.origins[-1]) for t in trails.values()) + horizon_steps
     days = (np.arange(first, last) - first) * step_s / DAY_S
     fig, axes = plt.subplots(
         len(trails), 1, figsize=(13, 2.6 * len(trails)), sharex=True, squeeze=False

@@ -2,8 +2,8 @@
 
 Owned here: :data:`FORECASTER_NAMES`, :func:`make_forecaster`, :func:`fit_key` (what
 names one fit in a fit cache) and :func:`load_forecaster` (any saved model, by the
-``model`` field it saved). Nothing here imports torch or
-statsforecast (each model imports its library when it is fitted or loaded).
+``model`` field it saved). Nothing here imports torch or statsforecast (each model
+imports its library when it is fitted or loaded).
 
 * ``seasonal_naive`` (weekly once the history holds two weeks, daily before),
   ``seasonal_naive_daily``, ``seasonal_naive_weekly``:
@@ -12,29 +12,10 @@ statsforecast (each model imports its library when it is fitted or loaded).
   (:class:`~streamtrain.forecast.stats.StatsForecaster`; option ``block_s``);
 * ``fedformer``: :class:`~streamtrain.forecast.fedformer.FedformerForecaster`
   (options: :meth:`~streamtrain.forecast.fedformer_settings.FedformerSettings.from_options`);
-* ``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer``'s
-  transformer alone (``mstl_weight=0``, unless given; auto ensembles it with MSTL by
-  validation itself) (or an
-  inverse-MAE weighted ensemble of the best few) by rolling-origin validation over the
-  last week of the history (at most a quarter of it: a window of every weekday, so a
-  closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``, each candidate
-  fitted at the start of each day, as the daily refits do; a day on which the seasonal
-  naive errs three times its median day is not scored), keeping the better of ``ets``
-  and ``mstl`` unless another option is better on every scored day (``AUTO_PREFER``), at
-  ``forecast eval``'s horizon
-  (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`), the kept models then
-  refitted on the whole history (:class:`~streamtrain.forecast.select.SelectForecaster`),
-  behind the seasonal-naive safety net
-  (:class:`~streamtrain.forecast.fallback.FallbackForecaster`). Options: the
-  fedformer's, ``candidates`` (a comma-separated string or a sequence), the selection's
-  ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``, ``fold_steps`` (0: the
-  validation window in ``folds`` equal parts), ``ensemble``, ``refit``,
-  ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache`,
-  keyed by :func:`fit_key`: a rolling origin's daily fits reuse the previous day's
-  folds), ``workers`` (processes for the validation; default two where the machine has
-  two cores: the transformer's folds, trained once and fine-tuned fold by fold, run in
-  the second, ``AUTO_PARALLEL``), and the safety net's ``track_steps``, ``window_steps``,
-  ``min_tracked``, ``trust_validated``, ``carry_errors``.
+* ``auto``: the best of the others (or an ensemble of the best few) by rolling-origin
+  validation (:class:`~streamtrain.forecast.select.SelectForecaster`), behind the
+  seasonal-naive safety net (:class:`~streamtrain.forecast.fallback.FallbackForecaster`);
+  its defaults and options are :func:`_auto`'s.
 """
 
 from __future__ import annotations
@@ -114,6 +95,24 @@ def _candidates(value: Any) -> tuple[str, ...]:
 
 
 def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster:
+    """``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer``'s
+    transformer alone (or an inverse-MAE weighted ensemble of the best few), validated
+    over the last week of the history (at most a quarter of it: a window of every
+    weekday, so a closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``,
+    each candidate fitted at the start of each day, as the daily refits do), keeping the
+    better of ``ets`` and ``mstl`` unless another option is better on every scored day
+    (``AUTO_PREFER``), at ``forecast eval``'s horizon
+    (:func:`~streamtrain.forecast.evaluate.default_horizon_steps`).
+
+    Options: the fedformer's, ``candidates`` (a comma-separated string or a sequence),
+    the selection's ``val_steps``, ``horizon_steps``, ``stride_steps``, ``folds``,
+    ``fold_steps`` (0: the validation window in ``folds`` equal parts), ``ensemble``,
+    ``refit``, ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache` keyed by
+    :func:`fit_key`: a rolling origin's daily fits reuse the previous day's folds),
+    ``workers`` (processes for the validation; default two where the machine has two
+    cores: the transformer's folds run in the second, ``AUTO_PARALLEL``), and the safety
+    net's ``track_steps``, ``window_steps``, ``min_tracked``, ``trust_validated``,
+    ``carry_errors``."""
     wrapper = {k: options.pop(k) for k in _FALLBACK_OPTIONS if k in options}
     select = {k: options.pop(k) for k in _SELECT_OPTIONS if k in options}
     candidates = _candidates(options.pop("candidates", AUTO_CANDIDATES))

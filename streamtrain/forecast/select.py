@@ -1,70 +1,23 @@
 """Model selection per series by rolling-origin validation (the heart of ``auto``).
 
 Owned here: :class:`SelectForecaster`. ``fit(history)`` holds out the last
-``val_steps`` of the history (at most a quarter of it) and splits them into ``folds``
-consecutive folds, or, with ``fold_steps``, into the last whole folds of ``fold_steps``
-steps, at most ``folds`` of them (``auto``: days, like the live refits, so that the
-folds of one day's fit start where the previous day's started: :func:`fold_bounds`).
-For each fold, every candidate is fitted on the steps before the
-fold and walked through it as the live loop uses it: a forecast of ``horizon_steps``
-(the planner's horizon) every ``stride_steps``, then ``update`` with the steps that
-arrived. So each candidate is scored as it is run, refitted from time to time and
-told new steps in between, and no forecast sees a step after its origin. The choice
-is the lowest mean absolute error over every fold among
-
-* each candidate alone, and
-* for ``k`` from two up (``ensemble``), the best ``k`` combined with weights
-  proportional to the inverse of their validation MAE, as long as the ``k``-th is
-  within ``ENSEMBLE_RANGE`` of the best one's MAE: a much weaker model (a seasonal
-  naive on a closed weekend) does not enter on a validation tie.
-
-With ``prefer`` (``auto``: the statsforecast models), the best preferred candidate is
-the safe choice: another option (a model or an ensemble) is kept only when its MAE is
-no higher than the safe choice's on every scored fold, not only in total. A win in
-total that one or two folds carry is within what a week of validation can tell apart;
-measured on the tuning series (docs/benchmarks.md), a 5 % margin on the total instead
-still lost 1 % on one series, and a 10 % margin gave up most of the ensembles' gains.
-
-Unusual folds are not scored: with three folds or more, a fold on which the seasonal
-naive (weekly once the history before it holds two weeks) errs more than
-``ANOMALY_RATIO`` times its median fold (a holiday, an outage: a day nobody forecast)
-says how each model copes with a day unlike the others, not how well it forecasts the
-next one, and one such day decided the choice on a call centre's series (the model that
-adapted fastest to a closed holiday was chosen and then missed the day after it).
-
-Ties go to the earlier candidate, and to one model before an ensemble: the choice is
-deterministic. The kept models are then fitted again on the whole history (``refit``;
-a model fitted a week ago forecasts today's level worse than the candidate scored in
-the last fold), which costs one more fit per kept model; if that fit fails, the model
-of the last fold (told every step since) is kept instead.
-
-Reuse (:mod:`streamtrain.forecast.folds` does each candidate's folds): a candidate with
-``fit_from`` (the transformer) is trained from scratch for the first fold only and
-fine-tuned from the previous fold's fit for each later fold and for the refit. Fits and
-walks may go through a :class:`~streamtrain.forecast.fitcache.FitCache` (``cache``,
-keyed by ``cache_key(candidate)``): a rolling origin (``forecast eval``, ``simulate``,
-the benchmark) refits daily, and a day's folds are the previous day's less the oldest,
-so each daily fit makes one new fit and one new walk per candidate. The statistical
-models and the naive choose and forecast the same with or without the cache; the
-transformer's first fold is, with one, the previous day's fine-tuned fit. With
-``workers`` above one, the ``parallel`` candidates (``auto``: the transformer) run in a
-worker process while the others run here, unless the cache holds their first fold's
-fit; the results are the same as in one process.
+``val_steps`` of the history (at most a quarter of it) in consecutive folds
+(:func:`fold_bounds`). For each fold every candidate is fitted on the steps before it
+and walked through it as the live loop uses it: a forecast of ``horizon_steps`` every
+``stride_steps``, then ``update`` with the steps that arrived, so each candidate is
+scored as it is run and no forecast sees a step after its origin. The choice is the
+lowest mean absolute error among each candidate alone and the best ``k`` combined with
+inverse-MAE weights (``ensemble``); ties go to the earlier candidate and to one model
+before an ensemble, so the choice is deterministic. The kept models are then fitted
+again on the whole history (``refit``).
 
 Candidates are made by a callable (name -> unfitted model, from
-:mod:`streamtrain.forecast.registry`), so this module knows no model. A candidate whose
-fit or forecasts fail in any fold is skipped (logged); when all fail, ``fit`` raises a
-:class:`~streamtrain.errors.ForecastError`. When the history is too short to hold out
-a validation window, the first candidate that fits on the whole history is kept.
-
-``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``, best first),
-``weights_`` its weights and ``val_mae_`` every option's validation error.
-``trusted_`` says the kept option is made of preferred candidates only and its
-validation error is strictly below the ``baseline`` candidate's (``auto``: the seasonal
-naive); the safety net then does not hand the forecast to the naive on a few hours of
-recent error (:mod:`streamtrain.forecast.fallback`). It is saved with the model. Quantiles:
-the kept model's own; for an ensemble, the weighted mean of the models' quantiles at
-each level.
+:mod:`streamtrain.forecast.registry`), so this module knows no model; each candidate's
+folds are run by :mod:`streamtrain.forecast.folds`, optionally through a
+:class:`~streamtrain.forecast.fitcache.FitCache`. A candidate whose fit or forecasts
+fail in any fold is skipped (logged); when all fail, ``fit`` raises a
+:class:`~streamtrain.errors.ForecastError`. When the history is too short to hold out a
+validation window, the first candidate that fits on the whole history is kept.
 """
 
 from __future__ import annotations
@@ -106,7 +59,9 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 Maker = Callable[[str], Forecaster]
 _FAILURES = FAILURES
-ENSEMBLE_RANGE = 1.25  # an ensemble member's validation MAE / the best candidate's, at most
+# An ensemble member's validation MAE over the best candidate's, at most: a much weaker
+# model (a seasonal naive on a closed weekend) does not enter on a validation tie.
+ENSEMBLE_RANGE = 1.25
 ANOMALY_RATIO = 3.0  # a fold is unusual when the naive errs this many times its median fold
 
 
@@ -121,7 +76,29 @@ def inverse_mae_weights(maes: Sequence[float]) -> FloatArray:
 
 
 class SelectForecaster:
-    """The best of ``candidates`` by rolling-origin validation (module docstring)."""
+    """The best of ``candidates`` by rolling-origin validation (module docstring).
+
+    Folds: ``folds`` equal ones, or with ``fold_steps`` the last whole folds of that many
+    steps, at most ``folds`` of them (``auto``: days, like the live refits, so that one
+    day's folds start where the previous day's started and a cache serves all but one).
+
+    Reuse: a candidate with ``fit_from`` (the transformer) is trained from scratch for
+    the first fold only and fine-tuned from the previous fold's fit for each later fold
+    and for the refit. Through ``cache`` (keyed by ``cache_key(candidate)``) a daily
+    rolling origin makes one new fit and one new walk per candidate; the statistical
+    models choose and forecast the same with or without it, the transformer's first fold
+    is then the previous day's fine-tuned fit. With ``workers`` above one, the
+    ``parallel`` candidates run in a worker process (same results as in one process)
+    unless the cache holds their first fold's fit.
+
+    Fitted state: ``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``,
+    best first), ``weights_`` its weights, ``val_mae_`` every option's validation error.
+    ``trusted_`` says the kept option is made of ``prefer`` candidates only and its
+    validation error is strictly below the ``baseline`` candidate's (``auto``: the
+    seasonal naive); the safety net (:mod:`streamtrain.forecast.fallback`) then does not
+    hand the forecast to the naive on a few hours of recent error. It is saved with the
+    model. Quantiles: the kept model's own; for an ensemble, the weighted mean of the
+    models' quantiles at each level."""
 
     def __init__(
         self,
@@ -182,8 +159,13 @@ class SelectForecaster:
         return origins(start, end, self.horizon_steps, self.stride_steps)
 
     def _usual(self, values: FloatArray, folds: list[tuple[int, int]]) -> NDArray[np.bool_]:
-        """Per validation point: whether its fold is scored (module docstring: a fold on
-        which the seasonal naive errs ``ANOMALY_RATIO`` times its median fold is not)."""
+        """Per validation point: whether its fold is scored. With three folds or more, a
+        fold on which the seasonal naive (weekly once the history before it holds two
+        weeks) errs more than ``ANOMALY_RATIO`` times its median fold (a holiday, an
+        outage) is not: it says how each model copes with a day unlike the others, not
+        how well it forecasts the next one, and one such day decided the choice on a call
+        centre's series (the model that adapted fastest to a closed holiday was chosen and
+        then missed the day after it)."""
         sizes = [len(self._origins(s, e)) * self.horizon_steps for s, e in folds]
         keep = np.ones(len(folds), dtype=bool)
         if len(folds) >= 3:
@@ -333,7 +315,11 @@ class SelectForecaster:
         preferred = [m for m in ranked if m in self.prefer]
         if preferred and self.chosen_ != preferred[0]:
             ahead = by_fold(preds[self.chosen_]) <= by_fold(preds[preferred[0]])
-            if not ahead.all():  # not better on every scored fold: keep the safe choice
+            # With ``prefer``, the best preferred candidate is the safe choice: another
+            # option is kept only when it is no worse on every scored fold, not only in
+            # total (a win that one or two folds carry is within what a week of
+            # validation can tell apart; see docs/benchmarks.md for margins tried).
+            if not ahead.all():
                 log.info(
                     "%s: %s is ahead of %s on %d of %d scored folds; keeping %s",
                     self.name,
@@ -354,6 +340,10 @@ class SelectForecaster:
         )
 
     def _refit(self, values: FloatArray, last_start: int) -> None:
+        """The kept models fitted again on the whole history (a model fitted a week ago
+        forecasts today's level worse than the one scored in the last fold), one more fit
+        per kept model; when that fit fails, the last fold's model (told every step
+        since) is kept."""
         for key in self.weights_:
             try:
                 self.models_[key] = self._fit_whole(key, values, last_start)
@@ -432,16 +422,18 @@ class SelectForecaster:
             raise ForecastError(f"{self.name} is not fitted")
         return [(self.models_[k], w) for k, w in self.weights_.items()]
 
-    def predict(self, horizon: int) -> FloatArray:
-        check_horizon(horizon)
-        outs = [w * np.maximum(m.predict(horizon), 0.0) for m, w in self._kept()]
+    def predict(self, horizon_steps: int) -> FloatArray:
+        check_horizon(horizon_steps)
+        outs = [w * np.maximum(m.predict(horizon_steps), 0.0) for m, w in self._kept()]
         result: FloatArray = np.sum(outs, axis=0)
         return result
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        check_horizon(horizon)
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        check_horizon(horizon_steps)
         levels = check_levels(levels)
-        parts = [(quantiles_or_point(m, horizon, levels), w) for m, w in self._kept()]
+        parts = [(quantiles_or_point(m, horizon_steps, levels), w) for m, w in self._kept()]
         return {q: np.sum([w * p[q] for p, w in parts], axis=0) for q in levels}
 
     # -- persistence --------------------------------------------------------------------

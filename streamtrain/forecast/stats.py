@@ -10,25 +10,14 @@ with gaps, at any resolution:
   longer).
 * ``mstl``: ``MSTL`` with a daily and, once the history holds two weeks, a weekly
   season (its trend by ``AutoETS``, statsforecast's default), on 30-minute blocks (or
-  the series' own steps when they are longer). A fit on four weeks of 30-minute
-  blocks takes about a second; on one-minute steps it would take minutes.
+  the series' own steps when they are longer): on one-minute steps a fit would take
+  minutes.
 
 Both see block means of the gap-filled series (:func:`~streamtrain.forecast.base.fill_gaps`),
 blocks anchored to the first step of the fitted history so that they stay put as new
-steps arrive. ``update`` appends steps; the model is re-run on the new complete blocks
-with its fitted parameters (``forward``: no re-estimation), at most once per block. For
-MSTL the seasonal components of the fit are kept (and continued period by period past
-its end) and only its trend model (AutoETS) is re-run on the seasonally adjusted blocks,
-as MSTL's own forecast does: statsforecast's ``MSTL.forward`` would decompose the whole
-history again (about a second on four weeks of 30-minute blocks) at every new block. A
-forecast goes from the observed level (the last complete block and the mean of the
-current, partial one) to the model's block forecasts by linear interpolation between
-block centres, as the FEDformer-style model does.
-
-Quantiles: statsforecast's prediction intervals per block (normal), converted to any
-level by the standard deviation they imply, interpolated to steps like the point
-forecast. ``save`` writes JSON (the settings and the kept history, no pickle); ``load``
-re-estimates the model from that history (about a second).
+steps arrive. A forecast goes from the observed level (the last complete block and the
+mean of the current, partial one) to the model's block forecasts by linear
+interpolation between block centres, as the FEDformer-style model does.
 """
 
 from __future__ import annotations
@@ -189,7 +178,13 @@ class StatsForecaster:
             self.phase_ = 0
 
     def update(self, new_points: FloatArray) -> Self:
-        """Append observations; the model's parameters stay (see the module docstring)."""
+        """Append observations; the model's parameters stay. The model is re-run on the
+        new complete blocks with its fitted parameters (``forward``: no re-estimation), at
+        most once per block. For MSTL the fit's seasonal components are kept (and
+        continued period by period past its end) and only its trend model (AutoETS) is
+        re-run on the seasonally adjusted blocks, as MSTL's own forecast does:
+        statsforecast's ``MSTL.forward`` would decompose the whole history again (about a
+        second on four weeks of 30-minute blocks) at every new block."""
         if self.history_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
@@ -242,12 +237,12 @@ class StatsForecaster:
             total += row[np.clip(source, 0, fitted - 1)]
         return total
 
-    def _per_step(self, horizon: int, shift_sigmas: float) -> FloatArray:
-        check_horizon(horizon)
+    def _per_step(self, horizon_steps: int, shift_sigmas: float) -> FloatArray:
+        check_horizon(horizon_steps)
         blocks, partial = self._blocks()
         f = self.f
         done = partial.shape[0]  # steps of the current block already observed
-        ahead = math.ceil((done + horizon) / f) + 1
+        ahead = math.ceil((done + horizon_steps) / f) + 1
         forecast = self._block_forecast(blocks, ahead)
         future = forecast["mean"][:ahead] + shift_sigmas * forecast["sigma"][:ahead]
         # Knots relative to the first step of the current block, then shifted to the origin.
@@ -259,17 +254,21 @@ class StatsForecaster:
             past_x.append((done - 1) / 2)
             past_y.append(float(partial.mean()) + shift_sigmas * float(forecast["sigma"][0]))
             future_x, future_y = future_x[1:], future_y[1:]
-        steps = done + np.arange(horizon, dtype=np.float64)
+        steps = done + np.arange(horizon_steps, dtype=np.float64)
         result: FloatArray = np.interp(steps, past_x + future_x, past_y + future_y)
         return np.maximum(result, 0.0)
 
-    def predict(self, horizon: int) -> FloatArray:
-        return self._per_step(horizon, 0.0)
+    def predict(self, horizon_steps: int) -> FloatArray:
+        return self._per_step(horizon_steps, 0.0)
 
-    def predict_quantiles(self, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
-        """Quantiles from statsforecast's normal intervals (module docstring)."""
+    def predict_quantiles(
+        self, horizon_steps: int, levels: Sequence[float]
+    ) -> dict[float, FloatArray]:
+        """Quantiles from statsforecast's prediction intervals per block (normal),
+        converted to any level by the standard deviation they imply, interpolated to
+        steps like the point forecast."""
         normal = NormalDist()
-        return {q: self._per_step(horizon, normal.inv_cdf(q)) for q in check_levels(levels)}
+        return {q: self._per_step(horizon_steps, normal.inv_cdf(q)) for q in check_levels(levels)}
 
     # -- persistence --------------------------------------------------------------------
 
@@ -292,7 +291,8 @@ class StatsForecaster:
 
     @classmethod
     def load(cls, path: str | Path) -> StatsForecaster:
-        """Re-estimate the saved model from its saved history (module docstring)."""
+        """Re-estimate the saved model from its saved history (``save`` writes JSON: the
+        settings and the kept history, no pickle)."""
         try:
             state = json.loads(Path(path).read_text(encoding="utf-8"))
             model = cls(

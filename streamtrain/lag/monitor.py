@@ -152,8 +152,8 @@ class LagMonitor:
 
     def restore(self, points: Iterable[HwmPoint]) -> int:
         """Replay persisted HWM snapshots (any order) into the history; returns how many."""
-        horizon = time.time() - self.settings.history_max_age_s
-        kept = sorted((p for p in points if p.at_s >= horizon), key=lambda p: p.at_s)
+        oldest_at_s = time.time() - self.settings.history_max_age_s
+        kept = sorted((p for p in points if p.at_s >= oldest_at_s), key=lambda p: p.at_s)
         for point in kept:
             hwms = {i: v for i, v in enumerate(point.hwms) if v >= 0}
             if hwms:

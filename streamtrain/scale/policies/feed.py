@@ -108,11 +108,13 @@ def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
     return low + (h - lo) * (high - low)
 
 
-def _quantiles(model: Forecaster, horizon: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+def _quantiles(
+    model: Forecaster, horizon_steps: int, levels: Sequence[float]
+) -> dict[float, FloatArray]:
     if not levels:
         return {}
     try:
-        raw = model.predict_quantiles(horizon, levels)
+        raw = model.predict_quantiles(horizon_steps, levels)
     except (ForecastError, ValueError, RuntimeError) as exc:
         log.debug("predict_quantiles failed (%s)", exc)
         return {}

@@ -43,7 +43,7 @@ def test_bad_requests_are_refused_with_a_reason():
 def test_a_request_older_than_the_last_decision_is_stale():
     book = RequestBook(DECLARED, default_max_workers=10)
     assert book.accept(_request(at_s=100.0), 100.0) is None
-    problem = book.problem(101.0, capacity_workers=10, step_s=60.0, horizon=2)
+    problem = book.problem(101.0, capacity_workers=10, step_s=60.0, horizon_steps=2)
     assert problem is not None
     changes = book.record(milp_allocate(problem), now_s=150.0)
     assert [(c.job, c.current_workers, c.target_workers) for c in changes] == [("ads", 1, 4)]
@@ -58,7 +58,7 @@ def test_a_request_older_than_the_last_decision_is_stale():
 def test_the_current_count_is_the_newer_of_grant_and_report():
     book = RequestBook(DECLARED, default_max_workers=10)
     book.accept(_request(at_s=100.0), 100.0)
-    problem = book.problem(100.0, capacity_workers=10, step_s=60.0, horizon=1)
+    problem = book.problem(100.0, capacity_workers=10, step_s=60.0, horizon_steps=1)
     assert problem is not None
     book.record(milp_allocate(problem), now_s=110.0)
     assert book.current("ads") == 4  # granted after the request said 1
@@ -70,7 +70,7 @@ def test_guarantee_jobs_win_a_short_pool():
     book = RequestBook(DECLARED, default_max_workers=10)
     book.accept(_request("ads", wanted=4), 100.0)
     book.accept(_request("batch", wanted=4, remaining_work=None), 100.0)
-    problem = book.problem(100.0, capacity_workers=5, step_s=60.0, horizon=3)
+    problem = book.problem(100.0, capacity_workers=5, step_s=60.0, horizon_steps=3)
     assert problem is not None
     allocation = milp_allocate(problem)
     assert allocation.granted() == {"ads": 4, "batch": 1}
@@ -88,7 +88,7 @@ def test_a_cold_job_is_warm_started_from_similar_jobs():
             ),
             1.0,
         )
-    problem = book.problem(2.0, capacity_workers=32, step_s=60.0, horizon=1)
+    problem = book.problem(2.0, capacity_workers=32, step_s=60.0, horizon_steps=1)
     assert problem is not None
     book.record(milp_allocate(problem), now_s=3.0)
     cold = _request("new", wanted=0, at_s=4.0, model_type="mmoe", traffic_records_per_s=8_000.0)
@@ -111,7 +111,7 @@ def test_the_newest_request_delivered_again_is_no_change():
     book = RequestBook(DECLARED, default_max_workers=10)
     first = _request(at_s=100.0)
     assert book.accept(first, 100.0) is None
-    problem = book.problem(100.0, capacity_workers=10, step_s=60.0, horizon=1)
+    problem = book.problem(100.0, capacity_workers=10, step_s=60.0, horizon_steps=1)
     assert problem is not None
     book.record(milp_allocate(problem), now_s=150.0)
     assert book.accept(first, 160.0) is None  # redelivered: not refused as stale
@@ -132,7 +132,7 @@ def test_each_reported_step_time_reaches_the_throttle_once():
 def test_a_max_workers_beyond_the_pool_is_capped_at_the_pool():
     book = RequestBook(DECLARED, default_max_workers=10)
     assert book.accept(replace(_request(), max_workers=10_000_000), 100.0) is None
-    problem = book.problem(100.0, capacity_workers=12, step_s=60.0, horizon=1)
+    problem = book.problem(100.0, capacity_workers=12, step_s=60.0, horizon_steps=1)
     assert problem is not None
     [job] = problem.jobs
     assert job.max_workers == 12

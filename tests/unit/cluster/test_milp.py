@@ -54,12 +54,12 @@ def _tiny():
 def _objective(problem, plans, settings):
     """The documented objective (to minimize) of a full plan, evaluated directly."""
     total = 0.0
-    horizon = problem.horizon
+    horizon_steps = problem.horizon_steps
     for job in problem.jobs:
         plan = plans[job.name]
         total += _EPSILON * sum(plan)
         if job.job_class is JobClass.GUARANTEE:
-            demand = job.demand(horizon)
+            demand = job.demand(horizon_steps)
             total += settings.guarantee_penalty * sum(
                 max(0, d - n) for d, n in zip(demand, plan, strict=True)
             )
@@ -72,14 +72,15 @@ def _objective(problem, plans, settings):
             total -= done / job.remaining_work
         if plan[0] != job.current_workers:
             lost = job.pause_s * curve.at(job.current_workers)
-            total += settings.change_cost + lost * horizon / job.remaining_work
+            total += settings.change_cost + lost * horizon_steps / job.remaining_work
         total += settings.change_cost * sum(abs(b - a) for a, b in itertools.pairwise(plan))
     return total
 
 
 def _brute_force(problem, settings):
     options = {
-        j.name: list(itertools.product(j.counts, repeat=problem.horizon)) for j in problem.jobs
+        j.name: list(itertools.product(j.counts, repeat=problem.horizon_steps))
+        for j in problem.jobs
     }
     best, best_plans = math.inf, None
     for combo in itertools.product(*options.values()):

@@ -52,10 +52,10 @@ class _Counting:
         self.inner.update(new_points)
         return self
 
-    def predict(self, horizon):
-        return self.inner.predict(horizon) + self.shift
+    def predict(self, horizon_steps):
+        return self.inner.predict(horizon_steps) + self.shift
 
-    def predict_quantiles(self, horizon, levels):
+    def predict_quantiles(self, horizon_steps, levels):
         raise ForecastError("no error model")
 
     def save(self, path):
@@ -95,7 +95,7 @@ def test_forecasts_are_clipped_at_zero_and_gaps_are_not_scored():
 
 def test_a_failing_model_is_named():
     class Broken(_Counting):
-        def predict(self, horizon):
+        def predict(self, horizon_steps):
             raise ForecastError("boom")
 
     values = np.random.default_rng(0).uniform(0, 10, 40)

@@ -29,14 +29,14 @@ class Stub:
         self.last_ = float(new_points[-1])
         return self
 
-    def predict(self, horizon):
+    def predict(self, horizon_steps):
         if self.fail_predict:
             raise RuntimeError("torch broke")
         value = np.nan if self.nan else self.last_ + self.bias
-        return np.full(horizon, value)
+        return np.full(horizon_steps, value)
 
-    def predict_quantiles(self, horizon, levels):
-        return {float(q): self.predict(horizon) for q in levels}
+    def predict_quantiles(self, horizon_steps, levels):
+        return {float(q): self.predict(horizon_steps) for q in levels}
 
     def save(self, path):
         raise ForecastError("stubs do not save")
@@ -204,8 +204,8 @@ def test_a_model_without_quantiles_is_not_a_forecaster():
         def fit(self, history):
             return self
 
-        def predict(self, horizon):
-            return np.zeros(horizon)
+        def predict(self, horizon_steps):
+            return np.zeros(horizon_steps)
 
         def update(self, new_points):
             return self

@@ -26,10 +26,10 @@ class Counting:
         self.values += list(points)
         return self
 
-    def predict(self, horizon):
-        return np.full(horizon, float(np.mean(self.values)))
+    def predict(self, horizon_steps):
+        return np.full(horizon_steps, float(np.mean(self.values)))
 
-    def predict_quantiles(self, horizon, levels):
+    def predict_quantiles(self, horizon_steps, levels):
         raise ForecastError("no error model")
 
     def save(self, path):

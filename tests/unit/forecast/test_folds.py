@@ -31,11 +31,11 @@ class Mean:
         self.values += list(points)
         return self
 
-    def predict(self, horizon):
+    def predict(self, horizon_steps):
         type(self).origins.append(len(self.values))
-        return np.full(horizon, float(np.mean(self.values)))
+        return np.full(horizon_steps, float(np.mean(self.values)))
 
-    def predict_quantiles(self, horizon, levels):
+    def predict_quantiles(self, horizon_steps, levels):
         raise ForecastError("no error model")
 
     def save(self, path):

@@ -166,8 +166,8 @@ def test_a_model_worse_than_the_naive_is_skipped_and_refitted(tmp_path):
         def update(self, points):
             return self
 
-        def predict(self, horizon):
-            return np.full(horizon, 1e6)
+        def predict(self, horizon_steps):
+            return np.full(horizon_steps, 1e6)
 
     live.model_ = Wrong()
     pool.run_at_once = False
@@ -218,8 +218,8 @@ def test_a_trusted_model_worse_than_the_naive_answers_and_is_refitted(tmp_path, 
         def update(self, points):
             return self
 
-        def predict(self, horizon):
-            return np.full(horizon, 1e6)
+        def predict(self, horizon_steps):
+            return np.full(horizon_steps, 1e6)
 
     model = Wrong()
     model.trusted_ = trusted

@@ -24,10 +24,10 @@ class Const:
         self.seen += len(points)
         return self
 
-    def predict(self, horizon):
-        return np.full(horizon, self.value)
+    def predict(self, horizon_steps):
+        return np.full(horizon_steps, self.value)
 
-    def predict_quantiles(self, horizon, levels):
+    def predict_quantiles(self, horizon_steps, levels):
         raise ForecastError("no error model")
 
     def save(self, path):
@@ -110,9 +110,9 @@ class Spy(Const):
         self.last = float(points[-1])
         return super().update(points)
 
-    def predict(self, horizon):
+    def predict(self, horizon_steps):
         self.log.append(self.seen)
-        return np.full(horizon, self.value)
+        return np.full(horizon_steps, self.value)
 
 
 def test_no_validation_forecast_sees_a_step_after_its_origin():
@@ -146,8 +146,8 @@ class NextIndex(Const):
         self.last = float(points[-1])
         return super().update(points)
 
-    def predict(self, horizon):
-        return self.last + 1.0 + np.arange(horizon)
+    def predict(self, horizon_steps):
+        return self.last + 1.0 + np.arange(horizon_steps)
 
 
 def test_selection_and_its_forecasts_use_only_steps_before_each_origin():
@@ -204,8 +204,8 @@ class Lumpy(Const):
         super().__init__(name, 10.0)
         self.miss = miss
 
-    def predict(self, horizon):
-        return np.full(horizon, self.miss if 1700 <= self.seen < 1800 else 10.0)
+    def predict(self, horizon_steps):
+        return np.full(horizon_steps, self.miss if 1700 <= self.seen < 1800 else 10.0)
 
 
 def test_the_preferred_model_stays_unless_another_is_ahead_on_every_fold():
@@ -234,8 +234,8 @@ def test_the_preferred_model_stays_unless_another_is_ahead_on_every_fold():
 class Knowing(Const):
     """Forecasts 100 during day 25 of an hourly series (it 'knows' the spike), 13 else."""
 
-    def predict(self, horizon):
-        return np.full(horizon, 100.0 if 24 * 25 <= self.seen < 24 * 26 else 13.0)
+    def predict(self, horizon_steps):
+        return np.full(horizon_steps, 100.0 if 24 * 25 <= self.seen < 24 * 26 else 13.0)
 
 
 def test_a_day_the_seasonal_naive_misses_badly_is_not_scored():
@@ -293,8 +293,8 @@ class Turning(Const):
         super().__init__(name, before)
         self.before, self.after, self.turn = before, after, turn
 
-    def predict(self, horizon):
-        return np.full(horizon, self.before if self.seen < self.turn else self.after)
+    def predict(self, horizon_steps):
+        return np.full(horizon_steps, self.before if self.seen < self.turn else self.after)
 
 
 def _trust(models, candidates, prefer, **options):

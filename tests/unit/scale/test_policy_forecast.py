@@ -37,11 +37,11 @@ class Spy:
         self.seen += list(new_points)
         return self
 
-    def predict(self, horizon):
+    def predict(self, horizon_steps):
         self.log.append(len(self.seen))
-        return np.full(horizon, float(np.mean(self.seen)))
+        return np.full(horizon_steps, float(np.mean(self.seen)))
 
-    def predict_quantiles(self, horizon, levels):
+    def predict_quantiles(self, horizon_steps, levels):
         raise ForecastError("the spy has no error model")  # the protocol's way to say so
 
     def save(self, path):
@@ -76,8 +76,8 @@ def test_precomputed_predictions_only_use_the_past():
 
 def test_model_quantiles_are_kept():
     class WithQuantiles(Spy):
-        def predict_quantiles(self, horizon, levels):
-            return {q: np.full(horizon, 100.0 * q) for q in levels}
+        def predict_quantiles(self, horizon_steps, levels):
+            return {q: np.full(horizon_steps, 100.0 * q) for q in levels}
 
     table = precompute(
         lambda n: WithQuantiles([]), np.ones(20), 10, 10, max_horizon_steps=3, levels=(0.8,)
@@ -98,8 +98,8 @@ def test_empirical_upper_quantile_from_past_ratios():
     # The model always says 100 while 120 arrives: after enough scored steps the 0.8
     # quantile of actual / forecast is 1.2.
     class Hundred(Spy):
-        def predict(self, horizon):
-            return np.full(horizon, 100.0)
+        def predict(self, horizon_steps):
+            return np.full(horizon_steps, 100.0)
 
     feed = ForecastFeed(lambda n: Hundred([]), max_horizon_steps=10)
     actual = np.full(200, 120.0)
@@ -113,7 +113,7 @@ def test_empirical_upper_quantile_from_past_ratios():
 
 def test_a_failing_model_falls_back_to_the_last_rate():
     class Broken(Spy):
-        def predict(self, horizon):
+        def predict(self, horizon_steps):
             raise ForecastError("boom")
 
     feed = ForecastFeed(lambda n: Broken([]), max_horizon_steps=4)

@@ -95,13 +95,18 @@ def test_the_milp_without_forecasts_sees_only_this_minute(report):
     need = inputs.serving_need(minute)
     blind = pool._full_problem(minute, held, (), forecast=False)
     seeing = pool._full_problem(minute, held, (), forecast=True)
-    horizon = report.scenario.horizon_steps
-    assert [j.demand(horizon) for j in blind.jobs] == [(held[0],) * horizon, (need,) * horizon]
+    horizon_steps = report.scenario.horizon_steps
+    assert [j.demand(horizon_steps) for j in blind.jobs] == [
+        (held[0],) * horizon_steps,
+        (need,) * horizon_steps,
+    ]
     step_min = report.scenario.interval_s // 60
-    assert seeing.jobs[0].demand(horizon) == inputs.online[0].wanted(
-        minute, horizon, step_min, held[0]
+    assert seeing.jobs[0].demand(horizon_steps) == inputs.online[0].wanted(
+        minute, horizon_steps, step_min, held[0]
     )
-    assert seeing.jobs[1].demand(horizon) == inputs.serving_forecast(minute, horizon, step_min)
+    assert seeing.jobs[1].demand(horizon_steps) == inputs.serving_forecast(
+        minute, horizon_steps, step_min
+    )
     assert len(report.runs["milp-noforecast"].solve_ms) == len(report.runs["milp"].solve_ms)
 
 
