@@ -6,6 +6,9 @@ written down twice with different types or spellings; seconds become millisecond
 a wall-clock stamp in milliseconds is :func:`now_ms` (``time.time_ns() // NS_PER_MS``
 where the stamp must be exact); seconds read as minutes are ``seconds / MINUTE_S``,
 minutes as hours go by :data:`MIN_PER_H`.
+
+Names carry their unit as a suffix: ``lag_s``, ``timeout_ms``, ``lag_min`` (minutes),
+``horizon_steps``; ``min_`` and ``max_`` as a prefix are bounds (``min_workers``).
 """
 
 from __future__ import annotations
