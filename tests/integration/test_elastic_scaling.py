@@ -10,12 +10,9 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from streamtrain import wire
 from streamtrain.executors.local import LocalProcessPool
 from streamtrain.executors.readiness import Readiness
-from streamtrain.proto import data_plane_pb2 as dp
 from tests.integration.test_elastic_worker import DEADLINE_S, Job, ids
 
 
@@ -67,21 +64,6 @@ def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice
     assert max(steps) > 10
 
 
-def admissions(job: Job) -> list[tuple[str, str]]:
-    """Every (worker id, state) on the job's states topic, in order."""
-    consumer = Consumer(job.kafka.confluent_config(**{"group.id": f"{job.name}-reader"}))
-    consumer.assign([TopicPartition(f"{job.name}.worker-states", 0, 0)])
-    events = []
-    try:
-        for message in consumer.consume(1000, 5.0):
-            if message.error() is None:
-                event = wire.decode(dp.WorkerStateEvent, message.value() or b"")
-                events.append((event.worker_id, dp.WorkerStateEvent.State.Name(event.state)))
-    finally:
-        consumer.close()
-    return events
-
-
 def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_model, tmp_path):
     """The pool starts two joiners of a running torchft job together; one hangs before
     it holds the weights (never READY): the other is admitted at once, the silent one
@@ -113,14 +95,14 @@ def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_mode
         scaling.start()
         # while the silent worker prepares, only the admitted ones are capacity
         deadline = time.monotonic() + DEADLINE_S
-        while ("worker-1", "ADMITTED") not in admissions(job):
+        while ("worker-1", "ADMITTED") not in job.states():
             assert time.monotonic() < deadline, "worker-1 was never admitted"
             assert pool.current_workers() <= 2
             time.sleep(1.0)
         scaling.join(DEADLINE_S)
         assert not scaling.is_alive() and counted == [3]
         assert pool.not_ready == 1 and pool.current_workers() == 3
-        events = [state for worker, state in admissions(job) if worker == "worker-2"]
+        events = [state for worker, state in job.states() if worker == "worker-2"]
         # the first process said STARTING and nothing more; its replacement READY, then
         # the pool admitted it
         assert events.count("STARTING") == 2, events
