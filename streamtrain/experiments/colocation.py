@@ -148,11 +148,7 @@ class ShareCoordinator:
 
     def round(self) -> ThrottleStep:
         """Read the new step times, feed the throttle, write the shares."""
-        times, steps = read_step_times(self.report, self._cursor.since_s)
-        observed = float(np.mean(steps)) if steps.size else None
-        if times.size:
-            self._cursor.since_s = float(times[-1])
-        step = self.throttle.observe({} if observed is None else {GUARANTEE: observed})
+        observed, step = _observe(self.report, self._cursor, self.throttle)
         share = step.level_workers / 100.0 if self.throttle.signalled else 0.0
         for path in self.share_files:
             write_share(path, share)
@@ -197,11 +193,7 @@ class CapCoordinator:
                 continue
 
     def round(self) -> ThrottleStep:
-        times, steps = read_step_times(self.report, self._cursor.since_s)
-        observed = float(np.mean(steps)) if steps.size else None
-        if times.size:
-            self._cursor.since_s = float(times[-1])
-        step = self.throttle.observe({} if observed is None else {GUARANTEE: observed})
+        observed, step = _observe(self.report, self._cursor, self.throttle)
         self._apply(step.level_workers if self.throttle.signalled else 0)
         self.history.append((time.time(), observed, step))
         return step
@@ -209,6 +201,18 @@ class CapCoordinator:
     def release(self) -> None:
         """Continue every process (so it can be stopped cleanly)."""
         self._apply(len(self.pids))
+
+
+def _observe(
+    report: Path, cursor: _Cursor, throttle: Throttle
+) -> tuple[float | None, ThrottleStep]:
+    """The guarantee job's mean step time since ``cursor`` (None when it reported none),
+    fed to ``throttle``; the cursor moves past what was read."""
+    times, steps = read_step_times(report, cursor.since_s)
+    observed = float(np.mean(steps)) if steps.size else None
+    if times.size:
+        cursor.since_s = float(times[-1])
+    return observed, throttle.observe({} if observed is None else {GUARANTEE: observed})
 
 
 def _batch(records: int, seed: int) -> tuple[Any, ...]:
