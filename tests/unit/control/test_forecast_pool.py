@@ -3,9 +3,9 @@ a fit in progress."""
 
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 from streamtrain.control.planner_agent import stop_forecast_pool
+from tests.integration.cli_process import process_alive
 
 
 def test_stopping_the_pool_ends_a_running_fit_at_once():
@@ -21,12 +21,4 @@ def test_stopping_the_pool_ends_a_running_fit_at_once():
         process.join(timeout=30)  # a bound on the wait, not a timing goal
         # the 300 s fit was ended, not waited for; read from /proc because another
         # test's child watcher may have reaped it, which is_alive() cannot see
-        assert _ended(process.pid)
-
-
-def _ended(pid: int | None) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True  # reaped
-    return "State:\tZ" in status  # exited, not yet reaped
+        assert process.pid is not None and not process_alive(process.pid)
