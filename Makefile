@@ -68,14 +68,18 @@ unit: setup
 integration: setup
 	$(BIN)/pytest tests/integration
 
-# Two pytest processes (pytest-xdist), tests handed out as processes free up: most
-# integration tests wait on brokers, workers and timeouts rather than compute. Three
-# ran the suite in 14 minutes but loaded two cores enough (load 16-21) that the demo's
-# one-model day could not drain in its bound. TEST_JOBS=0 runs it in this process.
-TEST_JOBS ?= 2
+# Three pytest processes (pytest-xdist). Most integration tests wait on brokers, workers
+# and timeouts rather than compute, so three processes share two cores well, but the
+# longest end-to-end runs load the machine: they form one xdist group, run one after
+# another in one process and start first (tests/integration/scheduling.py), while the
+# other two processes take every other test one at a time as they free up. (Plain
+# `--dist load` hands each process a quarter of its share up front: one process got
+# every integration test and the other idled once the unit tests were done.)
+# TEST_JOBS=0 runs the suite in this process.
+TEST_JOBS ?= 3
 
 test: setup system-tools lint typecheck
-	$(BIN)/pytest -n $(TEST_JOBS) --dist load
+	$(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup
 
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. $(PROTOS)

@@ -13,6 +13,7 @@ import pytest
 
 from streamtrain.executors.local import LocalProcessPool
 from streamtrain.executors.readiness import Readiness
+from tests.integration.scheduling import heavy
 from tests.integration.test_elastic_worker import DEADLINE_S, Job, ids
 
 
@@ -64,6 +65,7 @@ def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice
     assert max(steps) > 10
 
 
+@heavy
 def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_model, tmp_path):
     """The pool starts two joiners of a running torchft job together; one hangs before
     it holds the weights (never READY): the other is admitted at once, the silent one
@@ -84,7 +86,9 @@ def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_mode
         grace_s=5.0,
         log_dir=tmp_path / "pool-logs",
         readiness=readiness,
-        prep_timeout_s=120.0,  # a busy 2-core machine starts a torch worker slowly
+        # waited out in full for the silent worker: long enough for a torch worker to
+        # start and heal on a busy 2-core machine (seconds on a quiet one), no longer
+        prep_timeout_s=60.0,
     )
     try:
         job.produce(ids(0, 1000))

@@ -24,6 +24,7 @@ from streamtrain.executors.shard_release import ShardRelease
 from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from tests.integration.lag_process import start_lag_app, stop_process
+from tests.integration.scheduling import heavy
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 120.0
@@ -339,6 +340,7 @@ def test_the_executor_hands_a_killed_workers_shards_back_before_the_lease_ends(j
     assert "worker w1 left" in log and "sent no heartbeat" not in log
 
 
+@heavy
 def test_24_workers_on_16_partitions_all_train(job):
     job.create(16)
     with running(job):
