@@ -1,12 +1,13 @@
 """Shared fixtures: one embedded broker per test session (started by the project itself),
-and the order tests are handed out in."""
+and how tests are ordered and handed out to pytest-xdist processes."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from streamtrain.broker import EmbeddedBroker
-from tests.integration.scheduling import HEAVY_GROUP
+from tests.integration.scheduling import HEAVY_GROUP, unit_of
 
 
 @pytest.fixture(scope="session")
@@ -17,16 +18,25 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield embedded
 
 
-def _heavy(item: pytest.Item) -> bool:
-    group = item.get_closest_marker("xdist_group")
-    return group is not None and HEAVY_GROUP in (*group.args, *group.kwargs.values())
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in item.nodeid:
             item.add_marker(pytest.mark.integration)
-    # The heavy group first (tests/integration/scheduling.py): under --dist loadgroup
-    # one process takes the whole chain at the start; the others share the rest in file
-    # order, integration tests before the many short unit tests that even out the end.
-    items.sort(key=lambda item: not _heavy(item))
+    # The heavy unit first (tests/integration/scheduling.py): one process takes its whole
+    # chain at the start; the others share the rest in file order, integration tests
+    # before the many short unit tests that even out the end.
+    items.sort(key=lambda item: unit_of(item.nodeid) != HEAVY_GROUP)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``, the units of tests/integration/scheduling.py."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class Units(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            # a group suffix ("@name") is xdist's own, from an xdist_group mark
+            return unit_of(nodeid.split("@", 1)[0]) or super()._split_scope(nodeid)
+
+    return Units(config, log)

@@ -13,12 +13,10 @@ import sys
 from pathlib import Path
 
 from benchmarks.chaos_faults import KINDS
-from tests.integration.scheduling import heavy
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@heavy
 def test_every_fault_once_loses_no_record(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.chaos", "--duration-s", "130", "--once"],

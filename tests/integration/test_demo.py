@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.cli_process import SCRIPT, wait_dead
-from tests.integration.scheduling import heavy
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -130,7 +129,6 @@ def _chromium() -> str:
     return path
 
 
-@heavy
 def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboard_shows_it(
     tmp_path,
 ):
@@ -247,7 +245,6 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
         assert key in summary
 
 
-@heavy
 def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
     demo = Demo(tmp_path, "--duration", "300", "--initial-workers", "2")
     try:
@@ -264,7 +261,6 @@ def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
     assert [pid for pid in started if not wait_dead(pid, timeout_s=10)] == []
 
 
-@heavy
 def test_attached_to_a_cluster_it_uses_an_existing_topic_from_its_end(tmp_path, broker):
     """`--bootstrap` + `--topic`: older records in the topic are not the demo's to train."""
     import numpy as np

@@ -13,7 +13,6 @@ import pytest
 
 from streamtrain.executors.local import LocalProcessPool
 from streamtrain.executors.readiness import Readiness
-from tests.integration.scheduling import heavy
 from tests.integration.test_elastic_worker import DEADLINE_S, Job, ids
 
 
@@ -65,7 +64,6 @@ def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice
     assert max(steps) > 10
 
 
-@heavy
 def test_a_worker_that_never_says_ready_is_not_admitted_and_is_replaced(one_model, tmp_path):
     """The pool starts two joiners of a running torchft job together; one hangs before
     it holds the weights (never READY): the other is admitted at once, the silent one

@@ -5,12 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.scheduling import heavy
-
 REPO = Path(__file__).resolve().parents[2]
 
 
-@heavy
 def test_the_ddp_loop_example_trains_one_model_on_two_workers():
     result = subprocess.run(
         [sys.executable, "examples/ddp_loop.py"],

@@ -16,7 +16,6 @@ from streamtrain.kafka import create_topic
 from streamtrain.proto import control_plane_pb2 as pb
 from tests.integration.http_kafka import get_json, read_topic
 from tests.integration.lag_process import start_lag_app, stop_process
-from tests.integration.scheduling import heavy
 
 STEP_S = 300  # 5-minute arrival steps
 SCALE = 120.0  # the planner's clock runs 120x the wall clock: a model hour is 30 wall s
@@ -50,7 +49,6 @@ def _seed(path):
     )
 
 
-@heavy
 def test_the_planner_forecasts_with_the_transformer_refits_and_reloads(broker, tmp_path):
     settings = broker.kafka_settings()
     topic, group, job = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("events", "g", "job"))
