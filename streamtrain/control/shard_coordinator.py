@@ -225,7 +225,9 @@ class ShardCoordinator:
             by_worker.setdefault(grant.worker_id, []).append(grant)
         return [self._grant_message(w, grants) for w, grants in sorted(by_worker.items())]
 
-    def state_json(self) -> dict[str, Any]:
+    def state_json(self, now_s: float) -> dict[str, Any]:
+        """The ``/shards`` page: the book's counts, and the partitions with records not
+        yet done as the book sees them (``lagging``: what to read when a run stalls)."""
         stats = self.book.stats()
         return {
             "job": self.settings.job,
@@ -239,4 +241,5 @@ class ShardCoordinator:
             "updates": self.updates,
             "failed": self.failed,
             "refused": dict(self.refused),
+            "lagging": self.book.lagging(now_s),
         }

@@ -369,8 +369,7 @@ class ShardBook:
             self.rates.sample(worker_id, rng.records, entry.granted_at_s, now_s)
         if entry.state == LEASED:
             self._unhold(key, entry)
-        part = self._partitions[key]
-        part.mark_done(entry.start, entry.end)
+        self._partitions[key].mark_done(entry.start, entry.end)
         self._dirty.add(key)
         return None
 
@@ -414,9 +413,8 @@ class ShardBook:
 
     def leases(self) -> list[Grant]:
         """Every leased shard (for tests and the page)."""
-        return sorted(
-            (g for worker in self._leases for g in self.held_by(worker)), key=lambda g: g.shard
-        )
+        leased = (g for worker in self._leases for g in self.held_by(worker))
+        return sorted(leased, key=lambda g: g.shard)
 
     def workers(self) -> set[str]:
         return set(self._leases)
@@ -424,6 +422,12 @@ class ShardBook:
     def positions(self) -> dict[PartitionKey, tuple[int, int, int]]:
         """Per partition ``(base, cut_to, high_watermark)``."""
         return {key: (p.base, p.cut_to, p.hwm) for key, p in self._partitions.items()}
+
+    def lagging(self, now_s: float, limit: int = 32) -> list[dict[str, Any]]:
+        """Up to ``limit`` partitions with records not yet done, each as
+        :meth:`~streamtrain.shards.partition.PartitionShards.describe` says."""
+        keys = [k for k, p in sorted(self._partitions.items()) if p.base < p.hwm][:limit]
+        return [self._partitions[k].describe(k, now_s) for k in keys]
 
     def stats(self) -> BookStats:
         parts = self._partitions.values()

@@ -155,7 +155,7 @@ def test_one_update_that_raises_is_counted_and_the_next_is_served(monkeypatch, c
     assert c.failed == 1 and "could not be applied" in caplog.text
     monkeypatch.undo()
     assert c.handle(update(want_shards=1), now_s=0.2) is not None
-    assert c.state_json()["failed"] == 1
+    assert c.state_json(0.0)["failed"] == 1
 
 
 def test_an_epoch_the_coordinator_never_issued_is_refused_and_grants_go_on(caplog):
