@@ -5,11 +5,13 @@ import http.server
 import json
 import threading
 from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
 
 from streamtrain.demo.observe import TrainedIds, stall_lines
+from streamtrain.demo.traffic import TrafficGenerator
 from streamtrain.ports import free_port
 
 VIEW = {
@@ -62,7 +64,7 @@ def trained_ids(tmp_path, ids):
 
 def test_each_lagging_partition_is_one_line_with_what_the_broker_acknowledged(tmp_path, page):
     trained = trained_ids(tmp_path, [0, 1, 2])
-    generator = SimpleNamespace(acknowledged=np.array([3, 72]))
+    generator = cast(TrafficGenerator, SimpleNamespace(acknowledged=np.array([3, 72])))
     lines = stall_lines(trained, 5, generator, page.port)
     assert lines[0] == "drain timed out: 2 records not trained yet"
     assert lines[1].startswith("shards clicks[1]: base 70 cut 70 hwm 70 committed 70;")
@@ -72,7 +74,7 @@ def test_each_lagging_partition_is_one_line_with_what_the_broker_acknowledged(tm
 
 def test_no_page_and_a_partition_the_demo_does_not_know_are_said_plainly(tmp_path, page):
     trained = trained_ids(tmp_path, [])
-    generator = SimpleNamespace(acknowledged=np.array([3]))
+    generator = cast(TrafficGenerator, SimpleNamespace(acknowledged=np.array([3])))
     page.body = {"lagging": [VIEW]}
     assert stall_lines(trained, 3, generator, page.port)[1].endswith("produced ?")
     closed = free_port()

@@ -372,6 +372,7 @@ class ShardProtocol(RuleBasedStateMachine):
                 if self.workers[w] is None:
                     self.workers[w] = Worker(w)  # the pool starts workers again
             for worker in self.workers.values():
+                assert worker is not None  # all started again above
                 self.fetch_into(worker, 100)
                 while worker.queue.records or worker.retry:
                     self.train_from(worker, 100)
