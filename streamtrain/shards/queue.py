@@ -146,7 +146,8 @@ class ShardQueue:
             part = self._partitions[key]
             uncut = part.uncut
             if (
-                (uncut >= self.settings.min_shard_records or self._due(part, now_s))
+                uncut > 0
+                and (uncut >= self.settings.min_shard_records or self._due(part, now_s))
                 and part.leased < self.settings.max_leased_per_partition
                 and (best is None or uncut > best[0])
             ):
