@@ -147,8 +147,17 @@ def main(plan_path: str) -> int:
             world = trainer.round(None).world_size  # wait for the others, stepping empty
         redo: deque[Batch] = deque()
         planned = deque(plan["batches"])
-        while (planned or redo) and not stop.is_set():
+        # "hold_until": once the plan is trained, step empty until this file exists (the
+        # rank stays in the job until the test says so)
+        hold = Path(plan["hold_until"]) if plan.get("hold_until") else None
+
+        def held() -> bool:
+            return hold is not None and not hold.exists()
+
+        while (planned or redo or held()) and not stop.is_set():
             batch = None
+            if not planned and not redo:
+                time.sleep(0.05)
             if redo:
                 batch = redo.popleft()
             elif planned:

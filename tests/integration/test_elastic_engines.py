@@ -229,10 +229,13 @@ def test_workers_that_hold_different_weights_are_caught_and_healed(ranks):
 
 def test_a_joiner_with_another_model_is_refused_and_never_joins(ranks):
     plans = {"a": batches(0, 4, 400)}
-    ranks.start("a", plans["a"], step_sleep_s=0.01)
+    # a stays in the job until b is done, however slowly b starts on a busy machine
+    b_done = ranks.dir / "b-done"
+    ranks.start("a", plans["a"], step_sleep_s=0.01, hold_until=str(b_done))
     ranks.wait_rounds("a", 10)
     ranks.start("b", batches(50_000, 4, 50), hidden=24)
     assert ranks.wait("b") == 3
+    b_done.touch()
     assert "not this worker's model" in ranks.stderr("b")
     assert "0.weight" in ranks.stderr("b")
     assert not [r for r in ranks.rows("b") if "joined" in r or "round" in r]
