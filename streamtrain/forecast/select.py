@@ -224,7 +224,6 @@ class SelectForecaster:
             tuple(folds),
             self.horizon_steps,
             self.stride_steps,
-            full=self.refit and name in self.parallel and self.workers > 1,
             keep_fits=self.cache is not None,
             known_fits=known_fits,
             known_walks=known_walks,
@@ -262,13 +261,6 @@ class SelectForecaster:
                     "%s: candidate %s failed in validation: %s", self.name, name, result.error
                 )
                 continue
-            if result.full_error is not None:
-                log.warning(
-                    "%s: fitting %s on the whole history failed: %s",
-                    self.name,
-                    name,
-                    result.full_error,
-                )
             forecasts[name] = result.forecasts
             self.models_[name] = result.last
         return forecasts
