@@ -48,8 +48,7 @@ AUTO_HELP = (
     "inverse-error ensemble of the best few), chosen on daily validation folds over the "
     "last week (AutoETS or MSTL unless another is better on every day), behind a "
     "seasonal-naive safety net; its folds reuse the previous day's fits, the "
-    "transformer is validated in a second process, trained once when no earlier fit "
-    "exists and fine-tuned from its previous fit after that."
+    "transformer is fine-tuned from its previous fit and validated in a second process."
 )
 BAND = (0.1, 0.9)
 

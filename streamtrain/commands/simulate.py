@@ -230,9 +230,9 @@ def _costs(
     help="Forecaster for madu, kale and streamtrain, fitted once a simulated day (a "
     "registry name; auto: the best of the seasonal naive, AutoETS, MSTL and the "
     "transformer, or an inverse-error ensemble of the best few, on daily validation "
-    "folds over the last week, behind a seasonal-naive safety net; the first fit "
-    "trains the transformer once, each later day's fit reuses the previous day's folds "
-    "and fine-tunes the transformer from its previous fit; see `forecast eval --help`).",
+    "folds over the last week, behind a seasonal-naive safety net; each day's fit "
+    "reuses the previous day's folds and fine-tunes the transformer from its previous "
+    "fit; see `forecast eval --help`).",
 )
 @option(
     "--tune/--no-tune",

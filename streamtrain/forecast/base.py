@@ -319,11 +319,9 @@ class WarmStart(Protocol):
     """A model that can fit starting from an earlier fit of the same model on an earlier
     part of the same series (the transformer: fine-tuned from its weights instead of
     trained from scratch). ``fit_from`` with a ``previous`` that does not match fits
-    from scratch; with ``carry``, the earlier fit's parameters are kept as they are (no
-    training) and only what the history itself sets is fitted again (the transformer:
-    its scale, input window and error quantiles)."""
+    from scratch."""
 
-    def fit_from(self, previous: object, history: FloatArray, *, carry: bool = False) -> Self: ...
+    def fit_from(self, previous: object, history: FloatArray) -> Self: ...
 
 
 @runtime_checkable

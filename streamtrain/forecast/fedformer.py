@@ -176,13 +176,10 @@ class FedformerForecaster:
     def fit(self, history: FloatArray) -> Self:
         return self._fit(history, None)
 
-    def fit_from(self, previous: object, history: FloatArray, *, carry: bool = False) -> Self:
+    def fit_from(self, previous: object, history: FloatArray) -> Self:
         """Fit on ``history`` starting from ``previous``'s network (a fitted model of
         the same settings on an earlier part of the same series, e.g. yesterday's):
-        ``finetune_steps`` steps instead of ``train_steps`` from scratch; with ``carry``
-        none (the previous network as it is, its scale and error quantiles from this
-        history: what ``auto``'s validation folds use when no earlier day fitted
-        them, see :func:`~streamtrain.forecast.folds.run_plan`). A previous
+        ``finetune_steps`` steps instead of ``train_steps`` from scratch. A previous
         model that does not match (another kind, settings, step or seasonal period, or
         not fitted) is ignored: a fit from scratch; so is a fine-tune whose validation
         error is more than ``RETRAIN_RATIO`` times the previous fit's (the new days
@@ -197,7 +194,7 @@ class FedformerForecaster:
             or previous.period_ != self._period(values.shape[0])
         ):
             return self._fit(values, None)
-        self._fit(values, net.state_dict(), 0 if carry else None)
+        self._fit(values, net.state_dict())
         if self.val_mae_ > RETRAIN_RATIO * previous.val_mae_:
             log.info(
                 "%s: fine-tuned validation MAE %.4f against %.4f before; trained from scratch",
@@ -212,9 +209,7 @@ class FedformerForecaster:
         week, day = WEEK_S // self.step_s, DAY_S // self.step_s
         return week if steps >= week + 3 * day else day
 
-    def _fit(
-        self, history: FloatArray, init: dict[str, Any] | None, steps: int | None = None
-    ) -> Self:
+    def _fit(self, history: FloatArray, init: dict[str, Any] | None) -> Self:
         values = as_history(history, min_length=self.min_history)
         started = time.perf_counter()
         s = self.settings
@@ -247,7 +242,7 @@ class FedformerForecaster:
                 f"{values.shape[0]} steps; need a longer history"
             )
         self.net_, self.error_quantiles_, self.val_mae_ = train_network(
-            blocks, seen, level, marks, starts, s, self.seed, init, steps
+            blocks, seen, level, marks, starts, s, self.seed, init
         )
         keep = self._keep()
         self.offset_ = max(0, values.shape[0] - keep)
@@ -264,7 +259,7 @@ class FedformerForecaster:
             values.shape[0],
             self.period_,
             starts.shape[0],
-            "" if init is None else ", carried" if steps == 0 else ", fine-tuned",
+            "" if init is None else ", fine-tuned",
             self.fit_s_,
             self.val_mae_,
         )

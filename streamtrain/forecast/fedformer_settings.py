@@ -67,8 +67,8 @@ class FedformerSettings:
     # 400 steps at 3e-3 forecast as well as 1,200 at 1e-3 (600 at 1e-3 did not), in a
     # third of the time (docs/benchmarks.md, "Forecasters")
     train_steps: int = 400
-    # a fit that starts from an earlier fit's weights (fit_from: auto's refits, and its
-    # validation folds that follow an earlier day's fit): fewer steps at a lower rate
+    # a fit that starts from an earlier fit's weights (fit_from: auto's later validation
+    # folds and refits): fewer steps at a lower rate
     finetune_steps: int = 50
     finetune_learning_rate: float = 3.3e-4
     batch_size: int = 32

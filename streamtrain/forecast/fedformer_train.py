@@ -80,16 +80,14 @@ def train_network(
     s: FedformerSettings,
     seed: int,
     init: dict[str, Any] | None = None,
-    steps: int | None = None,
 ) -> tuple[FedformerNet, FloatArray, float]:
     """Train on windows starting at ``starts``; returns (net, error quantiles, val MAE).
 
     With ``init`` (a fitted network's weights), fine-tune: start from them and train
-    ``steps`` (default ``finetune_steps``) steps at ``finetune_learning_rate``; the
-    starting weights count as a candidate for the best, so a fine-tune never ends worse
-    on the validation windows than the weights it started from (0 steps: those weights,
-    with error quantiles from this history's validation windows). Without ``init``,
-    ``steps`` (default ``train_steps``) from scratch."""
+    ``finetune_steps`` steps at ``finetune_learning_rate``; the starting weights count
+    as a candidate for the best, so a fine-tune never ends worse on the validation
+    windows than the weights it started from (0 steps: those weights, with error
+    quantiles from this history's validation windows)."""
     import torch
 
     seq, pred, label = s.net.seq_len, s.net.pred_len, s.net.label_len
@@ -115,8 +113,7 @@ def train_network(
         return out * tstd[rows] + tmean[rows]
 
     rng = np.random.default_rng(seed)
-    if steps is None:
-        steps = s.train_steps if init is None else s.finetune_steps
+    steps = s.train_steps if init is None else s.finetune_steps
     rate = s.learning_rate if init is None else s.finetune_learning_rate
     with _threads(s.threads):
         torch.manual_seed(seed)

@@ -149,10 +149,7 @@ class _Run:
         earlier = [s for s in self.starts if s < length]
         history = self.plan.values[:length]
         if isinstance(model, WarmStart) and earlier:
-            start = max(earlier)
-            previous = self.fit(start)
-            # an earlier fit made in this run is carried, not trained (run_plan)
-            model.fit_from(previous, history, carry=start not in self.plan.known_fits)
+            model.fit_from(self.fit(max(earlier)), history)
         else:
             model.fit(history)
         self.fits[length] = model
@@ -176,21 +173,17 @@ def run_plan(plan: FoldPlan) -> FoldResult:
     """Compute what ``plan`` asks for.
 
     Warm starts: a model with ``fit_from`` (:class:`~streamtrain.forecast.base.WarmStart`,
-    the transformer) is validated on each fold by the fit the live loop had then: in a
-    daily rolling origin the fits at the fold starts are earlier days' fits on their
-    whole history (``known_fits``, from the cache), each fine-tuned from the day
-    before's. A fold whose fit is not known starts from the previous fold's fit: if
-    that was known, fine-tuned on the longer history; if it was made here (the first
-    fit, with no earlier days), carried without training (``fit_from(carry=True)``: its
-    network as trained at the first fold's start, reading each fold's inputs), so that
-    an uncached fit trains the transformer once, not once per fold (seven fine-tunes
-    cost more than the statistical candidates' whole validation). The fit on the whole
-    history is not made here: only a kept model needs it
-    (:mod:`streamtrain.forecast.select` fine-tunes it from the last fold's fit). The
-    statistical models and the seasonal naive are
-    fitted anew for every fold: their fits are cheap, and a forward-only statsforecast
-    model goes stale over a fold of days. A candidate that fails to fit or forecast in any
-    fold has no forecasts in its result (``error`` says why)."""
+    the transformer) is fitted from scratch only for the first fold; each later fold
+    starts from the previous fold's fit (fine-tuned on the longer history). Carrying the
+    first fold's network through the later folds untrained (one training instead of
+    seven) changed what ``auto`` chose on the kale shape and lost to MSTL there. The fit
+    on the whole history is not made here: only a kept model needs it
+    (:mod:`streamtrain.forecast.select` fine-tunes it from the last fold's fit), and a
+    transformer fine-tuned for nothing costs seconds. The statistical models and the
+    seasonal naive are fitted anew for every fold: their fits are cheap, and a
+    forward-only statsforecast model goes stale over a fold of days. A candidate that
+    fails to fit or forecast in any fold has no forecasts in its result (``error`` says
+    why)."""
     result = FoldResult(plan.name)
     run = _Run(plan, result)
     try:

@@ -82,10 +82,10 @@ class SelectForecaster:
     steps, at most ``folds`` of them (``auto``: days, like the live refits, so that one
     day's folds start where the previous day's started and a cache serves all but one).
 
-    Reuse: a candidate with ``fit_from`` (the transformer) is trained from scratch at
-    most once per fit (the first fold, when no earlier fit is cached), its network then
-    carried through the later folds (:func:`~streamtrain.forecast.folds.run_plan`); the
-    refit, which only a kept model gets, is fine-tuned from the last fold's fit. Through
+    Reuse: a candidate with ``fit_from`` (the transformer) is trained from scratch for
+    the first fold only and fine-tuned from the previous fold's fit for each later fold
+    (:func:`~streamtrain.forecast.folds.run_plan`) and for the refit, which only a kept
+    model gets. Through
     ``cache`` (keyed by ``cache_key(candidate)``) a daily rolling origin makes one new
     fit and one new walk per candidate; the statistical
     models choose and forecast the same with or without it, the transformer's first fold

@@ -15,7 +15,6 @@ class Mean:
     step_s = 60
     name = "mean"
     fits: ClassVar[list[tuple[str, int, int | None]]] = []  # (name, length, warm from)
-    carried: ClassVar[list[int]] = []  # lengths of the warm fits made without training
     origins: ClassVar[list[int]] = []
 
     def __init__(self, name="mean"):
@@ -46,10 +45,8 @@ class Mean:
 class WarmMean(Mean):
     """A :class:`Mean` that can continue from an earlier fit (``fit_from``)."""
 
-    def fit_from(self, previous, history, *, carry=False):
+    def fit_from(self, previous, history):
         type(self).fits.append((self.name, len(history), previous.fitted_on))
-        if carry:
-            type(self).carried.append(len(history))
         self.values = list(history)
         self.fitted_on = len(history)
         return self
@@ -66,7 +63,7 @@ def make(name):
 
 @pytest.fixture(autouse=True)
 def _reset():
-    Mean.fits, Mean.carried, Mean.origins = [], [], []
+    Mean.fits, Mean.origins = [], []
 
 
 VALUES = np.arange(1000, dtype=np.float64)
@@ -89,7 +86,6 @@ def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
     result = _run(_plan("warm"))
     # no fit on the whole history: only a kept model needs one (the selection's refit)
     assert Mean.fits == [("warm", 700, None), ("warm", 800, 700), ("warm", 900, 800)]
-    assert Mean.carried == [800, 900]  # trained once: the later folds carry that fit
     # each fold's forecasts come from origins inside the fold, told every step before
     assert Mean.origins == list(range(700, 1000, 10))
     assert result.forecasts is not None and result.forecasts.shape == (300,)
@@ -111,10 +107,6 @@ def test_known_fits_and_walks_are_not_made_again():
     assert Mean.fits == []  # the last fold's fit is known
     assert Mean.origins == list(range(900, 1000, 10))  # only the last fold is walked
     assert np.array_equal(again.forecasts, first.forecasts)
-    Mean.fits, Mean.carried = [], []
-    _run(_plan("warm", known_fits={800: first.fits[800]}))
-    # a fold after a known fit (an earlier day's) is fine-tuned from it, not carried
-    assert Mean.fits == [("warm", 700, None), ("warm", 900, 800)] and Mean.carried == []
 
 
 def test_a_failing_candidate_has_no_forecasts_and_says_why():
