@@ -122,7 +122,7 @@ def add_shards(app: Any, settings: LagAppSettings) -> ShardCoordinator:
                 coordinator.book.mark_committed(positions)
 
     async def state(web: Any, request: Any) -> Any:
-        return web.json(coordinator.state_json())
+        return web.json(coordinator.state_json(time.time()))
 
     app.agent(updates)(on_update)
     app.timer(job.tick_s, on_leader=True)(tick)

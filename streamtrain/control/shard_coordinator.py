@@ -9,8 +9,12 @@ Owned here:
   ``ShardGrant`` to answer with. A malformed update, one for another job, a report for
   an unknown or already-done shard, an offset range outside the partition or an epoch
   the book never issued is logged (one clear line) and ignored: never a crash, never a
-  commit past untrained records. Each update is isolated: one that raises anyway is
-  logged with its traceback and counted (``failed``), and the next one is served.
+  commit past untrained records. A ``leaving`` update sent before the newest update read
+  from the same worker id concerns an earlier process of that id (an executor's hand-back
+  delivered late, after a replacement of the same name leased shards): it is ignored, so
+  it cannot take the live replacement's shards away. Each update is isolated: one that
+  raises anyway is logged with its traceback and counted (``failed``), and the next one
+  is served.
   :meth:`~ShardCoordinator.tick` feeds the newest offsets to the book, expires silent
   holders and serves the workers waiting for shards.
 
@@ -42,6 +46,7 @@ log = logging.getLogger(__name__)
 
 _CLOCK_SKEW_MS = 1_000  # an update sent this long before a restore is read as live
 _CATCH_UP_LIMIT_MS = 60_000  # ... and any update once the restore is this old
+_MAX_SENDERS = 10_000  # workers whose newest send time is remembered (oldest dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,8 @@ class ShardCoordinator:
         self.restored = False
         self._restored_at_ms = 0
         self._caught_up = True  # no restore: nothing old to read
+        # the newest sent_at_ms read from each worker id (a late ``leaving`` is older)
+        self._newest_sent_ms: collections.OrderedDict[str, int] = collections.OrderedDict()
 
     def restore(self, values: Iterable[Mapping[str, Any]], now_s: float) -> int:
         """Restore the book from the table's ``values``; returns the partitions restored.
@@ -137,10 +144,15 @@ class ShardCoordinator:
                 "worker %s handed back %d shard(s)", worker, self.book.release(worker, returned)
             )
         held = [p for m in update.held if (p := self._parse(worker, m)) is not None]
+        if update.leaving and self._stale_leaving(worker, update.sent_at_ms):
+            self._refuse(f"the leaving update of {worker}", ShardRefusal.STALE_LEAVING)
+            return None
         if update.leaving:
+            self._newest_sent_ms.pop(worker, None)
             gone = self.book.forget_worker(worker)
             log.info("worker %s left; %d shard(s) back in the queue", worker, len(gone))
             return None
+        self._heard(worker, update.sent_at_ms)
         revoked = self.book.heartbeat(worker, held, now_s)
         for rng, refusal in revoked:
             self.refused[refusal.name] += 1
@@ -155,6 +167,16 @@ class ShardCoordinator:
         if not grants and not revoked:
             return None
         return self._grant_message(worker, grants, [rng for rng, _ in revoked])
+
+    def _stale_leaving(self, worker: str, sent_at_ms: int) -> bool:
+        """Whether a ``leaving`` update is older than the newest update of ``worker``."""
+        return sent_at_ms < self._newest_sent_ms.get(worker, sent_at_ms)
+
+    def _heard(self, worker: str, sent_at_ms: int) -> None:
+        newest = self._newest_sent_ms.pop(worker, sent_at_ms)
+        self._newest_sent_ms[worker] = max(newest, sent_at_ms)
+        if len(self._newest_sent_ms) > _MAX_SENDERS:
+            self._newest_sent_ms.popitem(last=False)
 
     def _live(self, update: pb.ShardUpdate, now_s: float) -> bool:
         """Whether the updates read are those sent since the restore (see :meth:`restore`);
@@ -225,7 +247,9 @@ class ShardCoordinator:
             by_worker.setdefault(grant.worker_id, []).append(grant)
         return [self._grant_message(w, grants) for w, grants in sorted(by_worker.items())]
 
-    def state_json(self) -> dict[str, Any]:
+    def state_json(self, now_s: float) -> dict[str, Any]:
+        """The ``/shards`` page: the book's counts, and the partitions with records not
+        yet done as the book sees them (``lagging``: what to read when a run stalls)."""
         stats = self.book.stats()
         return {
             "job": self.settings.job,
@@ -239,4 +263,5 @@ class ShardCoordinator:
             "updates": self.updates,
             "failed": self.failed,
             "refused": dict(self.refused),
+            "lagging": self.book.lagging(now_s),
         }

@@ -7,16 +7,11 @@ Owned here: :class:`ShardOffsets`. It is responsible for:
   repeated every ``discover_interval_s`` so partitions added to a topic later are
   trained too; a partition's start is settled only when both of its calls answered, so
   a committed offset that could not be read never becomes "start at the log start";
-* **ends**: one batched ListOffsets per read. The embedded broker (Tansu 0.6.0)
-  reports a partition's high watermark as the last record *batch*'s base offset + 1,
-  not one past its last record (500 records produced in one batch give a high
-  watermark of 1), so a partition's end is read from its last batch: a probe consumer
-  fetches from ``high watermark - 1`` once the watermark stood still for a read, and
-  the end is one past the last offset it gets. While producers write, the watermark
-  moves at every read and the shards are cut up to it (the last batch waits for the
-  next one); probing every moved partition instead cost a fetch round trip per read,
-  up to 0.8 s when the broker is busiest. On a broker that reports the true watermark
-  the probe finds nothing past it and changes nothing;
+* **ends**: one batched ListOffsets per read, then a probe consumer reads the last
+  batch of the partitions whose watermark stood still (the embedded broker reports a
+  batch's base offset + 1 as the watermark; the decisions are
+  :class:`~streamtrain.shards.ends.PartitionEnds`). Probing every moved partition
+  instead cost a fetch round trip per read, up to 0.8 s when the broker is busiest;
 * **commits** of each partition's done prefix under the job's group id (so
   ``streamtrain lag status``, Burrow and ``kafka-consumer-groups.sh`` see the true lag).
 """
@@ -35,6 +30,7 @@ from streamtrain.config import KafkaSettings
 from streamtrain.control.shard_coordinator import ShardJobSettings
 from streamtrain.errors import KafkaError
 from streamtrain.partition_key import PartitionKey
+from streamtrain.shards.ends import PartitionEnds
 
 __all__ = ["ShardOffsets"]
 
@@ -80,9 +76,7 @@ class ShardOffsets:
         self._admin = AdminClient(kafka.confluent_config())
         self._partitions: list[TopicPartition] = []
         self._starts: dict[PartitionKey, int] = {}
-        self._probed: dict[PartitionKey, int] = {}  # the watermark the last probe read at
-        self._highs: dict[PartitionKey, int] = {}  # the watermarks of the last read
-        self._ends: dict[PartitionKey, int] = {}  # one past the last offset seen
+        self.ends = PartitionEnds()
 
     def read(self) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
         """``(partition ends, start offsets)`` of the job's partitions whose start is
@@ -96,8 +90,7 @@ class ShardOffsets:
             self._probe_ends(highs)
         except KafkaException as exc:
             raise KafkaError(f"reading the offsets of job {self.settings.job!r}: {exc}") from exc
-        ends = {key: max(high, self._ends.get(key, 0)) for key, high in highs.items()}
-        return ends, self._starts
+        return self.ends.ends(highs), self._starts
 
     def _discover(self) -> None:
         """The job's partitions; the start of each new one. Nothing changes unless every
@@ -147,12 +140,7 @@ class ShardOffsets:
     def _probe_ends(self, highs: dict[PartitionKey, int], wait_s: float = 0.5) -> None:
         """Read the last batch of each partition whose watermark stood still since the
         last read and was not probed at yet (module docstring)."""
-        before, self._highs = self._highs, dict(highs)
-        still = [
-            k
-            for k, high in highs.items()
-            if high > 0 and before.get(k) == high and self._probed.get(k) != high
-        ]
+        still = self.ends.to_probe(highs)
         if not still:
             return
         self._probe.assign([TopicPartition(t, p, highs[(t, p)] - 1) for t, p in still])
@@ -172,11 +160,11 @@ class ShardOffsets:
                 if topic is None or partition is None or offset is None:
                     continue
                 key = (topic, partition)
-                self._ends[key] = max(self._ends.get(key, 0), offset + 1)
+                self.ends.got(key, offset)
                 pending.discard(key)
         for key in still:
             if key not in pending:
-                self._probed[key] = highs[key]
+                self.ends.probed(key, highs[key])
         self._probe.unassign()
 
     def commit(self, positions: dict[PartitionKey, int]) -> None:

@@ -13,7 +13,9 @@ Owned here:
   topics from their beginning (assigned partitions, no consumer group) into the
   timeline; an undecodable message is counted and logged, never fatal.
 * :func:`planner_status`: the control app's ``/planner`` status page (``None`` until it
-  answers), and :func:`planner_forecast`, the planner's newest forecast in it.
+  answers), and :func:`planner_forecast`, the planner's newest forecast in it;
+  :func:`shard_status`: its ``/shards`` page (the shard coordinator's view), and
+  :func:`stall_lines`, what a drain that timed out left, read from it.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from numpy.typing import NDArray
 
 from streamtrain.config import KafkaSettings
+from streamtrain.demo.traffic import TrafficGenerator
 from streamtrain.errors import SchemaError, StreamtrainError
 from streamtrain.executors import ApplyResult
 from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
+from streamtrain.shards.partition import describe_line
 from streamtrain.units import ms_to_s, s_to_ms
 from streamtrain.wire import decode
 
@@ -48,6 +52,8 @@ __all__ = [
     "TrainedIds",
     "planner_forecast",
     "planner_status",
+    "shard_status",
+    "stall_lines",
     "throughput_belief",
 ]
 
@@ -401,12 +407,42 @@ class TopicFeeds(threading.Thread):
 def planner_status(port: int) -> dict[str, Any] | None:
     """The control app's planner status on ``port`` (on 127.0.0.1), or ``None`` while it
     does not answer yet."""
-    url = f"http://127.0.0.1:{port}/planner"
+    return _control_page(port, "planner")
+
+
+def shard_status(port: int) -> dict[str, Any] | None:
+    """The control app's shard coordinator page on ``port`` (its ``lagging`` partitions:
+    see :meth:`~streamtrain.control.shard_coordinator.ShardCoordinator.state_json`), or
+    ``None`` when it does not answer."""
+    return _control_page(port, "shards", timeout_s=5.0)
+
+
+def stall_lines(
+    trained: TrainedIds, produced: int, generator: TrafficGenerator, port: int
+) -> list[str]:
+    """What a drain that timed out left: how many produced ids no worker trained and, when
+    the control app on ``port`` is a shard coordinator, each partition with records not
+    done as it sees them, beside the records the broker acknowledged on it (a ``hwm``
+    below them: it never learnt of the last ones)."""
+    lines = [f"drain timed out: {produced - trained.covered(produced):,} records not trained yet"]
+    status = shard_status(port)
+    if status is None:
+        return [*lines, "(no shard coordinator page answered)"]
+    sent = generator.acknowledged
+    for view in status.get("lagging", []):
+        p = view.get("partition")
+        acked = int(sent[p]) if isinstance(p, int) and 0 <= p < sent.size else "?"
+        lines.append(f"shards {describe_line(view)}; produced {acked}")
+    return lines
+
+
+def _control_page(port: int, page: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
+    url = f"http://127.0.0.1:{port}/{page}"
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             status: dict[str, Any] = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        log.debug("planner status not available yet: %s", exc)
+        log.debug("%s status not available: %s", page, exc)
         return None
     return status if isinstance(status, dict) else None
 

@@ -52,6 +52,7 @@ from streamtrain.demo.observe import (
     TopicFeeds,
     TrainedIds,
     planner_status,
+    stall_lines,
     throughput_belief,
 )
 from streamtrain.demo.phases import DayPhases, Phase, progress_line
@@ -351,9 +352,7 @@ class _Demo:
                 speed=self.settings.speed,
             )
         )
-        result["run_dir"] = str(self.run_dir)
-        result["job"] = self.names.job
-        result["topic"] = self.names.topic
+        result.update(run_dir=str(self.run_dir), job=self.names.job, topic=self.names.topic)
         if result["records"]["lost"]:
             result["records"]["missing_ids"] = self.trained.missing(produced)
         return result
@@ -480,7 +479,8 @@ def _drive(demo: _Demo, stop: threading.Event) -> float:
             trained = demo.trained.covered(produced)
             if phases.settle(now, produced=produced, trained=trained):
                 if phases.phase is Phase.DRAIN_TIMED_OUT:
-                    demo.echo(f"drain timed out: {produced - trained:,} records not trained yet")
+                    for line in stall_lines(demo.trained, produced, generator, demo.control_port):
+                        demo.echo(line)
                 return now
         stop.wait(0.5)
     phases.phase = Phase.STOPPED

@@ -9,6 +9,8 @@
 * :mod:`streamtrain.shards.client`: :class:`ShardClient`, a worker's side (grants in,
   updates out), with :mod:`~streamtrain.shards.holdings` (the shards it holds, records
   tagged by lease, acknowledgements counted per lease);
+* :mod:`streamtrain.shards.ends`: :class:`~streamtrain.shards.ends.PartitionEnds`, where
+  each partition ends (listed watermarks, and a probe of the last batch past them);
 * :mod:`streamtrain.shards.messages`: shards to and from protobuf.
 
 No Kafka, Faust or ZeroMQ here: time is an argument, the tests need no broker.

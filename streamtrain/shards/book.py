@@ -11,7 +11,8 @@ Owned here: :class:`ShardBook`, the shards of every partition of one job
 * **leasing** (:meth:`~ShardBook.request`, :meth:`~ShardBook.serve_waiting`): the
   continuation of a shard the worker holds first, then shards that went back to the
   queue, then the partitions in turn; smaller shards for slow workers
-  (:class:`~streamtrain.shards.rates.WorkerRates`); a new epoch for every lease;
+  (:class:`~streamtrain.shards.rates.WorkerRates`); a new epoch for every lease; a shard
+  leaving a queue (leased, reclaimed, done by its last holder) refills its partition;
 * **holders** (:meth:`~ShardBook.heartbeat`, :meth:`~ShardBook.expire`,
   :meth:`~ShardBook.release`): leases are extended by heartbeats, requeued when their
   holder is silent or hands them back; no message can push the epoch or take a shard
@@ -175,7 +176,7 @@ class ShardBook:
         ends = {(key, entry.end) for key, entry in held}
         grants: list[Grant] = []
         while room > 0 and (held_records < budget or not (held or grants)):
-            picked = self._continuation(ends) or self._queue.next() or self._cut_on_demand()
+            picked = self._continuation(ends) or self._queue.next() or self._cut_on_demand(now_s)
             if picked is None:
                 break
             key, entry = picked
@@ -204,8 +205,8 @@ class ShardBook:
                 return key, entry
         return None
 
-    def _cut_on_demand(self) -> tuple[PartitionKey, ShardEntry] | None:
-        picked = self._queue.cut_on_demand()
+    def _cut_on_demand(self, now_s: float) -> tuple[PartitionKey, ShardEntry] | None:
+        picked = self._queue.cut_on_demand(now_s)
         if picked is not None:
             self._dirty.add(picked[0])
         return picked
@@ -222,8 +223,6 @@ class ShardBook:
             self._queue.push_front(key, rest.start)
         self._epoch += 1
         self._hold(key, entry, worker_id, self._epoch, now_s)
-        if self._queue.refill(key, now_s):
-            self._dirty.add(key)
         return Grant(ShardRange(key[0], key[1], entry.start, entry.end), worker_id, self._epoch)
 
     def _hold(
@@ -232,6 +231,7 @@ class ShardBook:
         self._partitions[key].lease(entry, worker_id, epoch, now_s, now_s + self.settings.lease_s)
         self._leases.setdefault(worker_id, {})[(key, entry.start)] = None
         self._dirty.add(key)
+        self._queue.refill(key, now_s)  # the queue has room: cut what waits
 
     # -- heartbeats, hand-backs, expiry -----------------------------------------------
 
@@ -369,8 +369,8 @@ class ShardBook:
             self.rates.sample(worker_id, rng.records, entry.granted_at_s, now_s)
         if entry.state == LEASED:
             self._unhold(key, entry)
-        part = self._partitions[key]
-        part.mark_done(entry.start, entry.end)
+        self._partitions[key].mark_done(entry.start, entry.end)
+        self._queue.refill(key, now_s)  # a queued shard done by its last holder: room
         self._dirty.add(key)
         return None
 
@@ -414,9 +414,8 @@ class ShardBook:
 
     def leases(self) -> list[Grant]:
         """Every leased shard (for tests and the page)."""
-        return sorted(
-            (g for worker in self._leases for g in self.held_by(worker)), key=lambda g: g.shard
-        )
+        leased = (g for worker in self._leases for g in self.held_by(worker))
+        return sorted(leased, key=lambda g: g.shard)
 
     def workers(self) -> set[str]:
         return set(self._leases)
@@ -424,6 +423,11 @@ class ShardBook:
     def positions(self) -> dict[PartitionKey, tuple[int, int, int]]:
         """Per partition ``(base, cut_to, high_watermark)``."""
         return {key: (p.base, p.cut_to, p.hwm) for key, p in self._partitions.items()}
+
+    def lagging(self, now_s: float, limit: int = 32) -> list[dict[str, Any]]:
+        """Up to ``limit`` partitions with records not done, ``describe``d (``/shards``)."""
+        keys = [k for k, p in sorted(self._partitions.items()) if p.base < p.hwm][:limit]
+        return [self._partitions[k].describe(k, now_s) for k in keys]
 
     def stats(self) -> BookStats:
         parts = self._partitions.values()

@@ -78,6 +78,7 @@ class ShardRefusal(StrEnum):
     NOT_HOLDER = "shard is leased to another worker"
     EPOCH_NOT_ISSUED = "an epoch this coordinator did not issue for this shard"
     MALFORMED = "malformed"
+    STALE_LEAVING = "a leaving update sent before the worker's newest update"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,9 @@ smaller one once the oldest uncut record waited ``max_wait_s`` (a small shard no
 leased grows instead of a new one following it, so a partition cut every
 ``max_wait_s`` while no worker asks still holds shards of a useful size).
 :meth:`~ShardQueue.cut_on_demand` cuts a shard for a worker that found the queue
-empty. A partition with ``max_leased_per_partition`` shards leased is passed over
-until one of its leases ends.
+empty (at least ``min_shard_records``, or records that waited ``max_wait_s`` already:
+a cut the timer owes them). A partition with ``max_leased_per_partition`` shards leased
+is passed over until one of its leases ends.
 """
 
 from __future__ import annotations
@@ -134,9 +135,10 @@ class ShardQueue:
         self._slots.extendleft(reversed(passed))
         return found
 
-    def cut_on_demand(self) -> tuple[PartitionKey, ShardEntry] | None:
+    def cut_on_demand(self, now_s: float) -> tuple[PartitionKey, ShardEntry] | None:
         """Cut a shard of the partition with the most uncut records (at least
-        ``min_shard_records``; among the first ``_ON_DEMAND_SCAN`` with any)."""
+        ``min_shard_records``, or any that waited ``max_wait_s``; among the first
+        ``_ON_DEMAND_SCAN`` with any)."""
         best: tuple[int, PartitionKey] | None = None
         for scanned, key in enumerate(self._uncut):
             if scanned >= _ON_DEMAND_SCAN:
@@ -144,7 +146,8 @@ class ShardQueue:
             part = self._partitions[key]
             uncut = part.uncut
             if (
-                uncut >= self.settings.min_shard_records
+                uncut > 0
+                and (uncut >= self.settings.min_shard_records or self._due(part, now_s))
                 and part.leased < self.settings.max_leased_per_partition
                 and (best is None or uncut > best[0])
             ):

@@ -307,6 +307,7 @@ def test_kill_9_a_worker_holding_shards_requeues_them_and_every_id_is_trained(jo
         page = job.shards_page()
         assert page["refused"].get("MALFORMED", 0) >= 2
         assert sum(page["refused"].values()) >= 4
+        assert page["lagging"] == []  # every partition done up to its end
     log = next(job.dir.glob("control-*.log")).read_text()
     assert "sent no heartbeat" in log  # w1's shards were requeued
     assert "ignoring" in log

@@ -155,7 +155,7 @@ def test_one_update_that_raises_is_counted_and_the_next_is_served(monkeypatch, c
     assert c.failed == 1 and "could not be applied" in caplog.text
     monkeypatch.undo()
     assert c.handle(update(want_shards=1), now_s=0.2) is not None
-    assert c.state_json()["failed"] == 1
+    assert c.state_json(0.0)["failed"] == 1
 
 
 def test_an_epoch_the_coordinator_never_issued_is_refused_and_grants_go_on(caplog):
@@ -198,3 +198,17 @@ def test_after_a_restore_old_requests_are_not_served_and_holders_reclaim_first()
     grant = restored.handle(sent(208.0, want_shards=3), now_s=208.0)
     assert grant is not None and lost not in list(grant.shards)
     assert [g.worker_id for g in restored.book.held_by("w")] == ["w"]
+
+
+def test_a_late_leaving_update_of_an_earlier_process_takes_nothing_from_its_replacement(caplog):
+    c = coordinator()
+    grant = c.handle(update(want_shards=1, sent_at_ms=2_000), now_s=0.1)  # the replacement
+    # the executor's hand-back for the dead process of the same id, sent before the
+    # replacement's first update, read after it
+    assert c.handle(update(leaving=True, sent_at_ms=1_000), now_s=0.2) is None
+    assert [g.shard.start_offset for g in c.book.held_by("w")] == [grant.shards[0].start_offset]
+    assert c.refused == {"STALE_LEAVING": 1}
+    assert any("leaving update" in r.getMessage() for r in caplog.records)
+    # the replacement's own leaving, newer than everything it sent, is honoured
+    assert c.handle(update(leaving=True, sent_at_ms=3_000), now_s=0.3) is None
+    assert c.book.held_by("w") == []

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from streamtrain.control.shard_coordinator import ShardJobSettings
 from streamtrain.control.shard_offsets import ShardOffsets
 from streamtrain.errors import KafkaError
+from streamtrain.shards.ends import PartitionEnds
 
 T = "clicks"
 
@@ -28,7 +29,7 @@ class Scripted(ShardOffsets):
         self.committed_calls = 0
         self.committed_at = 899_000
         self._partitions, self._starts = [], {}
-        self._probed, self._highs, self._ends = {}, {}, {}
+        self.ends = PartitionEnds()
 
     def _topic_partitions(self, topic):
         return [TopicPartition(topic, p) for p in range(self.partitions)]
