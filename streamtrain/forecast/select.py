@@ -84,8 +84,10 @@ class SelectForecaster:
 
     Reuse: a candidate with ``fit_from`` (the transformer) is trained from scratch for
     the first fold only and fine-tuned from the previous fold's fit for each later fold
-    and for the refit. Through ``cache`` (keyed by ``cache_key(candidate)``) a daily
-    rolling origin makes one new fit and one new walk per candidate; the statistical
+    (:func:`~streamtrain.forecast.folds.run_plan`) and for the refit, which only a kept
+    model gets. Through
+    ``cache`` (keyed by ``cache_key(candidate)``) a daily rolling origin makes one new
+    fit and one new walk per candidate; the statistical
     models choose and forecast the same with or without it, the transformer's first fold
     is then the previous day's fine-tuned fit. With ``workers`` above one, the
     ``parallel`` candidates run in a worker process (same results as in one process)
@@ -224,7 +226,6 @@ class SelectForecaster:
             tuple(folds),
             self.horizon_steps,
             self.stride_steps,
-            full=self.refit and name in self.parallel and self.workers > 1,
             keep_fits=self.cache is not None,
             known_fits=known_fits,
             known_walks=known_walks,
@@ -262,13 +263,6 @@ class SelectForecaster:
                     "%s: candidate %s failed in validation: %s", self.name, name, result.error
                 )
                 continue
-            if result.full_error is not None:
-                log.warning(
-                    "%s: fitting %s on the whole history failed: %s",
-                    self.name,
-                    name,
-                    result.full_error,
-                )
             forecasts[name] = result.forecasts
             self.models_[name] = result.last
         return forecasts

@@ -194,32 +194,44 @@ class StatsForecaster:
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _block_forecast(self, blocks: FloatArray, ahead: int) -> dict[str, FloatArray]:
+    def _block_forecast(
+        self, blocks: FloatArray, ahead: int, spread: bool = True
+    ) -> dict[str, FloatArray]:
+        """The model's forecast of the next ``ahead`` blocks (``mean``) and, with
+        ``spread``, the standard deviation its 80 % interval implies (``sigma``); kept
+        until a block completes. A point forecast asks for no interval: statsforecast's
+        intervals build a scipy distribution per call, which cost a validation walk
+        (a forecast at every origin) more than the forecasts themselves."""
         count = self.dropped_blocks_ + blocks.shape[0]
         if self._cache is not None and self._cache[0] == count:
             cached = self._cache[1]
-            if cached["mean"].shape[0] >= ahead:
+            if cached["mean"].shape[0] >= ahead and (not spread or "sigma" in cached):
                 return cached
         if self.model_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         ahead = max(ahead, self.day_blocks // 4, 4)
+        level = {"level": [80]} if spread else {}
         try:
             if self.components_ is not None:
                 first = self.dropped_blocks_ - self.fit_first_block_
                 seasonal = self._seasonal(first, blocks.shape[0] + ahead)
                 raw = self.model_.trend_forecaster.forward(
-                    y=blocks - seasonal[: blocks.shape[0]], h=ahead, level=[80]
+                    y=blocks - seasonal[: blocks.shape[0]], h=ahead, **level
                 )
                 raw = {k: v + seasonal[blocks.shape[0] :] for k, v in raw.items()}
             else:
-                raw = self.model_.forward(y=blocks, h=ahead, level=[80])
+                raw = self.model_.forward(y=blocks, h=ahead, **level)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
             raise ForecastError(f"{self.name}: statsforecast could not forecast: {exc}") from exc
         mean = np.asarray(raw["mean"], dtype=np.float64)
-        sigma = (np.asarray(raw["hi-80"], dtype=np.float64) - mean) / _Z80
-        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sigma))):
+        if not np.all(np.isfinite(mean)):
             raise ForecastError(f"{self.name}: statsforecast returned a non-finite forecast")
-        result = {"mean": mean, "sigma": np.maximum(sigma, 0.0)}
+        result = {"mean": mean}
+        if spread:
+            sigma = (np.asarray(raw["hi-80"], dtype=np.float64) - mean) / _Z80
+            if not np.all(np.isfinite(sigma)):
+                raise ForecastError(f"{self.name}: statsforecast returned a non-finite forecast")
+            result["sigma"] = np.maximum(sigma, 0.0)
         self._cache = (count, result)
         return result
 
@@ -243,7 +255,11 @@ class StatsForecaster:
         f = self.f
         done = partial.shape[0]  # steps of the current block already observed
         ahead = math.ceil((done + horizon_steps) / f) + 1
-        forecast = self._block_forecast(blocks, ahead)
+        if shift_sigmas == 0.0:  # the point forecast: no interval asked for
+            forecast = self._block_forecast(blocks, ahead, spread=False)
+            forecast = {"mean": forecast["mean"], "sigma": np.zeros_like(forecast["mean"])}
+        else:
+            forecast = self._block_forecast(blocks, ahead)
         future = forecast["mean"][:ahead] + shift_sigmas * forecast["sigma"][:ahead]
         # Knots relative to the first step of the current block, then shifted to the origin.
         past_x = list(-f * np.arange(2, 0, -1) + (f - 1) / 2)

@@ -83,10 +83,9 @@ def _plan(name, **kwargs):
 
 
 def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
-    result = _run(_plan("warm", full=True))
-    assert Mean.fits == [("warm", 700, None), ("warm", 800, 700), ("warm", 900, 800),
-                         ("warm", 1000, 900)]  # fmt: skip
-    assert result.full is not None and result.full.fitted_on == 1000
+    result = _run(_plan("warm"))
+    # no fit on the whole history: only a kept model needs one (the selection's refit)
+    assert Mean.fits == [("warm", 700, None), ("warm", 800, 700), ("warm", 900, 800)]
     # each fold's forecasts come from origins inside the fold, told every step before
     assert Mean.origins == list(range(700, 1000, 10))
     assert result.forecasts is not None and result.forecasts.shape == (300,)
@@ -94,9 +93,8 @@ def test_a_warm_model_is_trained_once_then_continued_fold_by_fold():
 
 
 def test_other_models_are_fitted_anew_for_every_fold():
-    _run(_plan("mean", full=True))
-    assert Mean.fits == [("mean", 700, None), ("mean", 800, None), ("mean", 900, None),
-                         ("mean", 1000, None)]  # fmt: skip
+    _run(_plan("mean"))
+    assert Mean.fits == [("mean", 700, None), ("mean", 800, None), ("mean", 900, None)]
 
 
 def test_known_fits_and_walks_are_not_made_again():
@@ -105,8 +103,8 @@ def test_known_fits_and_walks_are_not_made_again():
     Mean.fits, Mean.origins = [], []
     known_walks = {fold: first.walks[fold] for fold in FOLDS[:2]}
     known_fits = {900: first.fits[900]}
-    again = _run(_plan("warm", known_walks=known_walks, known_fits=known_fits, full=True))
-    assert Mean.fits == [("warm", 1000, 900)]  # only the refit, from the known fold's fit
+    again = _run(_plan("warm", known_walks=known_walks, known_fits=known_fits))
+    assert Mean.fits == []  # the last fold's fit is known
     assert Mean.origins == list(range(900, 1000, 10))  # only the last fold is walked
     assert np.array_equal(again.forecasts, first.forecasts)
 
@@ -117,15 +115,15 @@ def test_a_failing_candidate_has_no_forecasts_and_says_why():
 
 
 def test_a_plan_run_in_a_worker_process_gives_what_it_gives_here():
-    plans = [_plan("warm", full=True), _plan("mean")]
+    plans = [_plan("warm"), _plan("mean")]
     here = _runs(plans, remote=())
-    assert len(Mean.fits) == 4 + 3
+    assert len(Mean.fits) == 3 + 3
     Mean.fits = []
     away = _runs(plans, remote={"warm"})
     assert [f[0] for f in Mean.fits] == ["mean"] * 3  # warm's fits: in the other process
     for a, b in zip(here, away, strict=True):
         assert a.name == b.name and np.array_equal(a.forecasts, b.forecasts)
-    assert away[0].full is not None and away[0].full.fitted_on == 1000
+    assert sorted(away[0].fits) == [700, 800, 900]
 
 
 def test_a_plan_that_cannot_be_sent_runs_here():
@@ -179,9 +177,25 @@ def test_a_parallel_candidate_goes_to_a_process_only_to_be_trained_from_scratch(
         )  # fmt: skip
 
     chooser().fit(VALUES[:900])
-    # day one: nothing cached, so warm's folds (and its refit) ran in the worker process
-    assert [f for f in Mean.fits if f[0] == "warm"] == []
+    # day one: nothing cached, so warm's folds ran in the worker process; it is kept
+    # (a tie: the earlier candidate), so its refit is made here from its last fold's fit
+    assert [f for f in Mean.fits if f[0] == "warm"] == [("warm", 900, 800)]
     Mean.fits = []
     chooser().fit(VALUES)
     # day two continues day one's cached fits: the one fine-tune is made here
     assert sorted(f for f in Mean.fits if f[0] == "warm") == [("warm", 1000, 900)]
+
+
+def test_a_candidate_that_is_not_kept_is_not_fitted_on_the_whole_history():
+    cache = FitCache()
+    chooser = SelectForecaster(
+        make, ["mean", "warm"], val_steps=200, horizon_steps=10, stride_steps=10,
+        folds=3, fold_steps=100, cache=cache, workers=2, parallel=("warm",),
+    )  # fmt: skip
+    chooser.fit(VALUES[:900])
+    assert chooser.chosen_ == "mean"  # a tie: the earlier candidate
+    whole = FitCache.digest(VALUES[:900])
+    assert cache.get(chooser.cache_key("mean"), whole) is not None  # the kept one's refit
+    # warm was validated in its worker process but not fine-tuned on the whole history
+    assert cache.get(chooser.cache_key("warm"), whole) is None
+    assert cache.get(chooser.cache_key("warm"), FitCache.digest(VALUES[:800])) is not None

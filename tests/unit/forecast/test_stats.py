@@ -49,6 +49,20 @@ def test_one_minute_steps_run_on_blocks_and_update_moves_the_forecast():
     assert np.abs(moved - values[-60:-30]).mean() < 10
 
 
+@pytest.mark.parametrize("kind", ["ets", "mstl"])
+def test_a_point_forecast_is_the_same_with_or_without_the_intervals(kind):
+    # the point forecast asks statsforecast for no interval; the numbers do not move
+    values = np.repeat(_series(15), 30)
+    alone = StatsForecaster(kind, step_s=60).fit(values[:-45])
+    beside = StatsForecaster(kind, step_s=60).fit(values[:-45])
+    for start, end in ((-45, -45), (-45, -20), (-20, -1)):  # origins in three blocks
+        alone.update(values[start:end])
+        beside.update(values[start:end])
+        beside.predict_quantiles(60, [0.8])  # the interval first, then the point
+        assert np.array_equal(alone.predict(60), beside.predict(60))
+        assert alone._cache is not None and "sigma" not in alone._cache[1]
+
+
 def test_gaps_are_filled_and_quantiles_are_ordered():
     values = _series(15)
     values[100:130] = np.nan
