@@ -255,12 +255,10 @@ class StatsForecaster:
         f = self.f
         done = partial.shape[0]  # steps of the current block already observed
         ahead = math.ceil((done + horizon_steps) / f) + 1
-        if shift_sigmas == 0.0:  # the point forecast: no interval asked for
-            forecast = self._block_forecast(blocks, ahead, spread=False)
-            forecast = {"mean": forecast["mean"], "sigma": np.zeros_like(forecast["mean"])}
-        else:
-            forecast = self._block_forecast(blocks, ahead)
-        future = forecast["mean"][:ahead] + shift_sigmas * forecast["sigma"][:ahead]
+        spread = shift_sigmas != 0.0  # the point forecast asks for no interval
+        forecast = self._block_forecast(blocks, ahead, spread=spread)
+        shift = shift_sigmas * forecast["sigma"][:ahead] if spread else np.zeros(ahead)
+        future = forecast["mean"][:ahead] + shift
         # Knots relative to the first step of the current block, then shifted to the origin.
         past_x = list(-f * np.arange(2, 0, -1) + (f - 1) / 2)
         past_y = list(blocks[-2:])
@@ -268,7 +266,7 @@ class StatsForecaster:
         future_y = list(future)
         if done:
             past_x.append((done - 1) / 2)
-            past_y.append(float(partial.mean()) + shift_sigmas * float(forecast["sigma"][0]))
+            past_y.append(float(partial.mean()) + float(shift[0]))
             future_x, future_y = future_x[1:], future_y[1:]
         steps = done + np.arange(horizon_steps, dtype=np.float64)
         result: FloatArray = np.interp(steps, past_x + future_x, past_y + future_y)
