@@ -144,10 +144,10 @@ class ShardCoordinator:
                 "worker %s handed back %d shard(s)", worker, self.book.release(worker, returned)
             )
         held = [p for m in update.held if (p := self._parse(worker, m)) is not None]
-        if update.leaving and self._stale_leaving(worker, update.sent_at_ms):
-            self._refuse(f"the leaving update of {worker}", ShardRefusal.STALE_LEAVING)
-            return None
         if update.leaving:
+            if self._stale_leaving(worker, update.sent_at_ms):
+                self._refuse(f"the leaving update of {worker}", ShardRefusal.STALE_LEAVING)
+                return None
             self._newest_sent_ms.pop(worker, None)
             gone = self.book.forget_worker(worker)
             log.info("worker %s left; %d shard(s) back in the queue", worker, len(gone))
