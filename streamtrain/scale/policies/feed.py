@@ -16,7 +16,6 @@ Owned here:
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import time
@@ -93,12 +92,15 @@ class Forecast:
     quantiles: dict[float, FloatArray] = field(default_factory=dict)
 
 
-def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
+def _quantile(values: Sequence[float] | deque[float] | FloatArray, level: float) -> float:
     """``np.quantile(values, level)`` (its default, linear interpolation) for a short
     sequence of floats, without numpy's per-call overhead (the simulator asks for one
     per lead bucket at every decision): the two order statistics it needs by a partial
-    sort, not a sort of the whole window."""
-    array = np.fromiter(values, dtype=np.float64, count=len(values))
+    sort, not a sort of the whole window. The order of ``values`` does not matter."""
+    if isinstance(values, np.ndarray):
+        array = values
+    else:
+        array = np.fromiter(values, dtype=np.float64, count=len(values))
     h = (len(array) - 1) * level
     lo = math.floor(h)
     if lo + 1 >= len(array):
@@ -106,6 +108,65 @@ def _quantile(values: Sequence[float] | deque[float], level: float) -> float:
     pair = np.partition(array, (lo, lo + 1))
     low, high = float(pair[lo]), float(pair[lo + 1])
     return low + (h - lo) * (high - low)
+
+
+class _Recent:
+    """The last ``capacity`` values appended (a ring buffer; what a bounded deque of
+    floats keeps, held as one array so a quantile of them needs no copy from Python
+    objects). :meth:`values` returns them in storage order, not append order: only
+    order statistics are taken of them."""
+
+    def __init__(self, capacity: int) -> None:
+        self._values = np.empty(max(0, capacity))
+        self._count = 0  # values ever appended
+
+    def __len__(self) -> int:
+        return min(self._count, self._values.shape[0])
+
+    def extend(self, new: FloatArray) -> None:
+        size = self._values.shape[0]
+        if size == 0:
+            self._count += new.shape[0]
+            return
+        if new.shape[0] > size:
+            self._count += new.shape[0] - size
+            new = new[-size:]
+        start = self._count % size
+        head = min(new.shape[0], size - start)
+        self._values[start : start + head] = new[:head]
+        self._values[: new.shape[0] - head] = new[head:]
+        self._count += new.shape[0]
+
+    def values(self) -> FloatArray:
+        return self._values[: len(self)]
+
+
+class _Issued:
+    """The last ``capacity`` predictions issued, as rows of one array (with their
+    absolute first steps and lengths), so that scoring them against a new step is one
+    array operation rather than a loop over predictions."""
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.capacity = capacity
+        self.points = np.zeros((capacity, max(1, width)))
+        self.starts = np.zeros(capacity, dtype=np.int64)
+        self.lengths = np.zeros(capacity, dtype=np.int64)
+        self.count = 0  # predictions ever issued
+
+    def append(self, start: int, point: FloatArray) -> None:
+        if point.shape[0] > self.points.shape[1]:
+            wider = np.zeros((self.capacity, point.shape[0]))
+            wider[:, : self.points.shape[1]] = self.points
+            self.points = wider
+        row = self.count % self.capacity
+        self.points[row, : point.shape[0]] = point
+        self.starts[row], self.lengths[row] = start, point.shape[0]
+        self.count += 1
+
+    def rows(self) -> NDArray[np.int64]:
+        """The stored rows, oldest first."""
+        n = min(self.count, self.capacity)
+        return np.arange(self.count - n, self.count, dtype=np.int64) % self.capacity
 
 
 def _quantiles(
@@ -212,7 +273,8 @@ class ForecastFeed:
         # is keyed by history length; the feed's own by absolute end step.
         self._by_length = cache is not None
         self._issued: deque[tuple[int, FloatArray]] = deque(maxlen=max_horizon_steps)
-        self._ratios = [deque[float](maxlen=scored_predictions) for _ in _BUCKETS[:-1]]
+        self._scoring = _Issued(max_horizon_steps, max_horizon_steps)  # _issued, as arrays
+        self._ratios = [_Recent(scored_predictions) for _ in _BUCKETS[:-1]]
         self._pairs: deque[tuple[float, float]] = deque(maxlen=30)  # (actual, 1-step forecast)
 
     def _predict_model(self, obs: Observation, end: int) -> FloatArray:
@@ -237,19 +299,31 @@ class ForecastFeed:
         return np.maximum(np.asarray(model.predict(self.max_horizon_steps)), 0.0)
 
     def _score(self, history: FloatArray, base: int, end: int) -> None:
-        """Compare this feed's earlier predictions with the steps observed since."""
-        for k in range(max(self.scored_steps_, end - self.max_horizon_steps, base), end):
-            actual = float(history[k - base])
-            for start, prediction in self._issued:
-                lead = k - start
-                if 0 <= lead < prediction.shape[0]:
-                    forecast = float(prediction[lead])
-                    if lead == 0:
-                        self._pairs.append((actual, forecast))
-                    if forecast > 0:
-                        bucket = bisect.bisect_right(_BUCKETS, lead) - 1
-                        self._ratios[bucket].append(actual / forecast)
+        """Compare this feed's earlier predictions with the steps observed since: for
+        each new step (oldest first) and each prediction that covers it (oldest first),
+        the one-step-ahead pair when the lead is 0 and the ratio ``actual / forecast``
+        into its lead's bucket when the forecast is positive."""
+        first = max(self.scored_steps_, end - self.max_horizon_steps, base)
         self.scored_steps_ = max(self.scored_steps_, end)
+        issued = self._scoring
+        if first >= end or issued.count == 0:
+            return
+        rows = issued.rows()
+        steps = np.arange(first, end, dtype=np.int64)
+        leads = steps[:, None] - issued.starts[rows][None, :]
+        k, j = np.nonzero((leads >= 0) & (leads < issued.lengths[rows][None, :]))
+        if k.size == 0:
+            return
+        lead = leads[k, j]
+        forecast = issued.points[rows[j], lead]
+        actual = np.asarray(history, dtype=np.float64)[steps[k] - base]
+        now = lead == 0
+        self._pairs.extend(zip(actual[now].tolist(), forecast[now].tolist(), strict=True))
+        positive = forecast > 0
+        ratio = actual[positive] / forecast[positive]
+        bucket = np.searchsorted(_BUCKETS, lead[positive], side="right") - 1
+        for b, ratios in enumerate(self._ratios):
+            ratios.extend(ratio[bucket == b])
 
     def _positions(self, obs: Observation) -> tuple[int, int, int]:
         """(absolute index of the history's first step, of the step after its last, the
@@ -279,6 +353,7 @@ class ForecastFeed:
             self.cache[key] = entry
         if not self._issued or self._issued[-1][0] != end:
             self._issued.append((end, entry.point))
+            self._scoring.append(end, np.asarray(entry.point, dtype=np.float64))
         return entry
 
     def forecast(self, obs: Observation, horizon_steps: int) -> FloatArray:
@@ -311,7 +386,7 @@ class ForecastFeed:
             ratios = self._ratios[b]
             if len(ratios) >= 20:
                 mask = (leads >= _BUCKETS[b]) & (leads < _BUCKETS[b + 1])
-                factors[mask] = max(1.0, _quantile(ratios, level))
+                factors[mask] = max(1.0, _quantile(ratios.values(), level))
         scaled: FloatArray = point * factors
         return scaled
 

@@ -24,7 +24,9 @@ The defaults and why they are what they are: :class:`StreamtrainSettings`.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -289,7 +291,8 @@ class StreamtrainPolicy:
             hold_ok = hold_ok and float(hold_lag[:lead].max()) <= max(
                 s.tolerated_lag_s, obs.max_lag_s
             )
-        plan = self._plan(load, table, step)
+        # The plan goes with a decision only: computed when one is made.
+        plan = functools.partial(self._plan, load, table, step)
         lag_fallback = (
             self.trigger.active
             and self.trigger.cause == "lag"
@@ -349,7 +352,7 @@ class StreamtrainPolicy:
         obs: Observation,
         load: FloatArray,
         table: FloatArray,
-        plan: tuple[int, ...],
+        plan: Callable[[], tuple[int, ...]],
         windows: tuple[int, int, int],
         tolerance: float,
         lag_fallback: bool,
@@ -415,7 +418,7 @@ class StreamtrainPolicy:
         return Decision(
             target_workers=target,
             reason=path,
-            plan=plan,
+            plan=plan(),
             plan_step_s=step,
             explanation=f"{why}; {target} drains the pause within {s.catchup_s / MINUTE_S:.0f} min "
             f"and covers {cover * step / MINUTE_S:.0f} min; {verdict.explanation}",
@@ -426,7 +429,7 @@ class StreamtrainPolicy:
         obs: Observation,
         load: FloatArray,
         table: FloatArray,
-        plan: tuple[int, ...],
+        plan: Callable[[], tuple[int, ...]],
         catchup: int,
         tolerance: float,
     ) -> Decision | None:
@@ -486,7 +489,7 @@ class StreamtrainPolicy:
         return Decision(
             target_workers=target,
             reason="proactive",
-            plan=plan,
+            plan=plan(),
             plan_step_s=step,
             explanation=f"{target} workers keep up for {s.down_hold_s / MINUTE_S:.0f} min "
             f"after the pause; {verdict.explanation}",
