@@ -57,13 +57,19 @@ def partition_shares(steps: int, step_s: int, settings: SkewSettings) -> FloatAr
     p = settings.partitions
     keep = math.exp(-step_s / settings.drift_s)
     innovation = math.sqrt(1.0 - keep * keep)
+    # One steps x partitions array, transformed in place (z, then the weights, then the
+    # shares): the arrays are large (a week of minutes x 800 partitions is 64 MB each).
     z = np.empty((steps, p))
     z[0] = rng.standard_normal(p)
-    shocks = rng.standard_normal((steps - 1, p)) * innovation
+    rng.standard_normal(out=z[1:])
+    z[1:] *= innovation
     for k in range(1, steps):
-        z[k] = keep * z[k - 1] + shocks[k - 1]
-    weights = np.exp(settings.sigma * z - settings.sigma**2 / 2)
-    shares: FloatArray = weights / weights.sum(axis=1, keepdims=True)
+        z[k] += keep * z[k - 1]
+    z *= settings.sigma
+    z -= settings.sigma**2 / 2
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    shares: FloatArray = z
     return shares
 
 
@@ -77,7 +83,8 @@ def partition_arrivals(
         raise ConfigError(f"{rates.shape[0]} rates but {shares.shape[0]} rows of shares")
     if np.any(~np.isfinite(rates)) or np.any(rates < 0):
         raise ConfigError("arrival rates must be finite and non-negative (gaps are 0)")
-    per_step: FloatArray = rates[:, None] * shares * float(step_s)
+    per_step: FloatArray = rates[:, None] * shares
+    per_step *= float(step_s)
     cumulative: FloatArray = np.zeros((rates.shape[0] + 1, shares.shape[1]))
     np.cumsum(per_step, axis=0, out=cumulative[1:])
     return per_step, cumulative

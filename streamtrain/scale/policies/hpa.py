@@ -80,7 +80,9 @@ class Hpa:
         )
         self.decision_interval_s = s.sync_period_s
         self._recommendations: list[tuple[float, int]] = []
-        self._samples: deque[tuple[float, float]] = deque()
+        # The metric's samples in the window: their times and values, oldest first.
+        self._sample_times: deque[float] = deque()
+        self._sample_values: deque[float] = deque()
         self._was_pending = False
         self._ready_at_s = math.nan  # set at the first call: metrics start then
 
@@ -90,21 +92,25 @@ class Hpa:
         sample = obs.utilization if s.metric == "utilization" else obs.max_lag_s
         if obs.now_s - self._ready_at_s < s.readiness_delay_s:
             return None
+        times, values = self._sample_times, self._sample_values
         if sample is not None:
-            self._samples.append((obs.now_s, sample))
-        while self._samples and self._samples[0][0] < obs.now_s - s.metric_window_s:
-            self._samples.popleft()
+            times.append(obs.now_s)
+            values.append(sample)
+        while times and times[0] < obs.now_s - s.metric_window_s:
+            times.popleft()
+            values.popleft()
         fresh_since = self._ready_at_s + s.readiness_delay_s
-        if not self._samples or obs.now_s - fresh_since < s.metric_window_s:
+        if not values or obs.now_s - fresh_since < s.metric_window_s:
             return None
-        return sum(v for _, v in self._samples) / len(self._samples)
+        return sum(values) / len(values)
 
     def decide(self, obs: Observation) -> Decision | None:
         if math.isnan(self._ready_at_s):
             self._ready_at_s = obs.now_s - self.settings.readiness_delay_s
         if obs.pending is not None:
             self._was_pending = True
-            self._samples.clear()
+            self._sample_times.clear()
+            self._sample_values.clear()
             return None
         if self._was_pending:
             self._was_pending = False
