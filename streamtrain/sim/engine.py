@@ -175,8 +175,8 @@ class _Partitions:
             return float(per_worker.sum()), 0.0
         self.drained = False
         local = np.minimum(per_worker, limit)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(per_worker > 0, local / per_worker, 1.0)
+        # local / per_worker where a worker has backlog, else 1 (divided only there).
+        ratio = np.divide(local, per_worker, out=np.ones_like(per_worker), where=per_worker > 0)
         served = float(local.sum())
         forwarded = 0.0
         overflow = float(per_worker.sum()) - served
@@ -207,9 +207,16 @@ class _Partitions:
                 break
             ptr += advance
         per_step = self.w.per_step[ptr, idx]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            within = np.where(per_step > 0, (self.consumed - cumulative[ptr, idx]) / per_step, 0.0)
-        oldest_s = (ptr + np.clip(within, 0.0, 1.0)) * self.w.step_s
+        # The fraction of the pointer's step consumed, in [0, 1]; 0 for a step without
+        # arrivals (divided only where there were some).
+        within = np.divide(
+            self.consumed - cumulative[ptr, idx],
+            per_step,
+            out=np.zeros_like(per_step),
+            where=per_step > 0,
+        )
+        np.minimum(np.maximum(within, 0.0, out=within), 1.0, out=within)
+        oldest_s = (ptr + within) * self.w.step_s
         return float(np.max(np.where(lagging, now_s - oldest_s, 0.0)))
 
 
