@@ -384,7 +384,7 @@ class ForecastFeed:
         leads = np.arange(horizon_steps)
         for b in range(len(_BUCKETS) - 1):
             ratios = self._ratios[b]
-            if len(ratios) >= 20:
+            if len(ratios) >= 20 and _BUCKETS[b] < horizon_steps:  # a lead in the bucket
                 mask = (leads >= _BUCKETS[b]) & (leads < _BUCKETS[b + 1])
                 factors[mask] = max(1.0, _quantile(ratios.values(), level))
         scaled: FloatArray = point * factors
