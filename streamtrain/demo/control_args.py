@@ -136,7 +136,7 @@ TRIGGER_EXIT_WALL_S = 2.5
 
 class ControlSettings(Protocol):
     """What the control app's command line depends on: the part of
-    :class:`~streamtrain.demo.run.DemoSettings` it reads."""
+    :class:`~streamtrain.demo.settings.DemoSettings` it reads."""
 
     @property
     def speed(self) -> float: ...

@@ -8,7 +8,7 @@ import pytest
 
 from streamtrain.demo.children import DemoNames
 from streamtrain.demo.control_args import PLAN_STEP_S, control_app_argv
-from streamtrain.demo.run import DemoSettings
+from streamtrain.demo.settings import DemoSettings
 from streamtrain.scale.action_costs import measured_cost
 
 NAMES = DemoNames.for_run("abcd1234")
