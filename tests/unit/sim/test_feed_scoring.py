@@ -24,9 +24,9 @@ class _Reference:
 
     def __init__(self, horizon, kept):
         self.horizon = horizon
-        self.issued = deque(maxlen=horizon)
-        self.ratios = [deque(maxlen=kept) for _ in _BUCKETS[:-1]]
-        self.pairs = deque(maxlen=30)
+        self.issued: deque[tuple[int, np.ndarray]] = deque(maxlen=horizon)
+        self.ratios: list[deque[float]] = [deque(maxlen=kept) for _ in _BUCKETS[:-1]]
+        self.pairs: deque[tuple[float, float]] = deque(maxlen=30)
         self.scored = 0
 
     def observe(self, history, end, point):
@@ -107,7 +107,7 @@ def _recent_error(pairs, steps=10):
     chunks=st.lists(st.lists(st.floats(-1e6, 1e6), max_size=60), max_size=12),
 )
 def test_recent_keeps_what_a_bounded_deque_keeps(capacity, chunks):
-    recent, plain = _Recent(capacity), deque(maxlen=capacity)
+    recent, plain = _Recent(capacity), deque[float](maxlen=capacity)
     for chunk in chunks:
         recent.extend(np.asarray(chunk, dtype=np.float64))
         plain.extend(chunk)
