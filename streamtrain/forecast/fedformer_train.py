@@ -194,8 +194,8 @@ def train_network(
                 best = (float(err / tw[val_rows].sum().clamp(min=1.0)), dict(init))
         optimiser = Adam(net.parameters())
         rates = cosine_rates(rate, steps)
+        net.train()  # once, and again after each validation pass: a call walks every module
         for step in range(1, steps + 1):
-            net.train()
             rows = torch.from_numpy(rng.choice(train_idx, size=s.batch_size))
             loss = ((forward(rows) - ty[rows]).abs() * tw[rows]).sum() / tw[rows].sum().clamp(
                 min=1.0
@@ -210,6 +210,7 @@ def train_network(
                     val_mae = float(err / tw[val_rows].sum().clamp(min=1.0))
                 if val_mae < best[0]:
                     best = (val_mae, {k: v.clone() for k, v in net.state_dict().items()})
+                net.train()
         net.load_state_dict(best[1])
         net.eval()
         with torch.no_grad():
