@@ -53,6 +53,7 @@ AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
 AUTO_PREFER = ("ets", "mstl")  # the safe choice unless another is clearly better
 AUTO_FOLDS = 7  # daily validation folds over the last week (at most a quarter of the history)
 AUTO_PARALLEL = ("fedformer",)  # validated in a worker process while the others run here
+AUTO_PRELOAD = ("torch",)  # what the transformer's fits need here, imported while it trains
 _NAIVE_PERIODS = {
     "seasonal_naive": 0,
     "seasonal_naive_daily": DAY_S,
@@ -110,7 +111,8 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     ``refit``, ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache` keyed by
     :func:`fit_key`: a rolling origin's daily fits reuse the previous day's folds),
     ``workers`` (processes for the validation; default two where the machine has two
-    cores: the transformer's folds run in the second, ``AUTO_PARALLEL``), and the safety
+    cores: the transformer's folds run in the second, ``AUTO_PARALLEL``, and torch is
+    imported in the first while they run, ``AUTO_PRELOAD``), and the safety
     net's ``track_steps``, ``window_steps``, ``min_tracked``, ``trust_validated``,
     ``carry_errors``."""
     wrapper = {k: options.pop(k) for k in _FALLBACK_OPTIONS if k in options}
@@ -131,6 +133,7 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     select.setdefault("baseline", "seasonal_naive")
     select.setdefault("workers", min(2, os.cpu_count() or 1))
     select.setdefault("parallel", tuple(c for c in candidates if c in AUTO_PARALLEL))
+    select.setdefault("preload", AUTO_PRELOAD if select["parallel"] else ())
     chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=make.key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
 
