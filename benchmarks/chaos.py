@@ -20,7 +20,8 @@ trains at most ``--capacity`` records/s (300: worker 0 gets 343 records/s and ca
 alone, so the shuffle carries traffic all through the run), a sleeping device:
 ``benchmarks/scaling_app.py`` records each trained id before the batch is acknowledged,
 and those a peer forwarded apart), and the control app
-(``streamtrain lag run`` with the planner). Once every worker trains, for
+(``streamtrain lag run`` with the planner); the load, the children and their argv are
+:mod:`benchmarks.chaos_job`'s. Once every worker trains, for
 ``--duration-s`` seconds a seeded schedule (:mod:`benchmarks.chaos_faults`) injects, in
 turn:
 
@@ -57,176 +58,39 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
-from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.chaos_faults import KINDS, PARTITION_S, SHARD_KINDS, StallingRelay, schedule
+from benchmarks.chaos_faults import (
+    KINDS,
+    PARTITION_S,
+    SHARD_KINDS,
+    StallingRelay,
+    schedule,
+    stall,
+    watch_victim,
+)
+from benchmarks.chaos_job import (
+    RELAY_HOST,
+    REPO,
+    VICTIM_HOST,
+    Child,
+    Load,
+    control_argv,
+    worker_argv,
+)
 from streamtrain.broker import EmbeddedBroker, free_port
 from streamtrain.config import EmbeddedBrokerSettings, KafkaSettings
 from streamtrain.demo.children import kafka_env
 from streamtrain.kafka import create_topic
-from streamtrain.process import die_with_parent_preexec, stop_child, stop_children
-from streamtrain.proto import data_plane_pb2 as dp
-
-REPO = Path(__file__).resolve().parents[1]
-RELAY_HOST, VICTIM_HOST = "127.0.0.3", "127.0.0.2"
-
-
-class Load(threading.Thread):
-    """Unique int64 ids at ``rate`` records/s, half on partition 0; keeps the delivered."""
-
-    def __init__(
-        self, kafka: KafkaSettings, topic: str, partitions: int, rate: float, linger_ms: int
-    ) -> None:
-        super().__init__(name="chaos-load", daemon=True)
-        # every produced batch is an object on the durable broker's S3 storage, and every
-        # fetch lists all objects of its partition: few large batches keep the fetch cheap
-        config = {"linger.ms": linger_ms, "batch.num.messages": 100_000}
-        self.producer = Producer(kafka.confluent_config(**config))
-        self.topic, self.partitions, self.rate = topic, partitions, rate
-        self.stop = threading.Event()
-        self.delivered: list[int] = []
-        self.failed = 0
-        self.produced = 0
-
-    def _done(self, error: Any, message: Any) -> None:
-        if error is None:
-            self.delivered.append(int.from_bytes(message.value(), "little"))
-        else:
-            self.failed += 1
-
-    def run(self) -> None:
-        started = time.monotonic()
-        while not self.stop.is_set():
-            due = int((time.monotonic() - started) * self.rate)
-            for i in range(self.produced, due):
-                partition = 0 if i % 2 == 0 else 1 + (i // 2) % (self.partitions - 1)
-                try:
-                    self.producer.produce(
-                        self.topic,
-                        i.to_bytes(8, "little"),
-                        partition=partition,
-                        on_delivery=self._done,
-                    )
-                except BufferError:
-                    break  # the broker is away and the queue full: the rest comes later
-                self.produced = i + 1
-            self.producer.poll(0)
-            self.stop.wait(0.02)
-        self.producer.flush(120)
-
-
-class Child:
-    """One restartable child process (a worker or the control app) with its log."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], logs: Path) -> None:
-        self.name, self.argv, self.env, self.logs = name, argv, env, logs
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self._log = (self.logs / f"{self.name}.log").open("ab")
-        self.process = subprocess.Popen(
-            self.argv,
-            env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent_preexec(),
-        )
-        self.starts += 1
-
-    def exited(self) -> int | None:
-        """The exit code when the process ended by itself since its start, else None."""
-        return None if self.process is None else self.process.poll()
-
-    def kill(self) -> None:
-        """kill -9 (the fault), and reap it."""
-        if self.process is not None:
-            stop_child(self.process, self.name, 10, signal.SIGKILL)
-
-    def close(self) -> None:
-        """Close the log (the process is stopped first, with the others)."""
-        if self._log is not None:
-            self._log.close()
-
-
-def worker_argv(
-    topic: str, job: str, index: int, args: argparse.Namespace, victim: bool
-) -> list[str]:
-    workers = args.workers
-    argv = [sys.executable, "-m", "streamtrain.commands.worker", "--topic", topic]
-    argv += ["--group", job, "--worker-id", f"w{index}"]
-    argv += ["--entry", "benchmarks.scaling_app:make", "--app-dir", str(REPO)]
-    if args.assignment == "shards":
-        return [*argv, "--assignment", "shards", "--batch-records", "50"]
-    argv += ["--partition", str(index), "--partition", str(index + workers)]
-    # a small queue so that the hot worker overflows (the shuffle's defaults otherwise)
-    argv += ["--batch-records", "50", "--queue-records", "500"]
-    argv += ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
-    argv += ["--shuffle", "advanced"]
-    # each heartbeat is an object on S3 that every members reader lists at each fetch
-    argv += ["--shuffle-heartbeat-interval-ms", str(args.heartbeat_ms)]
-    argv += ["--shuffle-heartbeat-timeout-ms", str(5 * args.heartbeat_ms)]
-    if victim:
-        argv += ["--shuffle-host", VICTIM_HOST, "--shuffle-advertise-host", RELAY_HOST]
-    return argv
-
-
-def control_argv(
-    job: str, topic: str, port: int, data_dir: Path, args: argparse.Namespace
-) -> list[str]:
-    argv = [sys.executable, "-m", "streamtrain", "lag", "run", "--group", job, "--topic", topic]
-    argv += ["--app-id", f"{job}-control", "--web-port", str(port), "--tick-s", "1"]
-    argv += ["--data-dir", str(data_dir), "--plan-job", job]
-    argv += ["--reports-topic", f"{job}.reports", "--alerts-topic", f"{job}.alerts"]
-    if args.assignment == "shards":
-        argv += ["--shards-job", job, "--shard-lease-s", str(args.lease_s)]
-    return argv
-
-
-def stall(child: Child, seconds: float) -> None:
-    """SIGSTOP ``child`` for ``seconds``, then SIGCONT (its leases expire meanwhile)."""
-    process = child.process
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGSTOP)
-    try:
-        time.sleep(seconds)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGCONT)
-
-
-def watch_victim(
-    kafka: KafkaSettings, job: str, worker_id: str, relay: StallingRelay, stop: threading.Event
-) -> None:
-    """Relay every port the victim announces on ``<job>.members`` (a restart's too)."""
-    consumer = Consumer(kafka.confluent_config(**{"group.id": f"chaos-{uuid.uuid4().hex}"}))
-    consumer.assign([TopicPartition(f"{job}.members", 0, 0)])
-    try:
-        while not stop.is_set():
-            for message in consumer.consume(100, 0.5):
-                if message.error() is not None or not message.value():
-                    continue
-                member = dp.Member.FromString(message.value() or b"")
-                if member.worker_id == worker_id:
-                    ports = [
-                        int(e.rsplit(":", 1)[1])
-                        for e in (member.data_endpoint, member.event_endpoint)
-                    ]
-                    relay.relay(ports)
-    finally:
-        consumer.close()
+from streamtrain.process import stop_children
 
 
 def _wait_until_all_train(workers: list[Child], out: Path, timeout_s: float) -> None:
@@ -296,8 +160,10 @@ def trained(out: Path) -> tuple[np.ndarray, list[float]]:
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     job = f"chaos-{uuid.uuid4().hex[:6]}"
-    topic, partitions = f"{job}-data", 2 * args.workers
-    out, logs = root / "trained", root / "logs"
+    topic = f"{job}-data"
+    partitions = 2 * args.workers
+    out = root / "trained"
+    logs = root / "logs"
     out.mkdir()
     logs.mkdir()
     shards = args.assignment == "shards"
@@ -331,7 +197,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             env,
             logs,
         )
-        relay, stop = StallingRelay(RELAY_HOST, VICTIM_HOST), threading.Event()
+        relay = StallingRelay(RELAY_HOST, VICTIM_HOST)
+        stop = threading.Event()
         load = Load(kafka, topic, partitions, args.rate, args.linger_ms)
         sampler = StorageSampler(broker, out)
         children = [control, *workers]

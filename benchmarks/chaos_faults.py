@@ -1,4 +1,5 @@
-"""The faults of ``benchmarks/chaos.py``: a seeded schedule, and a relay that can stall.
+"""The faults of ``benchmarks/chaos.py``: a seeded schedule, a relay that can stall, a
+worker stopped and woken.
 
 Owned here:
 
@@ -19,19 +20,29 @@ Owned here:
   ``relay_host``, so every peer reaches it through the relay). ``stall(seconds)`` stops
   moving bytes both ways on every relayed connection, as a network that drops the
   peer's packets does: TCP keeps the bytes and retransmits, nothing reaches the other
-  end until the stall ends.
+  end until the stall ends. :func:`watch_victim` tells it the ports the victim worker
+  announces (a restart's too).
+* :func:`stall`: SIGSTOP a child for a while, then SIGCONT (``stall_worker``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 
-__all__ = ["KINDS", "SHARD_KINDS", "StallingRelay", "schedule"]
+from confluent_kafka import Consumer, TopicPartition
+
+from benchmarks.chaos_job import Child
+from streamtrain.config import KafkaSettings
+from streamtrain.proto import data_plane_pb2 as dp
+
+__all__ = ["KINDS", "SHARD_KINDS", "StallingRelay", "schedule", "stall", "watch_victim"]
 
 KINDS = ("kill_sender", "kill_receiver", "broker", "control", "partition")
 SHARD_KINDS = ("kill_worker", "stall_worker", "broker", "control")
@@ -152,3 +163,38 @@ class StallingRelay:
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def stall(child: Child, seconds: float) -> None:
+    """SIGSTOP ``child`` for ``seconds``, then SIGCONT (its leases expire meanwhile)."""
+    process = child.process
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
+
+def watch_victim(
+    kafka: KafkaSettings, job: str, worker_id: str, relay: StallingRelay, stop: threading.Event
+) -> None:
+    """Relay every port the victim announces on ``<job>.members`` (a restart's too)."""
+    consumer = Consumer(kafka.confluent_config(**{"group.id": f"chaos-{uuid.uuid4().hex}"}))
+    consumer.assign([TopicPartition(f"{job}.members", 0, 0)])
+    try:
+        while not stop.is_set():
+            for message in consumer.consume(100, 0.5):
+                if message.error() is not None or not message.value():
+                    continue
+                member = dp.Member.FromString(message.value() or b"")
+                if member.worker_id == worker_id:
+                    ports = [
+                        int(e.rsplit(":", 1)[1])
+                        for e in (member.data_endpoint, member.event_endpoint)
+                    ]
+                    relay.relay(ports)
+    finally:
+        consumer.close()

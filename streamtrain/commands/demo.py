@@ -191,7 +191,8 @@ def demo(
     (http://127.0.0.1:8765/) shows traffic and forecast, workers and actions, lag per
     partition, SLO and alerts, and online AUC. Ends with a summary.
     """
-    from streamtrain.demo.run import DEFAULT_SPEED, DemoSettings, run_demo
+    from streamtrain.demo.run import run_demo
+    from streamtrain.demo.settings import DEFAULT_SPEED, DemoSettings
     from streamtrain.demo.summary import format_summary
 
     if (

@@ -6,9 +6,11 @@
 * ``summary``: the end-of-run summary (KALE's metrics, measured live);
 * ``dashboard``: the live page on 127.0.0.1;
 * ``run``: the orchestration (settings, then topics, control app, worker pool, traffic,
-  drain), over its parts: ``children`` (names, command, connection of the child
-  processes), ``control_args`` (the control app's argv), ``worker_args`` (the workers'
-  argv and environment), ``history`` (the planner's seed history), ``phases`` (starting,
-  running, draining, done), all pure, and ``topics`` (the run's topics and start
-  offsets).
+  drain) and the loop that drives the day, with ``run_state`` (one run's state and
+  children, what each tick does) and ``run_report`` (what a run tells: the dashboard's
+  state, the progress line, the summary), over its parts: ``children`` (names, command,
+  connection of the child processes), ``control_args`` (the control app's argv),
+  ``worker_args`` (the workers' argv and environment), ``history`` (the planner's seed
+  history), ``phases`` (starting, running, draining, done), all pure, and ``topics``
+  (the run's topics and start offsets).
 """

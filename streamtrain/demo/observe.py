@@ -40,7 +40,7 @@ from streamtrain.errors import SchemaError, StreamtrainError
 from streamtrain.executors import ApplyResult
 from streamtrain.kafka import describe_topics
 from streamtrain.proto import control_plane_pb2 as cp
-from streamtrain.shards.partition import describe_line
+from streamtrain.shards.view import describe_line
 from streamtrain.units import ms_to_s, s_to_ms
 from streamtrain.wire import decode
 

@@ -3,9 +3,11 @@
 * :mod:`streamtrain.shards.model`: the value types (:class:`ShardRange`, :class:`Grant`,
   :class:`ShardSettings`) and the reasons a report is refused (:class:`ShardRefusal`);
 * :mod:`streamtrain.shards.book`: :class:`ShardBook`, the control app's state machine,
-  with :mod:`~streamtrain.shards.partition` (one partition's shards and its table
-  value), :mod:`~streamtrain.shards.queue` (which shard goes out next, cutting as the
-  queue drains) and :mod:`~streamtrain.shards.rates` (each worker's training rate);
+  with :mod:`~streamtrain.shards.view` (its state and what reading it shows: leases,
+  positions, stats, the partitions with records not done),
+  :mod:`~streamtrain.shards.partition` (one partition's shards and its table value),
+  :mod:`~streamtrain.shards.queue` (which shard goes out next, cutting as the queue
+  drains) and :mod:`~streamtrain.shards.rates` (each worker's training rate);
 * :mod:`streamtrain.shards.client`: :class:`ShardClient`, a worker's side (grants in,
   updates out), with :mod:`~streamtrain.shards.holdings` (the shards it holds, records
   tagged by lease, acknowledgements counted per lease);

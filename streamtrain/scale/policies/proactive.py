@@ -71,13 +71,16 @@ class StreamtrainSettings:
     ``min_cover_s`` (15 min) per scale-up. ``smooth_s``: a backlog of a few seconds
     drains by itself; planning for every minute's peak would only churn.
 
-    Off by default, for experiments: ``down_headroom`` (extra margin before a
-    scale-down), ``level_steps`` (rescale the forecast by the recent actual/forecast
-    ratio, within ``level_min``-``level_max``), ``down_delay_s`` (no scale-down for
-    that long after a scale-up or a lag above the tolerance), ``hold_growth`` (holding
-    must also not grow the lag past the tolerance before the drain: 10-25 % less lag
-    for 0.3-3.4 % more worker-hours on the tuning weeks); ``fallback_margin`` is the
-    lag fallback's margin over the measured rate (10 %).
+    Off by default: ``down_headroom``, an extra margin on the forecast and on the
+    measured rate before a scale-down, for a pool whose capacity per count is still
+    being learned or whose traffic swings widely within a planning step (the demo sets
+    it). Off by default, for experiments: ``level_steps`` (rescale the forecast by
+    the recent actual/forecast ratio, within ``level_min``-``level_max``),
+    ``down_delay_s`` (no scale-down for that long after a scale-up or a lag above the
+    tolerance), ``hold_growth`` (holding must also not grow the lag past the tolerance
+    before the drain: 10-25 % less lag for 0.3-3.4 % more worker-hours on the tuning
+    weeks); ``fallback_margin`` is the lag fallback's margin over the measured rate
+    (10 %).
     """
 
     decision_interval_s: float = 60.0
@@ -432,8 +435,9 @@ class StreamtrainPolicy:
     ) -> Decision | None:
         """Scale down to the smallest count that keeps up for ``down_hold_s``.
 
-        Not below the mean rate of the last ``down_recent_s`` (plus ``headroom``; never
-        called while the lag is the fallback's cause); it must drain its own pause's
+        Not below the mean rate of the last ``down_recent_s`` (plus ``headroom`` and
+        ``down_headroom``; never called while the lag is the fallback's cause); it must
+        drain its own pause's
         backlog within ``down_catchup_s`` and free more worker-time than its pause
         wastes, so small scale-downs wait and merge into larger ones.
         """
@@ -448,7 +452,11 @@ class StreamtrainPolicy:
             load, table, counts, obs.backlog_records, w, 0.0, pause, step
         )
         if s.down_recent_s > 0:  # never below the traffic just measured
-            floor = obs.recent_rate_records_per_s(s.down_recent_s) * (1.0 + s.headroom)
+            floor = (
+                obs.recent_rate_records_per_s(s.down_recent_s)
+                * (1.0 + s.headroom)
+                * (1.0 + s.down_headroom)
+            )
             backlog = backlog[table[counts] > floor]
             lag = lag[table[counts] > floor]
             counts = counts[table[counts] > floor]

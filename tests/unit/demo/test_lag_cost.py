@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamtrain.demo.lag_cost import LagCostCurve, auc_lost_to_lag
-from streamtrain.demo.run import DemoSettings
+from streamtrain.demo.settings import DemoSettings
 from streamtrain.errors import ConfigError
 
 CURVE = {0: 0.80, 10: 0.78, 60: 0.60}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from streamtrain.demo.observe import StatsTail, Timeline, TrainedIds, planner_forecast
-from streamtrain.demo.run import DemoSettings
+from streamtrain.demo.settings import DemoSettings
 from streamtrain.demo.summary import (
     RecordCounts,
     engine_summary,

@@ -188,6 +188,21 @@ def test_no_scale_down_below_the_traffic_just_measured():
     assert trusting is not None and trusting.target_workers <= 4  # 300/s x 1.02 needs 4
 
 
+def test_a_scale_down_keeps_the_down_headroom_above_the_forecast_and_the_measured_rate():
+    # 530/s forecast and measured: 6 workers cover it with 2 % (540.6 < 600); with a
+    # 15 % margin on both (609.5/s) a scale-down must keep 7.
+    steady = np.full(400, 530.0)
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0, "nowcast_s": 0.0}
+    lean = _policy(steady, **two_phase).decide(_obs(60, 10, steady))
+    assert lean is not None and lean.target_workers == 6
+    careful = _policy(steady, down_headroom=0.15, **two_phase).decide(_obs(60, 10, steady))
+    assert careful is not None and careful.target_workers == 7
+    # The margin reaches the measured-rate floor too: the forecast alone falls to 300/s.
+    falling = np.full(400, 300.0)
+    floored = _policy(falling, down_headroom=0.15, **two_phase).decide(_obs(60, 10, steady))
+    assert floored is not None and floored.target_workers == 7
+
+
 def test_hold_growth_refuses_a_hold_whose_lag_grows_before_it_drains():
     # The nowcast's 15 minutes at 560/s build lag that drains later within the hour:
     # by default holding is fine; with hold_growth the growth itself is a reason to act.

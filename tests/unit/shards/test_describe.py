@@ -1,7 +1,7 @@
 """What the coordinator shows of a stuck partition: ShardBook.lagging, describe_line."""
 
 from streamtrain.shards import ShardBook, ShardSettings
-from streamtrain.shards.partition import describe_line
+from streamtrain.shards.view import describe_line
 
 T = "clicks"
 
