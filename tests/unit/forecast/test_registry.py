@@ -107,12 +107,14 @@ def test_auto_validates_the_transformer_in_a_second_process_with_a_picklable_mak
 
 def test_auto_trains_its_transformer_shorter_than_the_registered_fedformer():
     own: Any = make_forecaster("fedformer")
-    made: Any = make_forecaster("auto").main.make("fedformer")
+    auto: Any = make_forecaster("auto")
+    made = auto.main.make("fedformer")
     assert (own.settings.train_steps, own.settings.finetune_steps) == (400, 50)
     assert made.settings.train_steps == AUTO_TRANSFORMER["train_steps"] < 400
     assert made.settings.finetune_steps == AUTO_TRANSFORMER["finetune_steps"] < 50
     assert made.settings.finetune_learning_rate == AUTO_TRANSFORMER["finetune_learning_rate"]
     assert made.settings.mstl_weight == 0.0
-    overridden: Any = make_forecaster("auto", train_steps=9).main.make("fedformer")
+    short: Any = make_forecaster("auto", train_steps=9)
+    overridden = short.main.make("fedformer")
     assert overridden.settings.train_steps == 9
     assert overridden.settings.finetune_steps == AUTO_TRANSFORMER["finetune_steps"]
