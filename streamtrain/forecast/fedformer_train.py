@@ -16,12 +16,19 @@ Owned here:
   :class:`~streamtrain.forecast.fedformer_settings.NetConfig`.
 
 ``torch.set_num_threads`` is set to the settings' ``threads`` for the call and restored.
+
+The optimiser is torch's Adam and cosine learning-rate schedule written out
+(:class:`Adam`, :func:`cosine_rates`): the same arithmetic, op for op, so a network
+trains to the same bits (a unit test compares them with ``torch.optim``), without
+``torch.optim``'s first call, which imports ``torch._dynamo`` (2-3 s in every process
+that trains: ``auto``'s worker process and its refit).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,7 +40,14 @@ from streamtrain.forecast.fedformer_settings import FedformerSettings, NetConfig
 if TYPE_CHECKING:
     from streamtrain.forecast.fedformer_model import FedformerNet
 
-__all__ = ["QUANTILE_GRID", "build_network", "run_network", "train_network"]
+__all__ = [
+    "QUANTILE_GRID",
+    "Adam",
+    "build_network",
+    "cosine_rates",
+    "run_network",
+    "train_network",
+]
 
 FloatArray = NDArray[np.float64]
 _MIN_STD = 0.01  # log-scale units: about 1 % of the rate
@@ -55,6 +69,58 @@ def _threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def cosine_rates(base: float, steps: int) -> list[float]:
+    """The learning rate of each of ``steps`` steps: a cosine from ``base`` towards 0 over
+    ``steps`` steps, computed as ``torch.optim.lr_scheduler.CosineAnnealingLR`` (``T_max
+    = max(1, steps)``, ``eta_min = 0``) computes it, each rate from the one before (its
+    closed form differs in the last bits)."""
+    t_max = max(1, steps)
+    rates = [base][:steps]
+    for k in range(1, steps):
+        ratio = (1 + math.cos(math.pi * k / t_max)) / (1 + math.cos(math.pi * (k - 1) / t_max))
+        rates.append(ratio * rates[-1])
+    return rates
+
+
+class Adam:
+    """``torch.optim.Adam`` with its defaults (betas 0.9 and 0.999, eps 1e-8, no weight
+    decay, no amsgrad) on CPU tensors: its single-tensor update, op for op, so the
+    parameters end the same to the bit; parameters without a gradient are skipped and
+    keep no state, as there. ``zero_grad`` sets the gradients to ``None``, as there."""
+
+    def __init__(
+        self, params: Iterable[Any], betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        self.params = list(params)
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.state: dict[int, tuple[Any, Any, list[float]]] = {}  # moments and step count
+
+    def zero_grad(self) -> None:
+        for param in self.params:
+            param.grad = None
+
+    def step(self, lr: float) -> None:
+        import torch
+
+        beta1, beta2 = self.beta1, self.beta2
+        with torch.no_grad():
+            for index, param in enumerate(self.params):
+                grad = param.grad
+                if grad is None:
+                    continue
+                if index not in self.state:
+                    zeros = torch.zeros_like(param, memory_format=torch.preserve_format)
+                    self.state[index] = (zeros, zeros.clone(), [0.0])
+                exp_avg, exp_avg_sq, count = self.state[index]
+                count[0] += 1.0
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1 ** count[0])
+                denom = (exp_avg_sq.sqrt() / (1 - beta2 ** count[0]) ** 0.5).add_(self.eps)
+                param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 def _normalise(x: FloatArray, anchor: int) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -126,18 +192,17 @@ def train_network(
             with torch.no_grad():
                 err = ((forward(val_rows) - ty[val_rows]).abs() * tw[val_rows]).sum()
                 best = (float(err / tw[val_rows].sum().clamp(min=1.0)), dict(init))
-        optimiser = torch.optim.Adam(net.parameters(), lr=rate)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max(1, steps))
+        optimiser = Adam(net.parameters())
+        rates = cosine_rates(rate, steps)
+        net.train()  # once, and again after each validation pass: a call walks every module
         for step in range(1, steps + 1):
-            net.train()
             rows = torch.from_numpy(rng.choice(train_idx, size=s.batch_size))
             loss = ((forward(rows) - ty[rows]).abs() * tw[rows]).sum() / tw[rows].sum().clamp(
                 min=1.0
             )
             optimiser.zero_grad()
             loss.backward()
-            optimiser.step()
-            schedule.step()
+            optimiser.step(rates[step - 1])
             if step % s.val_every == 0 or step == steps:
                 net.eval()
                 with torch.no_grad():
@@ -145,6 +210,7 @@ def train_network(
                     val_mae = float(err / tw[val_rows].sum().clamp(min=1.0))
                 if val_mae < best[0]:
                     best = (val_mae, {k: v.clone() for k, v in net.state_dict().items()})
+                net.train()
         net.load_state_dict(best[1])
         net.eval()
         with torch.no_grad():

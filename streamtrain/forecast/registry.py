@@ -25,6 +25,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from streamtrain.config import comma_list
@@ -38,7 +39,14 @@ from streamtrain.forecast.select import SelectForecaster
 from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.units import DAY_S, WEEK_S
 
-__all__ = ["AUTO_CANDIDATES", "FORECASTER_NAMES", "fit_key", "load_forecaster", "make_forecaster"]
+__all__ = [
+    "AUTO_CANDIDATES",
+    "AUTO_TRANSFORMER",
+    "FORECASTER_NAMES",
+    "fit_key",
+    "load_forecaster",
+    "make_forecaster",
+]
 
 FORECASTER_NAMES = (
     "seasonal_naive",
@@ -53,6 +61,20 @@ AUTO_CANDIDATES = ("seasonal_naive", "ets", "mstl", "fedformer")
 AUTO_PREFER = ("ets", "mstl")  # the safe choice unless another is clearly better
 AUTO_FOLDS = 7  # daily validation folds over the last week (at most a quarter of the history)
 AUTO_PARALLEL = ("fedformer",)  # validated in a worker process while the others run here
+AUTO_PRELOAD = ("torch",)  # what the transformer's fits need here, imported while it trains
+# auto's transformer: the fedformer's network alone (auto weighs it with MSTL itself, by
+# validation; the fedformer's own MSTL half would be a near-duplicate candidate), trained
+# in 300 steps from scratch and fine-tuned in 25 at twice the rate, not 400 and 50: its
+# seven validation folds are the cost of an auto fit, and this training chose as well or
+# better on the benchmark's nine series (docs/benchmarks.md, "Forecasters")
+AUTO_TRANSFORMER = MappingProxyType(
+    {
+        "mstl_weight": 0.0,
+        "train_steps": 300,
+        "finetune_steps": 25,
+        "finetune_learning_rate": 6.6e-4,
+    }
+)
 _NAIVE_PERIODS = {
     "seasonal_naive": 0,
     "seasonal_naive_daily": DAY_S,
@@ -96,7 +118,8 @@ def _candidates(value: Any) -> tuple[str, ...]:
 
 def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster:
     """``auto``: the best of ``seasonal_naive``, ``ets``, ``mstl`` and ``fedformer``'s
-    transformer alone (or an inverse-MAE weighted ensemble of the best few), validated
+    transformer alone, with a shorter training (``AUTO_TRANSFORMER``; any fedformer
+    option overrides it), or an inverse-MAE weighted ensemble of the best few, validated
     over the last week of the history (at most a quarter of it: a window of every
     weekday, so a closed weekend cannot decide alone) in daily folds (``AUTO_FOLDS``,
     each candidate fitted at the start of each day, as the daily refits do), keeping the
@@ -110,7 +133,8 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     ``refit``, ``cache`` (a :class:`~streamtrain.forecast.fitcache.FitCache` keyed by
     :func:`fit_key`: a rolling origin's daily fits reuse the previous day's folds),
     ``workers`` (processes for the validation; default two where the machine has two
-    cores: the transformer's folds run in the second, ``AUTO_PARALLEL``), and the safety
+    cores: the transformer's folds run in the second, ``AUTO_PARALLEL``, and torch is
+    imported in the first while they run, ``AUTO_PRELOAD``), and the safety
     net's ``track_steps``, ``window_steps``, ``min_tracked``, ``trust_validated``,
     ``carry_errors``."""
     wrapper = {k: options.pop(k) for k in _FALLBACK_OPTIONS if k in options}
@@ -123,14 +147,12 @@ def _auto(step_s: int, seed: int, options: dict[str, Any]) -> FallbackForecaster
     select.setdefault("horizon_steps", default_horizon_steps(step_s))
     select.setdefault("stride_steps", select["horizon_steps"])
 
-    # The transformer alone (mstl_weight=0): auto weighs it with MSTL itself, by
-    # validation; the registered fedformer's own MSTL half would be a near-duplicate
-    # candidate.
-    make = _Candidates(step_s, seed, {"mstl_weight": 0.0, **options})
+    make = _Candidates(step_s, seed, {**AUTO_TRANSFORMER, **options})
     select.setdefault("prefer", tuple(c for c in candidates if c in AUTO_PREFER))
     select.setdefault("baseline", "seasonal_naive")
     select.setdefault("workers", min(2, os.cpu_count() or 1))
     select.setdefault("parallel", tuple(c for c in candidates if c in AUTO_PARALLEL))
+    select.setdefault("preload", AUTO_PRELOAD if select["parallel"] else ())
     chooser = SelectForecaster(make, candidates, step_s=step_s, cache_key=make.key, **select)
     return FallbackForecaster(chooser, step_s=step_s, **wrapper)
 

@@ -91,7 +91,8 @@ class SelectForecaster:
     models choose and forecast the same with or without it, the transformer's first fold
     is then the previous day's fine-tuned fit. With ``workers`` above one, the
     ``parallel`` candidates run in a worker process (same results as in one process)
-    unless the cache holds their first fold's fit.
+    unless the cache holds their first fold's fit; the modules named in ``preload``
+    (what their fits need here: torch) are imported here while that process runs.
 
     Fitted state: ``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``,
     best first), ``weights_`` its weights, ``val_mae_`` every option's validation error.
@@ -122,6 +123,7 @@ class SelectForecaster:
         baseline: str = "",
         workers: int = 1,
         parallel: Sequence[str] = (),
+        preload: Sequence[str] = (),
     ) -> None:
         if not candidates:
             raise ConfigError("model selection needs at least one candidate")
@@ -152,6 +154,7 @@ class SelectForecaster:
         self.trusted_ = False
         self.workers = workers
         self.parallel = tuple(parallel)
+        self.preload = tuple(preload)
         self._fits: dict[tuple[str, int], Forecaster] = {}  # this fit's, by history length
         self._digests: dict[int, str] = {}
 
@@ -248,7 +251,7 @@ class SelectForecaster:
             if self.workers > 1 and p.name in self.parallel and folds[0][0] not in p.known_fits
         }
         forecasts: dict[str, FloatArray] = {}
-        for plan, result in zip(plans, run_plans(plans, remote), strict=True):
+        for plan, result in zip(plans, run_plans(plans, remote, self.preload), strict=True):
             name = plan.name
             self._fits.update({(name, k): v for k, v in plan.known_fits.items()})
             self._fits.update({(name, k): v for k, v in result.fits.items()})

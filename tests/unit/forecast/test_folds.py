@@ -1,3 +1,4 @@
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,8 +75,8 @@ def _run(plan):  # untyped: the tests read the fake models' own attributes
     return run_plan(plan)
 
 
-def _runs(plans, remote):
-    return run_plans(plans, remote)
+def _runs(plans, remote, preload=()):
+    return run_plans(plans, remote, preload)
 
 
 def _plan(name, **kwargs):
@@ -199,3 +200,15 @@ def test_a_candidate_that_is_not_kept_is_not_fitted_on_the_whole_history():
     # warm was validated in its worker process but not fine-tuned on the whole history
     assert cache.get(chooser.cache_key("warm"), whole) is None
     assert cache.get(chooser.cache_key("warm"), FitCache.digest(VALUES[:800])) is not None
+
+
+def test_modules_the_remote_results_need_are_imported_while_the_worker_runs(monkeypatch, caplog):
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    plans = [_plan("warm"), _plan("mean")]
+    here = _runs(plans, remote=(), preload=("colorsys",))
+    assert "colorsys" not in sys.modules  # no worker: nothing to wait for
+    away = _runs(plans, remote={"warm"}, preload=("colorsys", "no_such_module_here"))
+    assert "colorsys" in sys.modules
+    assert "no_such_module_here" in caplog.text  # logged, and the results are whole
+    for a, b in zip(here, away, strict=True):
+        assert np.array_equal(a.forecasts, b.forecasts)

@@ -7,7 +7,12 @@ from streamtrain.errors import ConfigError, ForecastError
 from streamtrain.forecast.base import Forecaster, SeasonalNaive
 from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
-from streamtrain.forecast.registry import FORECASTER_NAMES, load_forecaster, make_forecaster
+from streamtrain.forecast.registry import (
+    AUTO_TRANSFORMER,
+    FORECASTER_NAMES,
+    load_forecaster,
+    make_forecaster,
+)
 from streamtrain.forecast.select import SelectForecaster
 from streamtrain.forecast.stats import StatsForecaster
 
@@ -98,3 +103,18 @@ def test_auto_validates_the_transformer_in_a_second_process_with_a_picklable_mak
     single: Any = make_forecaster("auto", workers=1, candidates="seasonal_naive,mstl")
     single = single.main
     assert single.workers == 1 and single.parallel == ()
+
+
+def test_auto_trains_its_transformer_shorter_than_the_registered_fedformer():
+    own: Any = make_forecaster("fedformer")
+    auto: Any = make_forecaster("auto")
+    made = auto.main.make("fedformer")
+    assert (own.settings.train_steps, own.settings.finetune_steps) == (400, 50)
+    assert made.settings.train_steps == AUTO_TRANSFORMER["train_steps"] < 400
+    assert made.settings.finetune_steps == AUTO_TRANSFORMER["finetune_steps"] < 50
+    assert made.settings.finetune_learning_rate == AUTO_TRANSFORMER["finetune_learning_rate"]
+    assert made.settings.mstl_weight == 0.0
+    short: Any = make_forecaster("auto", train_steps=9)
+    overridden = short.main.make("fedformer")
+    assert overridden.settings.train_steps == 9
+    assert overridden.settings.finetune_steps == AUTO_TRANSFORMER["finetune_steps"]
