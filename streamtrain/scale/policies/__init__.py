@@ -28,7 +28,8 @@ from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_fac
 from streamtrain.scale.policies.hpa import Hpa, HpaPolicySettings
 from streamtrain.scale.policies.kale import Kale, KaleSettings
 from streamtrain.scale.policies.madu import Madu, MaduSettings
-from streamtrain.scale.policies.proactive import StreamtrainPolicy, StreamtrainSettings
+from streamtrain.scale.policies.proactive import StreamtrainPolicy
+from streamtrain.scale.policies.proactive_settings import StreamtrainSettings
 from streamtrain.scale.policy import Policy, PolicyContext
 
 __all__ = [

@@ -150,6 +150,8 @@ def test_trigger_settings_reach_the_fallback_trigger():
     assert policy.settings.trigger.lag_enter_s == 300.0  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         make_policy("streamtrain", context, trigger_no_such=1.0)
+    with pytest.raises(ConfigError, match="headrooms cannot be negative"):
+        make_policy("streamtrain", context, down_headroom=-0.1)
 
 
 def test_the_nowcast_floor_raises_only_the_near_steps():
