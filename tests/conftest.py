@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from streamtrain.broker import EmbeddedBroker
-from tests.integration.scheduling import HEAVY_GROUP, unit_of
+from tests.integration.scheduling import order_of, unit_of
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +24,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
     # The heavy unit first (tests/integration/scheduling.py): one process takes its whole
     # chain at the start; the others share the rest in file order, integration tests
-    # before the many short unit tests that even out the end.
-    items.sort(key=lambda item: unit_of(item.nodeid) != HEAVY_GROUP)
+    # before the many short unit tests that even out the end, and the late tests last.
+    items.sort(key=lambda item: order_of(item.nodeid))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

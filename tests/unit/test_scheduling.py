@@ -3,7 +3,14 @@
 import ast
 from pathlib import Path
 
-from tests.integration.scheduling import HEAVY_GROUP, HEAVY_TESTS, MODULE_UNITS, unit_of
+from tests.integration.scheduling import (
+    HEAVY_GROUP,
+    HEAVY_TESTS,
+    LATE_TESTS,
+    MODULE_UNITS,
+    order_of,
+    unit_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,8 +24,8 @@ def _test_names(path: Path) -> set[str]:
     }
 
 
-def test_every_heavy_test_exists():
-    for nodeid in HEAVY_TESTS:
+def test_every_heavy_and_late_test_exists():
+    for nodeid in HEAVY_TESTS | LATE_TESTS:
         path, name = nodeid.split("::")
         assert name in _test_names(ROOT / path), f"{nodeid} is not a test (renamed?)"
 
@@ -35,3 +42,11 @@ def test_units():
         "tests/integration/test_prometheus.py"
     )
     assert unit_of("tests/unit/test_config.py::test_x") is None
+
+
+def test_the_heavy_chain_goes_first_and_the_late_tests_last():
+    late = next(iter(LATE_TESTS))
+    heavy = next(iter(HEAVY_TESTS))
+    other = "tests/unit/test_config.py::test_x"
+    assert sorted([late, other, heavy], key=order_of) == [heavy, other, late]
+    assert not HEAVY_TESTS & LATE_TESTS
