@@ -70,9 +70,10 @@ integration: setup
 
 # Four pytest processes (pytest-xdist). The suite waits on brokers, workers and timeouts
 # more than it computes (with four processes about 1.5 of the two cores are busy on
-# average), so four processes share two cores. The longest end-to-end runs load the machine: they form one xdist group, run one
-# after another in one process and start first (tests/integration/scheduling.py), while
-# the other processes take every other test one at a time as they free up. (Plain
+# average), so four processes share two cores. The longest end-to-end runs load the
+# machine: they form one xdist group, run one after another in one process and start
+# first (tests/integration/scheduling.py), while the other processes take every other
+# test one at a time as they free up. (Plain
 # `--dist load` hands each process a share up front: one process got every integration
 # test and the others idled once the unit tests were done.) The type check runs beside
 # the suite: both must pass. TEST_JOBS=0 runs the suite in this process.

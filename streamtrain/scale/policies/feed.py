@@ -272,8 +272,9 @@ class ForecastFeed:
         # A shared cache (a replay's precomputed predictions, whose history only grows)
         # is keyed by history length; the feed's own by absolute end step.
         self._by_length = cache is not None
-        self._issued: deque[tuple[int, FloatArray]] = deque(maxlen=max_horizon_steps)
-        self._scoring = _Issued(max_horizon_steps, max_horizon_steps)  # _issued, as arrays
+        # the predictions still being scored, and the newest one as it was issued
+        self._issued = _Issued(max_horizon_steps, max_horizon_steps)
+        self._newest: tuple[int, FloatArray] | None = None
         self._ratios = [_Recent(scored_predictions) for _ in _BUCKETS[:-1]]
         self._pairs: deque[tuple[float, float]] = deque(maxlen=30)  # (actual, 1-step forecast)
 
@@ -305,7 +306,7 @@ class ForecastFeed:
         into its lead's bucket when the forecast is positive."""
         first = max(self.scored_steps_, end - self.max_horizon_steps, base)
         self.scored_steps_ = max(self.scored_steps_, end)
-        issued = self._scoring
+        issued = self._issued
         if first >= end or issued.count == 0:
             return
         rows = issued.rows()
@@ -351,9 +352,9 @@ class ForecastFeed:
             if not self._by_length:
                 self.cache.clear()  # the live path needs only the newest
             self.cache[key] = entry
-        if not self._issued or self._issued[-1][0] != end:
-            self._issued.append((end, entry.point))
-            self._scoring.append(end, np.asarray(entry.point, dtype=np.float64))
+        if self._newest is None or self._newest[0] != end:
+            self._newest = (end, entry.point)
+            self._issued.append(end, np.asarray(entry.point, dtype=np.float64))
         return entry
 
     def forecast(self, obs: Observation, horizon_steps: int) -> FloatArray:
@@ -395,9 +396,9 @@ class ForecastFeed:
     ) -> tuple[FloatArray, FloatArray, tuple[float, float]] | None:
         """The newest forecast's ``levels`` quantiles (the dashboard's band): the model's
         own when it has them; ``None`` before any forecast or without them."""
-        if not self._issued or self.model_ is None:
+        if self._newest is None or self.model_ is None:
             return None
-        end, point = self._issued[-1]
+        end, point = self._newest
         if self.synced_steps_ != end:
             return None
         quantiles = _quantiles(self.model_, point.shape[0], levels)
@@ -407,9 +408,9 @@ class ForecastFeed:
 
     def latest(self) -> tuple[int, FloatArray] | None:
         """The newest point forecast and the absolute index of its first step."""
-        if not self._issued:
+        if self._newest is None:
             return None
-        observed_steps, point = self._issued[-1]
+        observed_steps, point = self._newest
         return observed_steps, point.copy()
 
     def recent_ratio(self, steps: int = 10) -> float | None:

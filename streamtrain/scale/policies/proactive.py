@@ -366,9 +366,9 @@ class StreamtrainPolicy:
 
         Not below the mean rate of the last ``down_recent_s`` (plus ``headroom`` and
         ``down_headroom``; never called while the lag is the fallback's cause); it must
-        drain its own pause's
-        backlog within ``down_catchup_s`` and free more worker-time than its pause
-        wastes, so small scale-downs wait and merge into larger ones.
+        drain its own pause's backlog within ``down_catchup_s`` and free more
+        worker-time than its pause wastes, so small scale-downs wait and merge into
+        larger ones.
         """
         s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
         if w <= ctx.min_workers:
@@ -386,9 +386,8 @@ class StreamtrainPolicy:
                 * (1.0 + s.headroom)
                 * (1.0 + s.down_headroom)
             )
-            backlog = backlog[table[counts] > floor]
-            lag = lag[table[counts] > floor]
-            counts = counts[table[counts] > floor]
+            above = table[counts] > floor
+            backlog, lag, counts = backlog[above], lag[above], counts[above]
             if counts.size == 0:
                 return None
         good = meets_lag_goal(

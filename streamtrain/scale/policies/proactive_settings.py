@@ -28,10 +28,10 @@ class StreamtrainSettings:
     ``min_cover_s`` (15 min) per scale-up. ``smooth_s``: a backlog of a few seconds
     drains by itself; planning for every minute's peak would only churn.
 
-    Off by default: ``down_headroom``, an extra margin on the forecast and on the
-    measured rate before a scale-down, for a pool whose capacity per count is still
-    being learned or whose traffic swings widely within a planning step (the demo sets
-    it). Off by default, for experiments: ``level_steps`` (rescale the forecast by
+    ``down_headroom`` (0 by default; the demo sets it) is an extra margin on the
+    forecast and on the measured rate before a scale-down, for a pool whose capacity
+    per count is still being learned or whose traffic swings widely within a planning
+    step. Off by default, for experiments: ``level_steps`` (rescale the forecast by
     the recent actual/forecast ratio, within ``level_min``-``level_max``),
     ``down_delay_s`` (no scale-down for that long after a scale-up or a lag above the
     tolerance), ``hold_growth`` (holding must also not grow the lag past the tolerance
