@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,7 @@ __all__ = [
     "LocalStep",
     "count_vector",
     "fingerprint",
+    "holds_kept_model",
     "read_counts",
     "same_model_tags",
     "weights_tag",
@@ -101,6 +103,28 @@ def same_model_tags(summed: torch.Tensor, mine: torch.Tensor, participants: int)
     weights give a sum that equals it only if the other tags average to this one in all
     eight 16-bit pieces at once."""
     return bool(torch.equal(summed, mine * participants))
+
+
+def holds_kept_model(
+    mine: torch.Tensor, reduce_max: Callable[[torch.Tensor], torch.Tensor]
+) -> bool:
+    """Whether this worker holds the model the participants keep after they found they
+    hold different ones: the greatest :func:`fingerprint` in lexicographic order (the sum
+    first, the sum of squares for a tie; NaN ranks below every number).
+
+    ``reduce_max`` is a MAX all-reduce that every participant calls as often, in the
+    same order (twice here). One MAX of the whole fingerprints would not do: it is taken
+    element by element, so when one worker has the greater sum and another the greater
+    sum of squares it is nobody's fingerprint, nobody keeps its model, and every worker
+    steps back to heal from a peer that is stepping back too.
+    """
+    mine = mine.to(torch.float64)
+    ranked = torch.where(mine.isnan(), -math.inf, mine)
+    lead = reduce_max(ranked[:1].clone())
+    leads = bool(ranked[0] == lead[0])
+    runner = ranked[1:2].clone() if leads else torch.full((1,), -math.inf, dtype=torch.float64)
+    second = reduce_max(runner)
+    return leads and bool(ranked[1] == second[0])
 
 
 class GradientBuffer:

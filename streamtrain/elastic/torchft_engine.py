@@ -43,6 +43,7 @@ from streamtrain.elastic.gradients import (
     LocalStep,
     count_vector,
     fingerprint,
+    holds_kept_model,
     read_counts,
     same_model_tags,
     weights_tag,
@@ -164,8 +165,8 @@ class TorchftEngine:
         3. One all-reduce of ``[records, participants, 0]`` with a tag of this worker's
            weights (:func:`~streamtrain.elastic.gradients.weights_tag`): every
            participant must start the round from the same weights (two quorums that
-           formed apart are caught and healed, not trained on; only then a second
-           all-reduce, a MAX of the fingerprints, tells who holds the newer model); then,
+           formed apart are caught and healed, not trained on; only then two MAX
+           all-reduces of the fingerprints tell who holds the model all keep); then,
            when the step has records, one all-reduce of the gradients weighted by records
            (through ``Manager.allreduce``: a peer that dies mid-step makes it fail, and
            the step is not committed). Each all-reduce waits for the slowest
@@ -255,14 +256,14 @@ class TorchftEngine:
         formed apart (a lighthouse glitch with ``--min-replicas`` below a majority) train
         two models under the same step numbers, which torchft cannot see (no worker is
         behind, so none heals): refuse the round, and have every worker but those with
-        the highest fingerprint step back one step, so they heal from those next round.
-        Every participant sees the mismatch in the same sum, so all of them take part
-        in the MAX all-reduce here."""
-        both = self._allreduce(manager, torch.cat([mine, -mine]), ReduceOp.MAX)
+        the greatest fingerprint (:func:`~streamtrain.elastic.gradients.holds_kept_model`)
+        step back one step, so they heal from those next round. Every participant sees
+        the mismatch in the same sum, so all of them take part in its MAX all-reduces."""
+        kept = holds_kept_model(mine, lambda t: self._allreduce(manager, t, ReduceOp.MAX))
         if manager.errored() is not None:
             return
         manager.report_error(ElasticError("the participants hold different models"))
-        if not torch.equal(both[:2], mine):
+        if not kept:
             step = int(manager.current_step())
             log.error(
                 "this worker's model differs from its peers' at step %d (two quorums trained "

@@ -222,6 +222,11 @@ def test_workers_that_hold_different_weights_are_caught_and_healed(ranks):
         assert ranks.wait(name) == 0, ranks.stderr(name)
     caught = [r for r in ranks.rounds("a") if r["round"] == 10]
     assert caught and not caught[0]["committed"]  # the round with two models trains nothing
+    for name in "ab":  # one model is kept: the others step back once and heal from it
+        newest = 0
+        for row in ranks.rounds(name):
+            assert row["step"] >= newest - 1, (name, row)
+            newest = max(newest, row["step"])
     assert_one_model(ranks, "ab", at_least=25)
     for name in "ab":
         assert sorted(set(ranks.acked(name))) == planned_ids(plans[name])

@@ -1,9 +1,14 @@
 """A worker's share of a step: gradients weighted by records sum to the gradient of the
 mean loss over every record; a batch that cannot be trained is refused, not shared."""
 
+import math
+import threading
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamtrain.elastic.app import TrainingParts
 from streamtrain.elastic.gradients import (
@@ -11,6 +16,7 @@ from streamtrain.elastic.gradients import (
     LocalStep,
     count_vector,
     fingerprint,
+    holds_kept_model,
     read_counts,
     same_model_tags,
     weights_tag,
@@ -133,3 +139,57 @@ def test_weight_tags_summed_over_participants_tell_one_model_from_two():
     assert not any(same_model_tags(total, tag, 5) for tag in mixed)
     three = [weights_tag(fingerprint(app(seed=s).model)) for s in (1, 2, 3)]
     assert not any(same_model_tags(torch.stack(three).sum(0), tag, 3) for tag in three)
+
+
+class MaxGroup:
+    """A MAX all-reduce among ``size`` threads, as gloo's: each call returns once every
+    participant gave its tensor."""
+
+    def __init__(self, size: int) -> None:
+        self.given: list[torch.Tensor | None] = [None] * size
+        self.barrier = threading.Barrier(size, timeout=10)
+
+    def reduce_max(self, rank: int):
+        def call(tensor: torch.Tensor) -> torch.Tensor:
+            self.given[rank] = tensor.clone()
+            self.barrier.wait()
+            result = torch.stack(self.given).max(0).values  # type: ignore[arg-type]
+            self.barrier.wait()  # nobody overwrites its slot before all have read
+            return result
+
+        return call
+
+
+def kept_by_each(prints: list[tuple[float, float]]) -> list[bool]:
+    group = MaxGroup(len(prints))
+    kept: list[bool] = [False] * len(prints)
+
+    def run(rank: int) -> None:
+        mine = torch.tensor(prints[rank], dtype=torch.float64)
+        kept[rank] = holds_kept_model(mine, group.reduce_max(rank))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(prints))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    return kept
+
+
+def test_the_kept_model_is_someones_when_sums_and_squares_disagree():
+    # one worker has the greater sum, the other the greater sum of squares: an element-wise
+    # MAX of the fingerprints is (2, 5), nobody's, and both would step back
+    assert kept_by_each([(1.0, 5.0), (2.0, 3.0)]) == [False, True]
+
+
+_VALUES = st.sampled_from([-math.inf, -1.0, 0.0, 1.0, 2.0, math.inf, math.nan])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_VALUES, _VALUES), min_size=1, max_size=5))
+def test_exactly_the_holders_of_the_greatest_fingerprint_keep_their_model(prints):
+    def rank(value: float) -> float:
+        return -math.inf if math.isnan(value) else value
+
+    keys = [(rank(a), rank(b)) for a, b in prints]
+    assert kept_by_each(prints) == [key == max(keys) for key in keys]
