@@ -45,7 +45,7 @@ from streamtrain.scale.models import ThroughputModel
 from streamtrain.scale.planner_forecast import forecast_feed
 from streamtrain.scale.planner_settings import PlannerSettings, build_policy
 from streamtrain.scale.policies import FORECASTING_POLICIES, ForecastFeed
-from streamtrain.scale.policy import Decision, Observation, PendingAction, Policy
+from streamtrain.scale.policy import Decision, Observation, PendingAction, Policy, Resumable
 from streamtrain.scale.samples import SampleBook, ThroughputEstimate, materially_different
 from streamtrain.units import MS_PER_S
 
@@ -110,6 +110,7 @@ class Planner:
         self._last_prep_s: float | None = None  # two-phase scale-ups: command to admitted
         self._refitted_at_s = -math.inf
         self._decided_at_s = -math.inf
+        self._handover_until_s = -math.inf  # samples before it saw the last action
         self.keep_up = KeepUpWatch(
             job=settings.job,
             group=settings.group,
@@ -133,10 +134,25 @@ class Planner:
         """Keep one worker's sample; returns why it was not used, if it was not."""
         model_now_s = self.clock.model_s(now_s)
         self._saw(model_now_s)
-        problem = self.samples.add(self.clock.model_sample(sample), model_now_s)
+        model_sample = self.clock.model_sample(sample)
+        observed_s = model_sample.observed_at_ms / MS_PER_S
+        problem = self.samples.add(
+            model_sample, model_now_s, measures_pool=not self._in_handover(observed_s)
+        )
         if problem is None:
             self.roster.heard(sample.worker_id, sample.observed_at_ms / MS_PER_S, sample.workers)
         return problem
+
+    def _in_handover(self, observed_s: float) -> bool:
+        """Whether a sample observed at ``observed_s`` (model clock) saw the pool change
+        size: from an action's command until one sample bucket after it settled. Its
+        workers stepped through a quorum change, a drain or a rebalance, so it measures
+        that, not what the pool trains (one such window once put three workers at a third
+        of their speed, and the planner asked for eight)."""
+        pending = self._pending
+        if pending is not None and observed_s >= pending.action.started_at_s:
+            return True
+        return observed_s < self._handover_until_s
 
     def _saw(self, model_now_s: float) -> None:
         if self._now_s is None or model_now_s > self._now_s:
@@ -204,7 +220,9 @@ class Planner:
 
         Due every ``refit_interval_s``. The policy is rebuilt
         (:func:`~streamtrain.scale.planner_settings.build_policy`, sharing one forecast
-        feed, so the forecaster keeps its history) when the estimate changed materially:
+        feed, so the forecaster keeps its history; a
+        :class:`~streamtrain.scale.policy.Resumable` policy takes over the old one's
+        running state) when the estimate changed materially:
         its source, its worker counts, or a point by more than ``refit_tolerance``.
         Model-based policies wait until an estimate exists (a sample, or a configured
         prior rate).
@@ -220,7 +238,10 @@ class Planner:
         if estimate is None and needs_model:
             self.last_note = "waiting for throughput samples to build a throughput model"
             return
-        self.policy = build_policy(s, estimate, self._feed)
+        policy = build_policy(s, estimate, self._feed)
+        if self.policy is not None and isinstance(policy, Resumable):
+            policy.resume_from(self.policy)
+        self.policy = policy
         self.model = estimate.model(s.samples.model_kind) if estimate else None
         self.estimate = estimate
         what = estimate.explanation if estimate else "no throughput model"
@@ -246,6 +267,7 @@ class Planner:
                 self._last_pause_s = max(self.settings.min_action_pause_s, measured)
             log.info("scale command %s took effect after %.1f s", pending.command_id, measured)
             self._pending = None
+            self._handover_until_s = now_s + self.settings.samples.bucket_s
         elif now_s - action.started_at_s > self.settings.command_timeout_s:
             log.warning(
                 "scale command %s to %d workers not reflected after %.0f s (still %d); "
@@ -256,6 +278,7 @@ class Planner:
                 current,
             )
             self._pending = None
+            self._handover_until_s = now_s + self.settings.samples.bucket_s
 
     def observation(self, now_s: float, current: int) -> Observation | None:
         """What the policy sees now, or None without a lag reading.
@@ -428,6 +451,7 @@ class Planner:
                 "accepted": self.samples.accepted,
                 "rejected": self.samples.rejected,
                 "late": self.samples.late,
+                "handover": self.samples.handover,  # observed while the pool changed size
                 "skewed": self.samples.skewed,  # from the future: beyond the allowed clock skew
             },
             "note": self.last_note,

@@ -17,6 +17,10 @@ Owned here, as frozen values and one protocol:
 * :class:`Policy`: ``name``, ``decision_interval_s`` and ``decide(obs) -> Decision | None``
   (``None``: nothing to change). Policies may keep state between calls (a forecaster,
   recent recommendations); they are driven by one caller at a time.
+* :class:`Resumable`: a policy whose running state (a fallback's hysteresis and
+  cooldown, the lag its last plan expects) a copy rebuilt on a new throughput model
+  takes over, so re-estimating the model mid-run neither re-arms a cooldown nor
+  forgets an active fallback.
 * :class:`PolicyContext`: what a policy is built with: worker bounds, the throughput
   observations (``(workers, records/s)`` pairs from profiling or earlier runs) that
   model-based policies fit, and a forecaster factory.
@@ -47,6 +51,7 @@ __all__ = [
     "Policy",
     "PolicyContext",
     "Reason",
+    "Resumable",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -154,6 +159,14 @@ class Policy(Protocol):
     decision_interval_s: float
 
     def decide(self, obs: Observation) -> Decision | None: ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A policy that goes on where a previous one of its kind left off (see the module
+    docstring). ``resume_from`` ignores a policy of another kind."""
+
+    def resume_from(self, previous: Policy) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -335,7 +335,8 @@ class SampleBook:
     :meth:`step_time_ms`; an older sample is late: dropped and counted) and the closed
     job windows before them (the last ``windows_per_count`` per pool size, however
     old). Unusable samples are dropped and counted (``rejected``; those from the future
-    also in ``skewed``).
+    also in ``skewed``), and so are those observed while the pool changed size
+    (``handover``: they measure the hand-over, not the pool).
     """
 
     def __init__(self, job: str, settings: SampleSettings | None = None) -> None:
@@ -347,10 +348,15 @@ class SampleBook:
         self.rejected = 0
         self.skewed = 0
         self.late = 0
+        self.handover = 0
         self.last_problem: str | None = None
 
-    def add(self, sample: cp.ThroughputSample, now_s: float) -> str | None:
-        """Keep ``sample``; returns the reason when it is rejected or too late."""
+    def add(
+        self, sample: cp.ThroughputSample, now_s: float, *, measures_pool: bool = True
+    ) -> str | None:
+        """Keep ``sample``; returns the reason when it is rejected or too late. A usable
+        sample that does not measure the pool (``measures_pool=False``: observed while
+        the pool was changing size) is counted in ``handover`` and not kept."""
         problem = sample_problem(sample, self.job, settings=self.settings)
         if problem is None:
             problem = _from_the_future(sample, now_s * MS_PER_S, self.settings)
@@ -364,8 +370,11 @@ class SampleBook:
             self.rejected += 1
             self.last_problem = problem
             return problem
-        self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
         self.accepted += 1
+        if not measures_pool:
+            self.handover += 1
+            return None
+        self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
         return None
 
     def step_time_ms(self) -> float | None:

@@ -28,7 +28,7 @@ from streamtrain.scale.gate import capacity_path, project_backlog
 from streamtrain.scale.plan import basic_plan, stabilize
 from streamtrain.scale.policies._common import fitted_model
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
-from streamtrain.scale.policy import Decision, Observation, PolicyContext
+from streamtrain.scale.policy import Decision, Observation, Policy, PolicyContext
 from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerSettings, TriggerState, update_trigger
 from streamtrain.units import MINUTE_S
@@ -125,6 +125,19 @@ class Kale:
         self._planned_at_s = -math.inf
         self._settled_at_s = -math.inf  # when the last action finished
         self._last_pause_s = 0.0  # its pause
+
+    def resume_from(self, previous: Policy) -> None:
+        """Take over ``previous``'s running state when rebuilt on a new throughput model:
+        the fallback trigger, when the last plan was made, and when the last action
+        finished and how long it paused (the fallback's cooldown and expected lag), and
+        the pause it plans with."""
+        if not isinstance(previous, Kale):
+            return
+        self.trigger = previous.trigger
+        self._planned_at_s = previous._planned_at_s
+        self._settled_at_s = previous._settled_at_s
+        self._last_pause_s = previous._last_pause_s
+        self.pause_s = previous.pause_s
 
     def _calibrated(self, loads: FloatArray, step: int) -> list[int]:
         """Eq. 10 per step, calibrated by Algorithm 1."""

@@ -46,7 +46,7 @@ from streamtrain.scale.policies._common import capacity_table, fitted_model
 from streamtrain.scale.policies.feed import ForecastFeed, default_forecaster_factory
 from streamtrain.scale.policies.hpa import scale_up_limit
 from streamtrain.scale.policies.proactive_settings import StreamtrainSettings
-from streamtrain.scale.policy import Decision, Observation, PolicyContext, Reason
+from streamtrain.scale.policy import Decision, Observation, Policy, PolicyContext, Reason
 from streamtrain.scale.policy_settings import settings_from
 from streamtrain.scale.trigger import TriggerState, update_trigger
 from streamtrain.units import MINUTE_S
@@ -96,6 +96,20 @@ class StreamtrainPolicy:
             min_workers=context.min_workers,
             max_workers=context.max_workers,
         )
+
+    def resume_from(self, previous: Policy) -> None:
+        """Take over ``previous``'s running state when rebuilt on a new throughput model:
+        the fallback trigger, the lag its last action's plan expects, when that action
+        finished (the fallback's cooldown), until when scale-downs wait, and the pause it
+        plans with. The per-count speed corrections are not taken: they correct the old
+        model's table."""
+        if not isinstance(previous, StreamtrainPolicy):
+            return
+        self.trigger = previous.trigger
+        self._expected = previous._expected
+        self._settled_at_s = previous._settled_at_s
+        self._no_down_until_s = previous._no_down_until_s
+        self.pause_s = previous.pause_s
 
     # -- measurements ------------------------------------------------------------------
 
@@ -297,7 +311,8 @@ class StreamtrainPolicy:
         pause creates. Under a lag fallback the count is at least the HPA formula on lag
         (``ceil(w · lag / fallback_target_lag_s)``, HPA's scale-up limit applied, at most
         once per ``fallback_cooldown_s`` after an action finished, so the pause of one
-        fallback action does not trigger the next).
+        fallback action does not trigger the next), and at most the count the model says
+        trains fastest up to it: none when that is the current count.
         """
         s, ctx, step, w = self.settings, self.context, obs.step_s, obs.current_workers
         resume, catchup, cover = windows
@@ -326,6 +341,13 @@ class StreamtrainPolicy:
             desired = min(desired, scale_up_limit(w, 100.0, 4), ctx.max_workers)
             if desired > target:
                 target, index = desired, desired - w - 1
+            # Lag that more workers cannot train away: no count up to the target trains
+            # faster than the model's fastest among them (on a pool that shares its
+            # machines, more workers can train slower).
+            fastest = w + int(np.argmax(table[w : target + 1]))
+            if fastest == w:
+                return None
+            target, index = fastest, fastest - w - 1
             path = "fallback"
             why = f"measured lag {obs.max_lag_s / MINUTE_S:.1f} min above the plan's"
         elif self.trigger.active:

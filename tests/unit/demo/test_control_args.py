@@ -41,6 +41,7 @@ DEFAULT_ARGV = [
     *("--plan-lag-floor-s", "288"),  # shards: 2 wall s more than group mode
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
+    *("--policy-setting", "headroom=0.1"),
     *("--policy-setting", "down_headroom=0.15"),
     *("--policy-setting", "fallback_target_lag_s=1200"),
     *("--policy-setting", "fallback_cooldown_s=2880"),
@@ -100,7 +101,8 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["300"],  # never below one planning step
                 "--policy-setting": [
                     "tolerated_lag_s=180",
-                    "down_headroom=0.15",  # a ratio: the same at every speed
+                    "headroom=0.1",  # a ratio: the same at every speed
+                    "down_headroom=0.15",
                     "fallback_target_lag_s=180",
                     "fallback_cooldown_s=1200",
                     "trigger_lag_enter_s=300",  # 5 wall seconds at least
@@ -119,7 +121,8 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["6000"],
                 "--policy-setting": [
                     "tolerated_lag_s=6000",
-                    "down_headroom=0.15",  # a ratio: the same at every speed
+                    "headroom=0.1",  # a ratio: the same at every speed
+                    "down_headroom=0.15",
                     "fallback_target_lag_s=4000",
                     "fallback_cooldown_s=40000",
                     "trigger_lag_enter_s=10000",

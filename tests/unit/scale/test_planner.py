@@ -9,6 +9,7 @@ from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.scale.planner_settings import PlannerSettings, check_policy
 from streamtrain.scale.policy_settings import parse_policy_settings
 from streamtrain.scale.samples import SampleSettings
+from streamtrain.scale.trigger import TriggerState
 
 T0 = 1_700_000_000.0
 # HPA on measured lag, deciding every second with no metric window: deterministic.
@@ -199,8 +200,10 @@ def test_the_policy_is_rebuilt_only_when_the_estimate_moves():
         at = T0 + 3 + i
         for k in range(workers):
             p.add_sample(sample(workers, rate / workers, at, f"w{k}"), at)
+    first.trigger = TriggerState(active=True, cause="lag", since_s=T0 + 2.0)  # a fallback
     p.tick(T0 + 7)
     assert p.policy is not first
+    assert p.policy.trigger == first.trigger  # the rebuilt policy goes on from the old one
     assert p.estimate.source == "measured"
     assert p.status()["throughput_source"] == "measured"
 
@@ -240,3 +243,24 @@ def test_the_status_counts_samples_from_the_future_as_skewed():
     assert p.add_sample(sample(2, -1.0, T0), T0) is not None
     counts = p.status()["samples"]
     assert (counts["rejected"], counts["skewed"]) == (2, 1)
+
+
+def test_samples_observed_while_the_pool_changes_size_do_not_measure_it():
+    p = planner(initial_workers=1)
+    p.add_sample(sample(1, 5.0, T0), T0)
+    p.observe_lag(LagReading(T0 + 3, 20.0, 30.0, 600))
+    command = p.tick(T0 + 3.5).command
+    assert command is not None and command.target_workers == 3
+    # the pool hands over: three workers report a third of their speed, then settle
+    for worker in ("w0", "w1", "w2"):
+        p.add_sample(sample(3, 1.0, T0 + 5, worker), T0 + 5)
+    p.observe_lag(LagReading(T0 + 5, 20.0, 10.0, 200))
+    p.tick(T0 + 5.5)
+    assert p.status()["pending_command"] is None and p.current_workers() == 3
+    for worker in ("w0", "w1", "w2"):  # within a bucket of the settling: still the hand-over
+        p.add_sample(sample(3, 1.0, T0 + 6.2, worker), T0 + 6.2)
+    for worker in ("w0", "w1", "w2"):
+        p.add_sample(sample(3, 5.0, T0 + 8, worker), T0 + 8)
+    p.refit(T0 + 8.5)
+    assert dict(p.estimate.measured)[3] == pytest.approx(15.0)  # 3 x 5.0, no slow window
+    assert p.status()["samples"]["handover"] == 6

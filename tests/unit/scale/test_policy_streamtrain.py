@@ -212,3 +212,57 @@ def test_hold_growth_refuses_a_hold_whose_lag_grows_before_it_drains():
     assert _policy(LOW_FORECAST, **two_phase).decide(_obs(60, 5, RISEN)) is None
     decision = _policy(LOW_FORECAST, hold_growth=True, **two_phase).decide(_obs(60, 5, RISEN))
     assert decision is not None and decision.target_workers >= 6
+
+
+# a pool that shares two cores: the fifth worker and beyond train slower than four
+CROWDED = ((2.0, 5.0), (3.0, 7.7), (4.0, 9.7), (5.0, 9.0), (6.0, 7.7), (8.0, 7.0))
+
+
+def _crowded_policy(**settings):
+    ctx = PolicyContext(
+        max_workers=8,
+        throughput_observations=CROWDED,
+        model_kind="sync",
+        forecaster_factory=lambda steps: ScriptedForecaster(np.full(400, 6.0)),
+        action_pause_s=60.0,
+    )
+    return make_policy("streamtrain", ctx, **settings)
+
+
+def _lagging(workers, lag_s=1500.0):
+    rates = np.full(60, 6.0)
+    return Observation(
+        now_s=3600.0,
+        current_workers=workers,
+        step_s=60,
+        history_start_s=0.0,
+        arrivals_records_per_s=rates,
+        max_lag_s=lag_s,
+        backlog_records=6.0 * lag_s,
+    )
+
+
+def test_a_lag_fallback_adds_no_worker_the_model_says_trains_no_faster():
+    # 25 minutes of lag at 3 workers: HPA on lag asks for more than 4, 4 is the fastest
+    decision = _crowded_policy().decide(_lagging(3))
+    assert decision is not None and decision.reason == "fallback"
+    assert decision.target_workers == 4
+    # at 4 the lag stays: 5 and more workers would train it slower
+    assert _crowded_policy().decide(_lagging(4)) is None
+
+
+def test_a_rebuilt_policy_keeps_the_fallback_cooldown_of_the_one_it_replaces():
+    load = np.full(400, 450.0)
+    lagging = {"lag": 1500.0, "backlog": 450.0 * 1500}
+    first = _policy(load)
+    assert first.decide(_obs(60, 5, load, **lagging)).reason == "fallback"
+    pending = PendingAction(
+        from_workers=5, target_workers=10, started_at_s=3600.0, ready_at_s=3660.0, pause_s=60.0
+    )
+    assert first.decide(_obs(61, 5, load, pending=pending, **lagging)) is None
+    # the estimate moved: the planner rebuilds the policy on the new model
+    fresh, rebuilt = _policy(load), _policy(load)
+    rebuilt.resume_from(first)
+    assert fresh.decide(_obs(63, 10, load, **lagging)) is not None  # cooldown forgotten
+    assert rebuilt.decide(_obs(63, 10, load, **lagging)) is None  # 10 min of cooldown left
+    assert rebuilt.trigger == first.trigger
