@@ -14,8 +14,8 @@ scheduler defined by this module's lists:
   fixture (a Prometheus stack, a shuffle run, a client set-up) is started once.
 * every other test goes, one at a time, to whichever process is free;
   :data:`LATE_TESTS` go last, when only the heavy chain still loads the machine: they
-  depend on the embedded broker's timing under load (Tansu wedges a cooperative group
-  whose leader leaves mid-rebalance, which a loaded machine makes likely).
+  depend on the embedded broker's timing under load (Tansu's cooperative rebalances
+  slow down on a loaded machine).
 
 The nodeids are listed here, not marked on the tests, because the controller process
 that schedules sees only nodeids (and ``xdist_group`` marks no longer reach it under

@@ -100,6 +100,12 @@ def committed(kafka, group, topic, partitions):
     return {tp.partition: max(tp.offset, 0) for tp in found}
 
 
+def caught_up(tmp_path, produced, partitions):
+    """Whether every record of the first ``produced`` was trained."""
+    want = {(i % partitions, i // partitions) for i in range(produced)}
+    return want <= trained(tmp_path)
+
+
 def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_path):
     kafka = KafkaSettings(broker.bootstrap)
     group = f"coop-{uuid.uuid4().hex[:8]}"
@@ -126,15 +132,24 @@ def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_pa
         processes.append(start(broker.bootstrap, topic, group, tmp_path, "c"))  # a join
         produce(2_000)
         # The leave waits for the join's rebalance to end (c trains): Tansu 0.6.0 wedges
-        # a cooperative group whose leader leaves mid-rebalance (it keeps answering with
-        # the gone member as leader, so no one assigns; docs/benchmarks.md).
+        # a cooperative group whose leader leaves (it keeps answering with the gone member
+        # as leader, so no one assigns; docs/benchmarks.md).
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not has_trained(tmp_path, "c"):
             produce(partitions)  # a record per partition: c trains once it owns one
             time.sleep(0.5)
         assert has_trained(tmp_path, "c"), "the joining worker never got a partition"
-        processes[1][0].send_signal(signal.SIGTERM)  # a leave
-        processes[1][0].wait(30)
+        # ... and until every record so far is trained: a cooperative join revokes in one
+        # round and assigns in a second, so c training shows the first round only; once
+        # every partition is consumed again, no rebalance is in progress
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not caught_up(tmp_path, produced, partitions):
+            time.sleep(0.5)
+        assert caught_up(tmp_path, produced, partitions), "the join left a partition unowned"
+        # The joiner leaves: the group's leader is a member from before the join, and
+        # Tansu wedges a cooperative group whose leader leaves
+        processes[2][0].send_signal(signal.SIGTERM)  # a leave
+        processes[2][0].wait(30)
         produce(2_000)
         deadline = time.monotonic() + DEADLINE_S
         want = {(i % partitions, i // partitions) for i in range(produced)}
