@@ -402,6 +402,7 @@ class StreamtrainPolicy:
         backlog, lag = self._candidates(
             load, table, counts, obs.backlog_records, w, 0.0, pause, step
         )
+        floor = 0.0
         if s.down_recent_s > 0:  # never below the traffic just measured
             floor = (
                 obs.recent_rate_records_per_s(s.down_recent_s)
@@ -447,5 +448,7 @@ class StreamtrainPolicy:
             plan=plan(),
             plan_step_s=step,
             explanation=f"{target} workers keep up for {s.down_hold_s / MINUTE_S:.0f} min "
-            f"after the pause; {verdict.explanation}",
+            f"after the pause ({table[target]:.1f} records/s against a planned load of at "
+            f"most {float(load[:end].max()):.1f} and a floor of {floor:.1f} from the rate just "
+            f"measured); {verdict.explanation}",
         )

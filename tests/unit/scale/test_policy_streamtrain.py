@@ -90,6 +90,8 @@ def test_a_small_scale_down_waits_for_a_larger_one():
     assert decision is not None and decision.reason == "proactive"
     assert decision.target_workers == 18
     assert "Eq. 8 passes" in decision.explanation
+    # the numbers behind it: 18 workers' capacity beside the load and floor it beat
+    assert "(1800.0 records/s against a planned load of at most" in decision.explanation
 
 
 def test_a_lagging_job_falls_back_with_a_lag_reason():
