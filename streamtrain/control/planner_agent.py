@@ -20,6 +20,8 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from faust.exceptions import ConsumerNotStarted
+
 from streamtrain.control.publish import publish
 from streamtrain.control.request_route import command_sender
 from streamtrain.control.service import LagService
@@ -38,10 +40,22 @@ __all__ = [
     "PlannerAgent",
     "add_planner",
     "forecast_pool",
+    "leads_now",
     "stop_forecast_pool",
 ]
 
 log = logging.getLogger(__name__)
+
+
+def leads_now(app: Any) -> bool:
+    """Whether this control app leads the planner now; ``False`` while its consumer is
+    still starting (Faust raises until the consumer thread runs, and a page asked
+    meanwhile must answer, not fail with a 500)."""
+    try:
+        return bool(app.is_leader())
+    except ConsumerNotStarted:
+        return False
+
 
 COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
 SAMPLES_PENDING_LIMIT = 10_000  # samples waiting for the planner's next tick
@@ -313,7 +327,7 @@ def add_planner(
 
     async def planner_page(web: Any, request: Any) -> Any:
         body = agent.status or {"note": "the planner has not run yet"}
-        return web.json(body | agent.counts() | {"leader": bool(app.is_leader())})
+        return web.json(body | agent.counts() | {"leader": leads_now(app)})
 
     # Registered by call rather than by decorator: Faust's decorators are untyped.
     app.agent(samples)(take_samples)

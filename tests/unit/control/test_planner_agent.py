@@ -2,7 +2,9 @@
 
 from types import SimpleNamespace
 
-from streamtrain.control.planner_agent import PlannerAgent
+from faust.exceptions import ConsumerNotStarted
+
+from streamtrain.control.planner_agent import PlannerAgent, leads_now
 from streamtrain.lag.history_tables import HistoryTables
 from streamtrain.proto import control_plane_pb2 as cp
 from streamtrain.scale.planner import Planner
@@ -136,3 +138,20 @@ def test_an_unsent_command_is_not_resent_after_a_newer_one():
     a.command_outbox.appendleft(older)
     again, _ = a.plan([], None, T0 + 1.5)
     assert [c.command_id for c in again] == [first[0].command_id]
+
+
+class _Starting:
+    """A Faust app whose consumer thread has not started yet."""
+
+    def is_leader(self) -> bool:
+        raise ConsumerNotStarted("Consumer thread not yet started")
+
+
+class _Leading:
+    def is_leader(self) -> bool:
+        return True
+
+
+def test_the_planner_page_answers_while_the_consumer_is_starting():
+    assert leads_now(_Starting()) is False
+    assert leads_now(_Leading()) is True
