@@ -100,10 +100,10 @@ def committed(kafka, group, topic, partitions):
     return {tp.partition: max(tp.offset, 0) for tp in found}
 
 
-def caught_up(tmp_path, produced, partitions):
-    """Whether every record of the first ``produced`` was trained."""
+def untrained(tmp_path, produced, partitions):
+    """The first ``produced`` records not trained yet, as ``(partition, offset)``."""
     want = {(i % partitions, i // partitions) for i in range(produced)}
-    return want <= trained(tmp_path)
+    return want - trained(tmp_path)
 
 
 def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_path):
@@ -143,19 +143,18 @@ def test_cooperative_join_and_leave_keep_every_partition_consumed(broker, tmp_pa
         # round and assigns in a second, so c training shows the first round only; once
         # every partition is consumed again, no rebalance is in progress
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not caught_up(tmp_path, produced, partitions):
+        while time.monotonic() < deadline and untrained(tmp_path, produced, partitions):
             time.sleep(0.5)
-        assert caught_up(tmp_path, produced, partitions), "the join left a partition unowned"
+        assert not untrained(tmp_path, produced, partitions), "the join left a partition unowned"
         # The joiner leaves: the group's leader is a member from before the join, and
         # Tansu wedges a cooperative group whose leader leaves
         processes[2][0].send_signal(signal.SIGTERM)  # a leave
         processes[2][0].wait(30)
         produce(2_000)
         deadline = time.monotonic() + DEADLINE_S
-        want = {(i % partitions, i // partitions) for i in range(produced)}
-        while time.monotonic() < deadline and not want <= trained(tmp_path):
+        while time.monotonic() < deadline and untrained(tmp_path, produced, partitions):
             time.sleep(0.5)
-        missing = want - trained(tmp_path)
+        missing = untrained(tmp_path, produced, partitions)
         assert not missing, f"{len(missing)} records never trained, e.g. {sorted(missing)[:5]}"
         per_partition = produced // partitions
         deadline = time.monotonic() + 30

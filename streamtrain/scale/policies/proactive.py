@@ -339,12 +339,10 @@ class StreamtrainPolicy:
         if lag_fallback:
             desired = hpa_desired(w, obs.max_lag_s, self.hpa)
             desired = min(desired, scale_up_limit(w, 100.0, 4), ctx.max_workers)
-            if desired > target:
-                target, index = desired, desired - w - 1
             # Lag that more workers cannot train away: no count up to the target trains
             # faster than the model's fastest among them (on a pool that shares its
             # machines, more workers can train slower).
-            fastest = w + int(np.argmax(table[w : target + 1]))
+            fastest = w + int(np.argmax(table[w : max(target, desired) + 1]))
             if fastest == w:
                 return None
             target, index = fastest, fastest - w - 1
