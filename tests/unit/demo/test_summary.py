@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -102,7 +103,7 @@ def test_the_fallback_share_counts_the_days_actions_not_the_drains():
     day = [command(T0 + 1, "PROACTIVE"), command(T0 + 2, "FALLBACK"), command(T0 + 3, "PROACTIVE")]
     drain = [command(T0 + 4.5, "FALLBACK"), command(T0 + 5, "PROACTIVE")]
 
-    def summary_of(commands: list[dict[str, object]]) -> dict[str, object]:
+    def summary_of(commands: list[dict[str, object]]) -> dict[str, Any]:
         return summarize(
             _timeline(commands=commands),
             started_at_s=T0,
