@@ -11,7 +11,8 @@ Owned here:
   schedule for a fixed number of seeded mini-batch steps, keep the weights with the
   lowest validation error (the last ``val_fraction`` of the windows), and return the
   validation errors' quantiles per horizon block on :data:`QUANTILE_GRID`;
-* :func:`run_network`: one forward pass for one input window, normalised the same way;
+* :func:`run_network`: one forward pass for one input window (or a batch of them),
+  normalised the same way;
 * :func:`build_network`: the network for a
   :class:`~streamtrain.forecast.fedformer_settings.NetConfig`.
 
@@ -258,13 +259,16 @@ def run_network(
     threads: int,
     anchor: int,
 ) -> FloatArray:
-    """The network's forecast (``pred_len`` blocks) for one window of ``blocks``."""
+    """The network's forecast (``pred_len`` blocks) for one window of ``blocks``, or
+    ``(windows, pred_len)`` for a batch of them (``blocks`` of two dimensions, the marks
+    of three: the forecasts of a validation fold's origins in one pass)."""
     import torch
 
-    x_norm, mean, std = _normalise(blocks[None, :], anchor)
+    single = blocks.ndim == 1
+    if single:
+        blocks, enc_marks, dec_marks = blocks[None, :], enc_marks[None], dec_marks[None]
+    x_norm, mean, std = _normalise(blocks, anchor)
     with _threads(threads), torch.no_grad():
-        out = net(
-            _tensor(x_norm).unsqueeze(-1), _tensor(enc_marks[None]), _tensor(dec_marks[None])
-        )[0, :, 0]
-    result: FloatArray = out.numpy().astype(np.float64) * std[0] + mean[0]
-    return result
+        out = net(_tensor(x_norm).unsqueeze(-1), _tensor(enc_marks), _tensor(dec_marks))[..., 0]
+    result: FloatArray = out.numpy().astype(np.float64) * std + mean
+    return result[0] if single else result
