@@ -249,6 +249,7 @@ def test_a_fold_walked_at_once_forecasts_as_a_walk_one_origin_at_a_time(history,
     one_by_one.update(history[seen:end])
     # one pass over the fold's windows, one pass per window: float32 rounding apart
     np.testing.assert_allclose(np.concatenate(batched), np.concatenate(expected), rtol=1e-5)
+    assert at_once.history_ is not None and one_by_one.history_ is not None
     assert np.array_equal(at_once.history_, one_by_one.history_)
     assert at_once.offset_ == one_by_one.offset_
     assert np.array_equal(at_once.predict(45), one_by_one.predict(45))  # the same model after
