@@ -91,8 +91,10 @@ class SelectForecaster:
     models choose and forecast the same with or without it, the transformer's first fold
     is then the previous day's fine-tuned fit. With ``workers`` above one, the
     ``parallel`` candidates run in a worker process (same results as in one process)
-    unless the cache holds their first fold's fit; the modules named in ``preload``
-    (what their fits need here: torch) are imported here while that process runs.
+    unless the cache holds their first fold's fit; meanwhile the ``prefer`` candidate
+    that validated best here is refitted on the whole history (:meth:`_refit_ahead`)
+    and the modules named in ``preload`` (what their fits need here: torch) are
+    imported.
 
     Fitted state: ``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``,
     best first), ``weights_`` its weights, ``val_mae_`` every option's validation error.
