@@ -4,7 +4,8 @@ Owned here:
 
 * :class:`Forecaster`: the protocol every model follows (statsforecast's shape), with
   :func:`check_levels`, :func:`check_horizon` and :func:`quantiles_or_point`;
-  :class:`WarmStart` and :class:`Validated`, the optional parts some models add.
+  :class:`WarmStart`, :class:`BatchWalk` and :class:`Validated`, the optional parts
+  some models add.
 * :func:`fill_gaps`: the one gap rule shared by models that need a complete series.
 * :class:`SeasonalNaive` and :func:`naive_period_s`, the one rule for which season a
   seasonal naive repeats, used by every safety net and policy.
@@ -32,6 +33,7 @@ __all__ = [
     "NAIVE_MARGIN_MASE",
     "NAIVE_NAMES",
     "QUANTILE_GRID",
+    "BatchWalk",
     "Forecaster",
     "SeasonalNaive",
     "Validated",
@@ -322,6 +324,19 @@ class WarmStart(Protocol):
     from scratch."""
 
     def fit_from(self, previous: object, history: FloatArray) -> Self: ...
+
+
+@runtime_checkable
+class BatchWalk(Protocol):
+    """A model that forecasts a validation fold's origins at once (the transformer: one
+    network pass for the fold instead of one per origin): told ``values[start:origin]``
+    before each origin's forecast and ``values[:end]`` in the end, as ``update`` and
+    ``predict`` in turn would do, with the same forecasts; ``None`` when it cannot (the
+    caller walks it one origin at a time)."""
+
+    def walk(
+        self, values: FloatArray, start: int, origins: Sequence[int], end: int, horizon_steps: int
+    ) -> list[FloatArray] | None: ...
 
 
 @runtime_checkable

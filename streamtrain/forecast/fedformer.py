@@ -77,6 +77,16 @@ FloatArray = NDArray[np.float64]
 RETRAIN_RATIO = 2.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The network's input at one origin (blocks, encoder and decoder time marks), and
+    the baseline from the origin on, ``ahead`` steps (at least the network's horizon)."""
+
+    inputs: tuple[FloatArray, FloatArray, FloatArray]
+    baseline_z: FloatArray
+    ahead: int
+
+
 @dataclass(slots=True)
 class _Prepared:
     """The per-step series of one history, ready to cut into model windows."""
@@ -327,15 +337,25 @@ class FedformerForecaster:
         One network pass per origin: the result is kept for the origin (the history's
         absolute end) and sliced for any horizon up to the network's own (``pred_len``
         blocks), so the point forecast, the quantiles and the safety net's tracked
-        forecast at one origin cost one pass. Only the last input window and the
-        horizon are prepared (:func:`seasonal_baseline`'s ``start``): the same values
-        as preparing the whole history, at a fraction of the cost."""
-        net, scale, _, history = self._state()
-        n = history.shape[0]
-        key = (self.offset_ + n, self.offset_)
+        forecast at one origin cost one pass."""
+        net, _, _, history = self._state()
+        key = (self.offset_ + history.shape[0], self.offset_)
         memo = self._memo
         if memo is not None and memo[0] == key and memo[1].shape[0] >= horizon_steps:
             return memo[1][:horizon_steps], memo[2][:horizon_steps]
+        window = self._window(horizon_steps)
+        s = self.settings
+        predicted = run_network(net, *window.inputs, s.threads, s.anchor_blocks)
+        residual = self._residual(window, predicted)
+        self._memo = (key, window.baseline_z, residual)
+        return window.baseline_z[:horizon_steps], residual[:horizon_steps]
+
+    def _window(self, horizon_steps: int) -> _Window:
+        """The network's input at the current origin. Only the last input window and
+        the horizon are prepared (:func:`seasonal_baseline`'s ``start``): the same
+        values as preparing the whole history, at a fraction of the cost."""
+        _, scale, _, history = self._state()
+        n = history.shape[0]
         if np.isnan(history).all():
             raise ForecastError(f"{self.name}: the recent history is all gaps")
         s, f = self.settings, self.steps_per_block
@@ -360,10 +380,42 @@ class FedformerForecaster:
         future = self.offset_ + block_centres(n + pred_len * f, pred_len, f)
         enc_marks = time_marks(centres, self.step_s)
         dec_marks = time_marks(np.concatenate([centres[-label_len:], future]), self.step_s)
-        predicted = run_network(net, blocks, enc_marks, dec_marks, s.threads, s.anchor_blocks)
-        residual = interpolate_forward(blocks[-2:], predicted, f, ahead)
-        self._memo = (key, baseline_z[n - start :], residual)
-        return baseline_z[n - start : n - start + horizon_steps], residual[:horizon_steps]
+        return _Window((blocks, enc_marks, dec_marks), baseline_z[n - start :], ahead)
+
+    def _residual(self, window: _Window, predicted: FloatArray) -> FloatArray:
+        """The network's block forecast as per-step residuals from the origin."""
+        blocks = window.inputs[0]
+        return interpolate_forward(blocks[-2:], predicted, self.steps_per_block, window.ahead)
+
+    def walk(
+        self, values: FloatArray, start: int, origins: Sequence[int], end: int, horizon_steps: int
+    ) -> list[FloatArray] | None:
+        """A validation fold's forecasts in one network pass
+        (:class:`~streamtrain.forecast.base.BatchWalk`): told ``values[start:origin]``
+        before each origin's forecast and ``values[:end]`` in the end, as a walk of
+        ``update`` and ``predict`` would be; ``None`` (nothing done) while MSTL has a
+        share, whose weight follows the errors one forecast at a time."""
+        if self.mstl_ is not None:
+            return None
+        check_horizon(horizon_steps)
+        seen, windows = start, []
+        for origin in origins:
+            if origin > seen:
+                self.update(values[seen:origin])
+                seen = origin
+            windows.append(self._window(horizon_steps))
+        if end > seen:
+            self.update(values[seen:end])
+        if not windows:
+            return []
+        net, scale, _, _ = self._state()
+        s = self.settings
+        blocks, enc, dec = (np.stack([w.inputs[k] for w in windows]) for k in range(3))
+        predicted = run_network(net, blocks, enc, dec, s.threads, s.anchor_blocks)
+        return [
+            np.maximum(scale.inverse(w.baseline_z + self._residual(w, p))[:horizon_steps], 0.0)
+            for w, p in zip(windows, predicted, strict=True)
+        ]
 
     def _with_mstl(
         self, own: FloatArray, horizon_steps: int, level: float | None = None

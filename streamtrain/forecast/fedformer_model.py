@@ -65,8 +65,8 @@ class MovingAvg(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         left = (self.kernel - 1) // 2
         right = self.kernel - 1 - left
-        front = x[:, :1, :].repeat(1, left, 1)
-        end = x[:, -1:, :].repeat(1, right, 1)
+        front = x[:, :1, :].expand(-1, left, -1)
+        end = x[:, -1:, :].expand(-1, right, -1)
         padded = torch.cat([front, x, end], dim=1)
         out: torch.Tensor = self.pool(padded.permute(0, 2, 1)).permute(0, 2, 1)
         return out
@@ -275,10 +275,12 @@ class FedformerNet(nn.Module):
         self, x: torch.Tensor, enc_marks: torch.Tensor, dec_marks: torch.Tensor
     ) -> torch.Tensor:
         cfg = self.cfg
-        mean = x.mean(dim=1, keepdim=True).repeat(1, cfg.pred_len, 1)
-        if not cfg.trend_from_mean:
-            mean = torch.zeros_like(mean)
         zeros = torch.zeros(x.shape[0], cfg.pred_len, 1, dtype=x.dtype)
+        mean = (
+            x.mean(dim=1, keepdim=True).expand(-1, cfg.pred_len, -1)
+            if cfg.trend_from_mean
+            else zeros
+        )
         seasonal, trend = self.decomp(x)
         trend = torch.cat([trend[:, -cfg.label_len :, :], mean], dim=1)
         seasonal = torch.cat([seasonal[:, -cfg.label_len :, :], zeros], dim=1)

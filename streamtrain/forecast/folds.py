@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamtrain.errors import ForecastError
-from streamtrain.forecast.base import Forecaster, WarmStart
+from streamtrain.forecast.base import BatchWalk, Forecaster, WarmStart
 from streamtrain.process import die_with_parent_initializer
 
 __all__ = [
@@ -121,7 +121,14 @@ def walk_model(
     stride_steps: int,
 ) -> list[FloatArray]:
     """Forecast at each origin of ``[start, end)`` and tell ``model`` the steps between
-    them; the model ends told every step up to ``end``."""
+    them; the model ends told every step up to ``end``. A
+    :class:`~streamtrain.forecast.base.BatchWalk` model forecasts the origins at once."""
+    if isinstance(model, BatchWalk):
+        at_once = model.walk(
+            values, start, origins(start, end, horizon_steps, stride_steps), end, horizon_steps
+        )
+        if at_once is not None:
+            return at_once
     seen, outs = start, []
     for origin in origins(start, end, horizon_steps, stride_steps):
         if origin > seen:
@@ -199,7 +206,10 @@ def run_plan(plan: FoldPlan) -> FoldResult:
 
 
 def run_plans(
-    plans: Sequence[FoldPlan], remote: Collection[str], preload: Sequence[str] = ()
+    plans: Sequence[FoldPlan],
+    remote: Collection[str],
+    preload: Sequence[str] = (),
+    idle: Callable[[Mapping[str, FoldResult]], None] | None = None,
 ) -> list[FoldResult]:
     """Every plan's result, in order; the plans of the candidates named in ``remote``
     each in a worker process (started with ``spawn``, stopped before this returns, and
@@ -212,7 +222,9 @@ def run_plans(
     transformer's fits): once the plans that run here are done, they are imported while
     the workers still run, so that reading a result does not import them after the
     slowest worker has finished (1.5-3 s for torch, on the fit's critical path). A
-    module that cannot be imported is logged and left to fail where it is used."""
+    module that cannot be imported is logged and left to fail where it is used. Before
+    that, ``idle`` (when given) is called with the results made here, also while the
+    workers run (``auto``: the refit that a result here will most likely ask for)."""
     away = [p for p in plans if p.name in remote]
     if away and multiprocessing.current_process().daemon:
         away = []  # a daemonic process may not start processes: run everything here
@@ -231,6 +243,8 @@ def run_plans(
             log.warning("no worker process for %s (%s); fitting here", [p.name for p in away], exc)
     try:
         results = {p.name: run_plan(p) for p in plans if p.name not in futures}
+        if futures and idle is not None:
+            idle(results)
         if futures:
             _preload(preload)
         for plan in plans:

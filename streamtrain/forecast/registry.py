@@ -36,6 +36,7 @@ from streamtrain.forecast.fallback import FallbackForecaster
 from streamtrain.forecast.fedformer import FedformerForecaster
 from streamtrain.forecast.fedformer_settings import FedformerSettings
 from streamtrain.forecast.select import SelectForecaster
+from streamtrain.forecast.select_store import restore_select
 from streamtrain.forecast.stats import StatsForecaster
 from streamtrain.units import DAY_S, WEEK_S
 
@@ -221,7 +222,7 @@ def load_forecaster(path: str | Path) -> Forecaster:
     if kind == "stats":
         return StatsForecaster.load(path)
     if kind == "select":
-        return SelectForecaster.restore(path, state, load_forecaster)
+        return restore_select(path, state, load_forecaster)
     if kind == "auto":
         return _load_auto(path, state)
     raise ForecastError(f"{path}: unknown saved model kind {kind!r}")

@@ -22,11 +22,10 @@ validation window, the first candidate that fits on the whole history is kept.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +45,7 @@ from streamtrain.forecast.fitcache import FitCache
 from streamtrain.forecast.folds import (
     FAILURES,
     FoldPlan,
+    FoldResult,
     Walk,
     fold_bounds,
     origins,
@@ -91,8 +91,10 @@ class SelectForecaster:
     models choose and forecast the same with or without it, the transformer's first fold
     is then the previous day's fine-tuned fit. With ``workers`` above one, the
     ``parallel`` candidates run in a worker process (same results as in one process)
-    unless the cache holds their first fold's fit; the modules named in ``preload``
-    (what their fits need here: torch) are imported here while that process runs.
+    unless the cache holds their first fold's fit; meanwhile the ``prefer`` candidate
+    that validated best here is refitted on the whole history (:meth:`_refit_ahead`)
+    and the modules named in ``preload`` (what their fits need here: torch) are
+    imported.
 
     Fitted state: ``chosen_`` names what was kept (``"fedformer"``, ``"mstl+fedformer"``,
     best first), ``weights_`` its weights, ``val_mae_`` every option's validation error.
@@ -250,8 +252,14 @@ class SelectForecaster:
             for p in plans
             if self.workers > 1 and p.name in self.parallel and folds[0][0] not in p.known_fits
         }
+        known = {p.name: p.known_fits for p in plans}
+
+        def refit_ahead(here: Mapping[str, FoldResult]) -> None:
+            self._refit_ahead(values, folds, here, known)
+
+        results = run_plans(plans, remote, self.preload, refit_ahead)
         forecasts: dict[str, FloatArray] = {}
-        for plan, result in zip(plans, run_plans(plans, remote, self.preload), strict=True):
+        for plan, result in zip(plans, results, strict=True):
             name = plan.name
             self._fits.update({(name, k): v for k, v in plan.known_fits.items()})
             self._fits.update({(name, k): v for k, v in result.fits.items()})
@@ -270,9 +278,43 @@ class SelectForecaster:
             self.models_[name] = result.last
         return forecasts
 
-    def _score(
-        self, values: FloatArray, folds: list[tuple[int, int]], forecasts: dict[str, FloatArray]
+    def _refit_ahead(
+        self,
+        values: FloatArray,
+        folds: list[tuple[int, int]],
+        here: Mapping[str, FoldResult],
+        known: Mapping[str, Mapping[int, Forecaster]],
     ) -> None:
+        """While worker processes validate their candidates (the transformer), the
+        refit of the ``prefer`` candidate that validated best here: it is kept, alone
+        or in an ensemble, unless another option is no worse on every scored fold, so
+        its refit is most often needed, and done now it is off the fit's critical path.
+        A failure is left to the refit, which tries again."""
+        done = {
+            name: result.forecasts
+            for name, result in here.items()
+            if name in self.prefer and result.forecasts is not None
+        }
+        n = values.shape[0]
+        if not self.refit or not done:
+            return
+        try:
+            actual, seen = self._scored(values, folds)
+        except ForecastError:
+            return
+        best = min(done, key=lambda name: float(np.abs(done[name] - actual)[seen].mean()))
+        if n in known.get(best, {}) or (best, n) in self._fits:
+            return
+        try:
+            self._fits[(best, n)] = self._fit_whole(best, values, folds[-1][0])
+        except _FAILURES as exc:
+            log.info("%s: refitting %s ahead failed (%s)", self.name, best, exc)
+
+    def _scored(
+        self, values: FloatArray, folds: list[tuple[int, int]]
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """The validation window's actual values, and which of them are scored: the
+        observed ones, of usual folds when any (:meth:`_usual`)."""
         actual = np.concatenate(
             [values[o : o + self.horizon_steps] for s, e in folds for o in self._origins(s, e)]
         )
@@ -280,7 +322,12 @@ class SelectForecaster:
         if not seen.any():
             raise ForecastError(f"{self.name}: the validation window has no observed steps")
         usual = seen & self._usual(values, folds)
-        seen = usual if usual.any() else seen
+        return actual, usual if usual.any() else seen
+
+    def _score(
+        self, values: FloatArray, folds: list[tuple[int, int]], forecasts: dict[str, FloatArray]
+    ) -> None:
+        actual, seen = self._scored(values, folds)
         sizes = [len(self._origins(s, e)) * self.horizon_steps for s, e in folds]
         fold_of = np.repeat(np.arange(len(folds)), sizes)[seen]
 
@@ -433,51 +480,10 @@ class SelectForecaster:
         parts = [(quantiles_or_point(m, horizon_steps, levels), w) for m, w in self._kept()]
         return {q: np.sum([w * p[q] for p, w in parts], axis=0) for q in levels}
 
-    # -- persistence --------------------------------------------------------------------
+    # -- persistence (streamtrain.forecast.select_store) --------------------------------
 
     def save(self, path: str | Path) -> None:
         """A JSON manifest at ``path``; each kept model beside it (``<path>.<name>``)."""
-        if self.chosen_ is None:
-            raise ForecastError(f"{self.name} is not fitted; nothing to save")
-        path = Path(path)
-        files: dict[str, str] = {}
-        for key, model in self.models_.items():
-            files[key] = f"{path.name}.{key}"
-            model.save(path.with_name(files[key]))
-        manifest: dict[str, Any] = {
-            "model": "select",
-            "name": self.name,
-            "step_s": self.step_s,
-            "chosen": self.chosen_,
-            "weights": self.weights_,
-            "val_mae": self.val_mae_,
-            "trusted": self.trusted_,
-            "files": files,
-        }
-        try:
-            path.write_text(json.dumps(manifest), encoding="utf-8")
-        except OSError as exc:
-            raise ForecastError(f"cannot save {self.name} to {path}: {exc}") from exc
+        from streamtrain.forecast.select_store import save_select
 
-    @classmethod
-    def restore(
-        cls, path: Path, state: dict[str, Any], load: Callable[[Path], Forecaster]
-    ) -> SelectForecaster:
-        """The model :meth:`save` wrote (``load`` reads each kept model); a manifest
-        saved before ensembles were weighted gives its members equal weights."""
-        try:
-            files = {str(k): str(v) for k, v in state["files"].items()}
-            model = cls(lambda _: load(path), list(files), step_s=int(state["step_s"]))
-            model.name = str(state["name"])
-            model.models_ = {k: load(path.with_name(v)) for k, v in files.items()}
-            model.chosen_ = str(state["chosen"])
-            members = model.chosen_.split("+")
-            saved = state.get("weights") or {m: 1.0 / len(members) for m in members}
-            model.weights_ = {str(k): float(v) for k, v in saved.items()}
-            model.val_mae_ = {str(k): float(v) for k, v in state["val_mae"].items()}
-            model.trusted_ = bool(state.get("trusted", False))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ForecastError(f"cannot load a selected model from {path}: {exc}") from exc
-        if set(model.weights_) != set(model.models_) or set(members) != set(model.models_):
-            raise ForecastError(f"{path}: the saved models do not match the choice")
-        return model
+        save_select(self, path)

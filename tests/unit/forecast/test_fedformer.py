@@ -1,3 +1,4 @@
+import copy
 import dataclasses
 import subprocess
 import sys
@@ -227,3 +228,36 @@ def test_a_fine_tune_much_worse_than_the_earlier_fit_is_trained_from_scratch(his
     earlier.val_mae_ = 0.0
     retrained = _tiny().fit_from(earlier, history)
     np.testing.assert_array_equal(retrained.predict(30), _tiny().fit(history).predict(30))
+
+
+@pytest.mark.parametrize("start_offset", [0, 7])
+def test_a_fold_walked_at_once_forecasts_as_a_walk_one_origin_at_a_time(history, start_offset):
+    from streamtrain.forecast.folds import origins, walk_model
+
+    alone = dataclasses.replace(TINY, mstl_weight=0.0)
+    start = len(history) - 400 + start_offset
+    end = len(history)
+    model = FedformerForecaster(alone, seed=3).fit(history[:start])
+    at_once, one_by_one = copy.deepcopy(model), copy.deepcopy(model)
+    batched = at_once.walk(history, start, origins(start, end, 30, 30), end, 30)
+    assert batched is not None and len(batched) == len(origins(start, end, 30, 30))
+    seen, expected = start, []
+    for origin in origins(start, end, 30, 30):
+        one_by_one.update(history[seen:origin])
+        seen = origin
+        expected.append(np.maximum(one_by_one.predict(30), 0.0))
+    one_by_one.update(history[seen:end])
+    # one pass over the fold's windows, one pass per window: float32 rounding apart
+    np.testing.assert_allclose(np.concatenate(batched), np.concatenate(expected), rtol=1e-5)
+    assert at_once.history_ is not None and one_by_one.history_ is not None
+    assert np.array_equal(at_once.history_, one_by_one.history_)
+    assert at_once.offset_ == one_by_one.offset_
+    assert np.array_equal(at_once.predict(45), one_by_one.predict(45))  # the same model after
+    walked = walk_model(copy.deepcopy(model), history, start, end, 30, 30)  # what folds use
+    np.testing.assert_array_equal(np.concatenate(walked), np.concatenate(batched))
+
+
+def test_with_an_mstl_share_a_fold_is_walked_one_origin_at_a_time(history, fitted):
+    start = len(history)
+    assert fitted.mstl_ is not None
+    assert fitted.walk(history, start, [start], start, 30) is None

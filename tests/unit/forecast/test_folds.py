@@ -212,3 +212,36 @@ def test_modules_the_remote_results_need_are_imported_while_the_worker_runs(monk
     assert "no_such_module_here" in caplog.text  # logged, and the results are whole
     for a, b in zip(here, away, strict=True):
         assert np.array_equal(a.forecasts, b.forecasts)
+
+
+def test_idle_gets_the_results_made_here_while_a_worker_runs():
+    plans = [_plan("warm"), _plan("mean")]
+    calls = []
+    run_plans(plans, remote=(), idle=lambda here: calls.append(sorted(here)))
+    assert calls == []  # no worker: nothing to wait for
+    run_plans(plans, remote={"warm"}, idle=lambda here: calls.append(sorted(here)))
+    assert calls == [["mean"]]
+
+
+def test_the_best_preferred_candidate_is_refitted_while_the_worker_runs():
+    chooser: Any = SelectForecaster(
+        make, ["mean", "warm"], val_steps=200, horizon_steps=10, stride_steps=10,
+        folds=3, fold_steps=100, workers=2, parallel=("warm",), prefer=("mean",),
+    )  # fmt: skip
+    folds = [(700, 800), (800, 900), (900, 1000)]
+    here = {"mean": _run(_plan("mean"))}
+    Mean.fits = []
+    chooser._refit_ahead(VALUES, folds, here, {"mean": {}})
+    assert Mean.fits == [("mean", 1000, None)]  # the whole history, ahead of the choice
+    assert chooser._fits[("mean", 1000)].fitted_on == 1000
+    chooser._refit_ahead(VALUES, folds, here, {"mean": {}})
+    assert len(Mean.fits) == 1  # made once
+    chooser._fits = {}
+    chooser._refit_ahead(VALUES, folds, here, {"mean": {1000: Mean().fit(VALUES)}})
+    assert len(Mean.fits) == 2 and chooser._fits == {}  # a cached fit is not made again
+    chooser._refit_ahead(VALUES, folds, {"warm": _run(_plan("warm"))}, {})
+    assert chooser._fits == {}  # only a preferred candidate
+    Mean.fits = []
+    chooser.fit(VALUES)
+    assert chooser.chosen_ == "mean"  # a tie: the earlier candidate
+    assert Mean.fits.count(("mean", 1000, None)) == 1  # the refit made ahead is the refit
