@@ -13,6 +13,10 @@ says how.
 
 Deterministic: the workload is generated, seeded, beforehand, and the pauses come from
 ``execution.seed``.
+
+A tick's partition arithmetic (arrivals, consumption, lag, backlog) runs in the optional
+C extension :mod:`streamtrain.sim._queues` when it is built (:data:`COMPILED`), else in
+:class:`_Partitions` with numpy; both compute the same numbers, operation for operation.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from streamtrain.errors import ConfigError
 from streamtrain.scale.policy import Observation, PendingAction, Policy
 from streamtrain.sim.execution import Execution, action_phases
 
-__all__ = ["Action", "Run", "Throughput", "Workload", "run_policy"]
+try:  # the optional C extension (setup.py); _Partitions computes the same with numpy
+    from streamtrain.sim._queues import Queues
+except ImportError:  # pragma: no cover - built wherever a C compiler was found
+    Queues = None  # type: ignore[assignment,misc]
+
+__all__ = ["COMPILED", "Action", "Run", "Throughput", "Workload", "run_policy"]
+
+COMPILED = Queues is not None  # whether replays run their ticks in C
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -188,6 +199,28 @@ class _Partitions:
         self.consumed = np.where(share >= 1.0, arrived, self.consumed + backlog * share)
         return served + forwarded, forwarded
 
+    def tick(
+        self,
+        step: int,
+        fraction: float,
+        training: int,
+        capacity_records: float,
+        shuffle: bool,
+        forward_cost: float,
+        now_s: float,
+    ) -> tuple[float, float, float, float]:
+        """One tick: ``fraction`` of step ``step`` has arrived; consume (:meth:`consume`)
+        and measure (:meth:`max_lag_s`). Returns ``(consumed, forwarded, lag_s,
+        backlog)``: records, records, seconds (before any ACK latency) and the unconsumed
+        records (0.0 when drained, else their sum, which may read a hair below 0)."""
+        arrived = self.arrived(step, fraction)
+        consumed, forwarded = self.consume(
+            arrived, training, capacity_records, shuffle, forward_cost
+        )
+        lag = self.max_lag_s(arrived, step, now_s)
+        backlog = 0.0 if self.drained else float((arrived - self.consumed).sum())
+        return consumed, forwarded, lag, backlog
+
     def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
         """Age of the oldest unconsumed record over all partitions, at ``now_s``: the
         cumulative-arrival curve is inverted at the cumulative consumption (exact for
@@ -218,6 +251,41 @@ class _Partitions:
         np.minimum(np.maximum(within, 0.0, out=within), 1.0, out=within)
         oldest_s = (ptr + within) * self.w.step_s
         return float(np.max(np.where(lagging, now_s - oldest_s, 0.0)))
+
+
+class _Ticker(Protocol):
+    """A replay's partition queues, a tick at a time (:meth:`_Partitions.tick`)."""
+
+    @property
+    def drained(self) -> bool: ...
+
+    def tick(
+        self,
+        step: int,
+        fraction: float,
+        training: int,
+        capacity_records: float,
+        shuffle: bool,
+        forward_cost: float,
+        now_s: float,
+    ) -> tuple[float, float, float, float]: ...
+
+
+def _queues(workload: Workload) -> _Ticker:
+    """The queues of a new replay of ``workload``: in C when the extension is built."""
+    python = _Partitions(workload)
+    if Queues is None:
+        return python
+    return Queues(
+        np.ascontiguousarray(workload.cumulative, dtype=np.float64),
+        np.ascontiguousarray(workload.per_step, dtype=np.float64),
+        python.rank,
+        python.consumed,
+        python.pointer,
+        np.ascontiguousarray(python.tolerance, dtype=np.float64),
+        float(workload.step_s),
+        workload.max_workers,
+    )
 
 
 @dataclass(slots=True)
@@ -284,7 +352,7 @@ def run_policy(
     seen = np.concatenate([workload.history_records_per_s, workload.rates_records_per_s])
     seen.setflags(write=False)
     capacity = workload.capacity_records_per_s
-    state = _Partitions(workload)
+    state = _queues(workload)
     pauses = np.random.default_rng(execution.seed + _PAUSE_STREAM)
     series = _Series(n_ticks)
     actions: list[Action] = []
@@ -344,16 +412,16 @@ def run_policy(
             held = max(old, new) if action.end_s > t1 else new
             worker_s = max(old, new) * (s_old + paused_s) + new * s_new
         step, within = divmod(i, per_step_ticks)
-        arrived = state.arrived(step, (within + 1) / per_step_ticks)
         per_worker_s = cap / tick_s / trainers if trainers else 0.0
         forward_cost = execution.shuffle_costs.forward_cpu_s * per_worker_s
-        consumed, forwarded = state.consume(arrived, trainers, cap, execution.shuffle, forward_cost)
-        lag = state.max_lag_s(arrived, step, t1)
+        consumed, forwarded, lag, backlog = state.tick(
+            step, (within + 1) / per_step_ticks, trainers, cap, execution.shuffle, forward_cost, t1
+        )
         if forwarded > 0:
             lag += execution.shuffle_costs.ack_latency_s
         series.lag[i], series.consumed[i], series.capacity[i] = lag, consumed, cap
         if not state.drained:
-            series.backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
+            series.backlog[i] = max(0.0, backlog)
         series.held[i], series.training[i] = held, trainers if cap > 0 else 0
         series.paused_s[i], series.worker_s[i], series.forwarded[i] = paused_s, worker_s, forwarded
     return Run(
