@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired
 from streamtrain.scale.gate import (
-    capacity_path,
+    capacity_paths,
     estimated_lag_s,
     gate_scale_down,
     gate_scale_up,
@@ -274,18 +274,13 @@ class StreamtrainPolicy:
         pause_s: float,
         step: int,
     ) -> tuple[FloatArray, FloatArray]:
-        paths = np.vstack(
-            [
-                capacity_path(
-                    load.size,
-                    current_records_per_s=float(table[current]),
-                    target_records_per_s=float(table[c]),
-                    step_s=step,
-                    prep_s=prep_s,
-                    pause_s=pause_s,
-                )
-                for c in counts
-            ]
+        paths = capacity_paths(
+            load.size,
+            current_records_per_s=float(table[current]),
+            targets_records_per_s=table[counts],
+            step_s=step,
+            prep_s=prep_s,
+            pause_s=pause_s,
         )
         backlog = project_backlog(load, paths, backlog_records=backlog0, step_s=step)
         return backlog, estimated_lag_s(backlog, load)
