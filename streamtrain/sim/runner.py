@@ -118,7 +118,7 @@ def prepare(window: Window, settings: SimSettings, seed: int) -> tuple[Workload,
     )
     skew = SkewSettings(settings.partitions, settings.skew_sigma, seed=seed)
     shares = partition_shares(rates.shape[0], window.step_s, skew)
-    per_step, cumulative = partition_arrivals(rates, shares, window.step_s)
+    per_step, cumulative = partition_arrivals(rates, shares, window.step_s, out=shares)
     workload = Workload(
         rates_records_per_s=rates,
         history_records_per_s=window.history_records_per_s,
