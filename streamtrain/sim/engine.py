@@ -303,18 +303,31 @@ def _overlap(t0: float, t1: float, a: float, b: float) -> float:
 
 
 class _Series:
-    """The per-tick series a run records."""
+    """The per-tick series a run records, as Python lists while it runs (a float
+    appended to a list costs less than one written into an array) and as arrays after
+    (:meth:`arrays`)."""
 
-    def __init__(self, n: int) -> None:
-        self.lag = np.zeros(n)
-        self.backlog = np.zeros(n)
-        self.held = np.zeros(n, dtype=np.int64)
-        self.training = np.zeros(n, dtype=np.int64)
-        self.paused_s = np.zeros(n)
-        self.worker_s = np.zeros(n)
-        self.forwarded = np.zeros(n)
-        self.consumed = np.zeros(n)
-        self.capacity = np.zeros(n)
+    def __init__(self) -> None:
+        self.lag: list[float] = []
+        self.backlog: list[float] = []
+        self.held: list[int] = []
+        self.training: list[int] = []
+        self.paused_s: list[float] = []
+        self.worker_s: list[float] = []
+        self.forwarded: list[float] = []
+        self.consumed: list[float] = []
+        self.capacity: list[float] = []
+
+    @staticmethod
+    def window_sum(values: list[float], start: int, end: int) -> float:
+        """``float(np.array(values[start:end]).sum())``: numpy's pairwise sum, which for
+        fewer than 8 values adds them one by one to -0.0, as here."""
+        if end - start >= 8:
+            return float(np.array(values[start:end], dtype=np.float64).sum())
+        total = -0.0
+        for value in values[start:end]:
+            total += value
+        return total
 
 
 def run_policy(
@@ -354,7 +367,7 @@ def run_policy(
     capacity = workload.capacity_records_per_s
     state = _queues(workload)
     pauses = np.random.default_rng(execution.seed + _PAUSE_STREAM)
-    series = _Series(n_ticks)
+    series = _Series()
     actions: list[Action] = []
 
     workers = initial_workers
@@ -419,26 +432,32 @@ def run_policy(
         )
         if forwarded > 0:
             lag += execution.shuffle_costs.ack_latency_s
-        series.lag[i], series.consumed[i], series.capacity[i] = lag, consumed, cap
-        if not state.drained:
-            series.backlog[i] = max(0.0, backlog)
-        series.held[i], series.training[i] = held, trainers if cap > 0 else 0
-        series.paused_s[i], series.worker_s[i], series.forwarded[i] = paused_s, worker_s, forwarded
+        series.lag.append(lag)
+        series.consumed.append(consumed)
+        series.capacity.append(cap)
+        series.backlog.append(0.0 if state.drained else max(0.0, backlog))
+        series.held.append(held)
+        series.training.append(trainers if cap > 0 else 0)
+        series.paused_s.append(paused_s)
+        series.worker_s.append(worker_s)
+        series.forwarded.append(forwarded)
+    paused = np.array(series.paused_s, dtype=np.float64)
+    backlog_records = np.array(series.backlog, dtype=np.float64)
     return Run(
         policy=policy.name,
         tick_s=tick_s,
-        lag_s=series.lag,
-        backlog_records=series.backlog,
-        workers=series.held,
-        training_workers=series.training,
-        paused=series.paused_s > 0,
-        paused_s=series.paused_s,
-        worker_s=series.worker_s,
-        forwarded_records=series.forwarded,
+        lag_s=np.array(series.lag, dtype=np.float64),
+        backlog_records=backlog_records,
+        workers=np.array(series.held, dtype=np.int64),
+        training_workers=np.array(series.training, dtype=np.int64),
+        paused=paused > 0,
+        paused_s=paused,
+        worker_s=np.array(series.worker_s, dtype=np.float64),
+        forwarded_records=np.array(series.forwarded, dtype=np.float64),
         actions=tuple(actions),
         arrived_records=float(workload.cumulative[-1].sum()),
-        consumed_records=float(series.consumed.sum()),
-        final_backlog_records=float(series.backlog[-1]),
+        consumed_records=float(np.array(series.consumed, dtype=np.float64).sum()),
+        final_backlog_records=float(backlog_records[-1]),
         shuffle=execution.shuffle,
     )
 
@@ -458,8 +477,8 @@ def _observe(
     complete = (i * tick_s) // step_s
     n_history = workload.history_records_per_s.shape[0]
     start = max(0, i - window_ticks)
-    cap_sum = float(series.capacity[start:i].sum())
-    utilization = float(series.consumed[start:i].sum()) / cap_sum if cap_sum > 0 else None
+    cap_sum = series.window_sum(series.capacity, start, i)
+    utilization = series.window_sum(series.consumed, start, i) / cap_sum if cap_sum > 0 else None
     training_now = workers if action is None else 0
     capacity = workload.capacity_records_per_s
     per_worker = float(capacity[training_now]) / training_now if training_now else None
