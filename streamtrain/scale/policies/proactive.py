@@ -392,9 +392,6 @@ class StreamtrainPolicy:
         resume = math.ceil(pause / step)
         hold = math.ceil(s.down_hold_s / step)
         counts = np.arange(ctx.min_workers, w)
-        backlog, lag = self._candidates(
-            load, table, counts, obs.backlog_records, w, 0.0, pause, step
-        )
         floor = 0.0
         if s.down_recent_s > 0:  # never below the traffic just measured
             floor = (
@@ -402,10 +399,13 @@ class StreamtrainPolicy:
                 * (1.0 + s.headroom)
                 * (1.0 + s.down_headroom)
             )
-            above = table[counts] > floor
-            backlog, lag, counts = backlog[above], lag[above], counts[above]
+            counts = counts[table[counts] > floor]
             if counts.size == 0:
                 return None
+        # Projected only for the counts above the floor (each count's row is its own).
+        backlog, lag = self._candidates(
+            load, table, counts, obs.backlog_records, w, 0.0, pause, step
+        )
         good = meets_lag_goal(
             backlog,
             lag,
