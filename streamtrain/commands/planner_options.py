@@ -343,8 +343,9 @@ def _planner_settings(
         if v["scale_up_prep_s"] is None
         else v["scale_up_prep_s"],
         min_action_pause_s=v["min_action_pause_s"],
-        # one model: a joiner heals before it is admitted, the others training meanwhile
-        two_phase_scale_up=v["plan_engine"] != "none",
+        # one model: a joiner heals before it is admitted and a leaver drains before it
+        # leaves, the others training meanwhile
+        two_phase_actions=v["plan_engine"] != "none",
         lag_floor_s=v["plan_lag_floor_s"],
         command_timeout_s=command_timeout_s(clock, cost.prep_s, cost.pause_s),
         samples=SampleSettings(

@@ -45,7 +45,10 @@ class DemoSettings:
     # "The demo").
     min_workers: int = 2
     max_workers: int = 8
-    initial_workers: int = 2
+    # The day starts at midnight's traffic (about 0.7 of the evening peak's, which
+    # needs four workers): a pool of four, as the previous evening would leave it,
+    # rather than a scale-up whose joiners prepare while two workers fall behind.
+    initial_workers: int = 4
     slo_lag_s: float | None = None  # wall s; default 20 simulated minutes (KALE), >= 2 s
     seed: int = 0
     drain_timeout_s: float = 120.0

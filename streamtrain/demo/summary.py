@@ -12,9 +12,14 @@ The metrics follow KALE §4.1 (and :mod:`streamtrain.sim.metrics`), measured liv
 * ``workers``: the pool at the start, at the traffic peak and at the end of the day,
   and whether it grew before the peak and shrank after it;
 * ``auc``: mean and last online AUC (click task, on the traffic of that moment);
-* ``actions``: each ScaleCommand with its reason and, once applied, the assignment
-  mode, the preparation seconds of its new workers, its pause (wall and simulated
+* ``actions``: each ScaleCommand with its reason, ``after_day`` when it was decided
+  after the day's traffic ended (while the demo drains), and, once applied, the
+  assignment mode, the preparation seconds of its new workers, its pause (wall and simulated
   seconds) and the trained records/s before and after it;
+* ``fallback_share``: the share of the day's actions (not ``after_day``) that the lag or
+  forecast-error fallback decided (``reason`` FALLBACK; ``None`` without any): after
+  the day the traffic stops at once, which no running job sees, and the lag of its
+  last few records only ages while they are trained;
 * ``action_costs``: the preparation and pause per action the planner (and ``streamtrain
   simulate``) assumed for this engine and assignment
   (:func:`~streamtrain.scale.action_costs.measured_cost`) beside what this run
@@ -168,9 +173,11 @@ def _costs(timeline: dict[str, Any]) -> dict[float, ActionCost]:
     return costs
 
 
-def _actions(timeline: dict[str, Any], started_at_s: float, speed: float) -> list[dict[str, Any]]:
-    """Each command with what applying it cost: mode, preparation, pause (wall and
-    simulated seconds), trained records/s before and after
+def _actions(
+    timeline: dict[str, Any], started_at_s: float, day_end_s: float, speed: float
+) -> list[dict[str, Any]]:
+    """Each command with whether it came after the day and what applying it cost: mode,
+    preparation, pause (wall and simulated seconds), trained records/s before and after
     (:func:`~streamtrain.scale.handover.action_costs` on the produced/trained progress)."""
     applied = {a.get("command_id"): a for a in timeline["actions"] if a.get("outcome") == "applied"}
     costs = _costs(timeline)
@@ -182,6 +189,7 @@ def _actions(timeline: dict[str, Any], started_at_s: float, speed: float) -> lis
             "to": c["target_workers"],
             "reason": c["reason"],
             "explanation": c["explanation"],
+            "after_day": c["at_s"] > day_end_s,
         }
         action = applied.get(c.get("command_id"))
         if action is not None:
@@ -226,7 +234,9 @@ def summarize(
     at_day_end = workers_at(workers, day_end_s)
     applied = [a for a in timeline["actions"] if a.get("outcome") == "applied"]
     aucs = [a for t, a in timeline["auc"] if started_at_s <= t <= ended_at_s]
-    actions = _actions(timeline, started_at_s, speed)
+    actions = _actions(timeline, started_at_s, day_end_s, speed)
+    in_day = [a for a in actions if not a["after_day"]]
+    fallbacks = sum(1 for a in in_day if a["reason"] == "FALLBACK")
     return {
         "duration_s": round(ended_at_s - started_at_s, 1),
         "speed": speed,
@@ -259,6 +269,7 @@ def summarize(
             "trained_from_peers": records.trained_from_peers,
         },
         "actions": actions,
+        "fallback_share": round(fallbacks / len(in_day), 4) if in_day else None,
         # each applied action's pause (wall s; None: not measurable, e.g. the run ended)
         "action_pauses_s": [a.get("pause_s") for a in actions if "mode" in a],
         "action_costs": None
@@ -328,7 +339,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{number(summary['accumulated_lag_min'])} simulated lag-minutes",
             f"  workers: {w['at_start']} at the start, {w['at_peak']} at the peak, max "
             f"{w['max']}, {w['at_day_end']} at the end of the day; "
-            f"{summary['scaling_actions']} scaling actions, "
+            f"{summary['scaling_actions']} scaling actions ({_share(summary)}), "
             f"{summary['worker_minutes']} worker-minutes",
             f"  online AUC: mean {number(auc['mean'])}, last {number(auc['last'])}; "
             f"lost to lag {number(summary.get('auc_lost_to_lag'), '{:.4f}')} (against the "
@@ -338,6 +349,15 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{r['trained_from_peers']:,} trained by a peer of the worker that read them",
         ]
     )
+
+
+def _share(summary: dict[str, Any]) -> str:
+    """How many of the day's actions were fallbacks, and how many came after the day."""
+    actions = summary.get("actions", [])
+    after = sum(1 for a in actions if a.get("after_day"))
+    share = summary.get("fallback_share")
+    text = "none in the day" if share is None else f"fallbacks {100 * share:.0f} % of the day's"
+    return text + (f"; {after} while draining" if after else "")
 
 
 def _cost_line(costs: dict[str, Any] | None) -> list[str]:

@@ -108,6 +108,7 @@ class Planner:
         self._pending: _Pending | None = None
         self._last_pause_s: float | None = None
         self._last_prep_s: float | None = None  # two-phase scale-ups: command to admitted
+        self._last_drain_s: float | None = None  # two-phase scale-downs: command to gone
         self._refitted_at_s = -math.inf
         self._decided_at_s = -math.inf
         self._handover_until_s = -math.inf  # samples before it saw the last action
@@ -252,17 +253,24 @@ class Planner:
         ``command_timeout_s``). The time it took (at least ``min_action_pause_s``: when
         the reported count moves before the new workers consume, as with a pool that
         reports its slots, the measured pause is too short) is the pause given to the
-        next decisions. With ``two_phase_scale_up`` a scale-up's time is the new workers'
-        preparation (``last_prep_s`` in the status), during which the others train, and
-        leaves the pause as it was."""
+        next decisions. With ``two_phase_actions`` a scale-up's time is the new workers'
+        preparation (``last_prep_s`` in the status) and a scale-down's the leavers' drain
+        (``last_drain_s``; it also includes the samples' reporting of the new count),
+        during which the others train: both leave the pause as it was. Counted as a
+        pause, a drain (14 wall seconds in a demo where the workers that stayed paused
+        about one) leaves no scale-down that drains its own pause within the policy's
+        ``down_catchup_s``, and the pool never shrinks again."""
         pending = self._pending
         if pending is None:
             return
         action = pending.action
         if current == action.target_workers:
             measured = max(0.0, now_s - action.started_at_s)
-            if self.settings.two_phase_scale_up and action.target_workers > action.from_workers:
+            grew = action.target_workers > action.from_workers
+            if self.settings.two_phase_actions and grew:
                 self._last_prep_s = measured  # the others trained meanwhile: no pause
+            elif self.settings.two_phase_actions:
+                self._last_drain_s = measured  # the others trained meanwhile: no pause
             else:
                 self._last_pause_s = max(self.settings.min_action_pause_s, measured)
             log.info("scale command %s took effect after %.1f s", pending.command_id, measured)
@@ -444,6 +452,7 @@ class Planner:
             "pending_command": pending.command_id if pending else None,
             "last_pause_s": self._last_pause_s,
             "last_prep_s": self._last_prep_s,
+            "last_drain_s": self._last_drain_s,
             "commands_sent": self.commands_sent,
             "cannot_keep_up": self.keep_up.behind,
             "samples": {

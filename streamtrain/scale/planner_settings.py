@@ -63,10 +63,12 @@ class PlannerSettings:
     lag_floor_s: float = 0.0  # lag while keeping up: the policy sees lag above it
     scale_up_prep_s: float = 0.0
     # The pool counts a new worker only once it is admitted, after its preparation, and
-    # the others train meanwhile (a two-phase start; with one model always: a joiner
-    # heals before it is admitted): the time a scale-up takes to show is preparation,
-    # not pause, and the pause stays the configured (measured) one.
-    two_phase_scale_up: bool = False
+    # a leaving worker finishes its step and hands its shards back before it leaves,
+    # the others training meanwhile (a two-phase start and drain; with one model
+    # always: a joiner heals before it is admitted): the time an action takes to show
+    # is a joiner's preparation or a leaver's drain, not a pause of the workers that
+    # stay, and the pause stays the configured (measured) one.
+    two_phase_actions: bool = False
     refit_interval_s: float = 300.0
     refit_tolerance: float = 0.1
     command_timeout_s: float = 900.0

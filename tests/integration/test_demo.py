@@ -140,6 +140,8 @@ def test_a_short_day_trains_every_record_through_a_killed_worker_and_the_dashboa
         "90",
         "--kill-worker-at",
         "30",
+        "--initial-workers",
+        "2",  # the fewest that keep training through the kill: the lightest run
         "--drift-turns-per-day",
         "6",
         # a bound, not a duration: a busy machine trains the short day's last records

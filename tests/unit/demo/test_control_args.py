@@ -32,7 +32,7 @@ DEFAULT_ARGV = [
     *("--data-dir", "/tmp/run/control-data", "--plan-job", "streamtrain-demo-abcd1234"),
     *("--policy", "streamtrain", "--samples-topic", "streamtrain.demo.abcd1234.throughput"),
     *("--commands-topic", "streamtrain.demo.abcd1234.commands"),
-    *("--min-workers", "2", "--max-workers", "8", "--initial-workers", "2"),
+    *("--min-workers", "2", "--max-workers", "8", "--initial-workers", "4"),
     *("--plan-step-s", "300", "--plan-assignment", "shards", "--plan-engine", "torchft"),
     *("--plan-quantile", "0.8"),
     *("--action-pause-s", model_s(SHARDS.pause_s, 144)),
@@ -41,7 +41,7 @@ DEFAULT_ARGV = [
     *("--plan-lag-floor-s", "288"),  # shards: 2 wall s more than group mode
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
-    *("--policy-setting", "headroom=0.1"),
+    *("--policy-setting", "headroom=0.2"),
     *("--policy-setting", "down_headroom=0.15"),
     *("--policy-setting", "fallback_target_lag_s=1200"),
     *("--policy-setting", "fallback_cooldown_s=2880"),
@@ -101,7 +101,7 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["300"],  # never below one planning step
                 "--policy-setting": [
                     "tolerated_lag_s=180",
-                    "headroom=0.1",  # a ratio: the same at every speed
+                    "headroom=0.2",  # a ratio: the same at every speed
                     "down_headroom=0.15",
                     "fallback_target_lag_s=180",
                     "fallback_cooldown_s=1200",
@@ -121,7 +121,7 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["6000"],
                 "--policy-setting": [
                     "tolerated_lag_s=6000",
-                    "headroom=0.1",  # a ratio: the same at every speed
+                    "headroom=0.2",  # a ratio: the same at every speed
                     "down_headroom=0.15",
                     "fallback_target_lag_s=4000",
                     "fallback_cooldown_s=40000",

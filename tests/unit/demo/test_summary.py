@@ -89,6 +89,40 @@ def test_summary_metrics_follow_kale():
     assert summary["records"]["trained_from_peers"] == 12 and "12 trained by a peer" in text
 
 
+def test_the_fallback_share_counts_the_days_actions_not_the_drains():
+    def command(at_s: float, reason: str) -> dict[str, object]:
+        return {
+            "at_s": at_s,
+            "current_workers": 2,
+            "target_workers": 3,
+            "reason": reason,
+            "explanation": reason.lower(),
+        }
+
+    day = [command(T0 + 1, "PROACTIVE"), command(T0 + 2, "FALLBACK"), command(T0 + 3, "PROACTIVE")]
+    drain = [command(T0 + 4.5, "FALLBACK"), command(T0 + 5, "PROACTIVE")]
+
+    def summary_of(commands: list[dict[str, object]]) -> dict[str, object]:
+        return summarize(
+            _timeline(commands=commands),
+            started_at_s=T0,
+            day_end_s=T0 + 4,
+            ended_at_s=T0 + 6,
+            peak_at_s=T0 + 2,
+            speed=60.0,
+            slo_lag_s=2.0,
+            records=RecordCounts(produced=1, trained_unique=1, trained_total=1),
+        )
+
+    summary = summary_of(day + drain)
+    # every command is listed; the drain's are marked and left out of the share
+    assert [a["after_day"] for a in summary["actions"]] == [False] * 3 + [True] * 2
+    assert summary["fallback_share"] == pytest.approx(1 / 3, abs=1e-4)
+    text = format_summary(summary | {"engine": {"kind": "none"}, "auc_lost_to_lag": None})
+    assert "(fallbacks 33 % of the day's; 2 while draining)" in text
+    assert summary_of(drain)["fallback_share"] is None
+
+
 def test_workers_at_reads_a_step_function():
     changes = [(10.0, 2), (20.0, 5)]
     assert [workers_at(changes, t) for t in (5, 10, 15, 20, 99)] == [0, 2, 2, 5, 5]

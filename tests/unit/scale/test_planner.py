@@ -113,7 +113,7 @@ def test_a_two_phase_scale_up_is_preparation_and_leaves_the_pause_as_measured():
     # One model: the pool counts a joiner once it healed and was admitted, the others
     # training meanwhile. The 3 s the scale-up took to show are preparation; the policy
     # keeps planning with the configured pause (what the simulator assumes too).
-    p = planner(min_action_pause_s=0.5, two_phase_scale_up=True, action_pause_s=0.7)
+    p = planner(min_action_pause_s=0.5, two_phase_actions=True, action_pause_s=0.7)
     p.add_sample(sample(1, 5.0, T0), T0)
     p.observe_lag(LagReading(T0 + 3, 20.0, 30.0, 600))
     command = p.tick(T0 + 3.5).command
@@ -127,6 +127,28 @@ def test_a_two_phase_scale_up_is_preparation_and_leaves_the_pause_as_measured():
     assert status["last_prep_s"] == pytest.approx(3.0)
     assert status["last_pause_s"] is None
     obs = p.observation(T0 + 7, 3)
+    assert obs is not None and obs.last_pause_s is None  # the policy keeps action_pause_s
+
+
+def test_a_two_phase_scale_down_is_a_drain_and_leaves_the_pause_as_measured():
+    # One model: a leaver finishes its step and hands its shards back while the others
+    # train; the samples show the new count seconds later. None of it is a pause.
+    p = planner(min_action_pause_s=0.5, two_phase_actions=True, action_pause_s=0.7)
+    for worker in ("w0", "w1", "w2", "w3"):
+        p.add_sample(sample(4, 50.0, T0, worker), T0)
+    p.observe_lag(LagReading(T0 + 3, 1.0, 0.0, 0))
+    command = p.tick(T0 + 3.5).command
+    assert command is not None and command.target_workers < 4
+    target = command.target_workers
+    for k in range(target):
+        p.add_sample(sample(target, 50.0, T0 + 20.0, f"w{k}"), T0 + 20.0)
+    p.observe_lag(LagReading(T0 + 20.0, 1.0, 0.0, 0))
+    p.tick(T0 + 20.0)
+    status = p.status()
+    assert status["pending_command"] is None and status["current_workers"] == target
+    assert status["last_drain_s"] == pytest.approx(16.5)
+    assert status["last_pause_s"] is None
+    obs = p.observation(T0 + 21, target)
     assert obs is not None and obs.last_pause_s is None  # the policy keeps action_pause_s
 
 
