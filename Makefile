@@ -14,7 +14,7 @@ GRPC_PROTOS := streamtrain/proto/externalscaler.proto
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt setup.py streamtrain/_columns.c
+$(STAMP): pyproject.toml constraints.txt setup.py streamtrain/_columns.c streamtrain/sim/_queues.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "streamtrain needs Python 3.11, found " + sys.version' 
 	@$(MAKE) --no-print-directory build-tools
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -6,10 +6,10 @@ before the replayed ones (:mod:`streamtrain.sim.tuning`), calls
 for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--json``;
 ``--plot`` writes workers and lag over time (first seed). The replayed window's
 forecasts are computed in a thread while the baselines are tuned in worker processes
-(they do not depend on the tuned settings). Results go to stdout; to
-stderr go the run's notes and its progress (the forecaster's fits and the seeds, with
-an estimate of the time left; none with ``--json``). All of the modelling lives in
-:mod:`streamtrain.sim`.
+(they do not depend on the tuned settings), and then while the policies that do not
+forecast are replayed. Results go to stdout; to stderr go the run's notes and its
+progress (the forecaster's fits and the seeds, with an estimate of the time left; none
+with ``--json``). All of the modelling lives in :mod:`streamtrain.sim`.
 """
 
 from __future__ import annotations
@@ -335,32 +335,31 @@ def simulate(
     progress = _Progress(quiet=as_json)
 
     tuned = False
-    cache = None
-    if tune:
-        window = tuning_window(trace, settings)
-        if window is None:
+    with ThreadPoolExecutor(max_workers=1) as background:
+        forecasts = None
+        window = tuning_window(trace, settings) if tune else None
+        if tune and window is None:
             progress(
                 f"--tune: the trace is too short to tune on the {simulate_days} day(s) "
                 "before the replayed ones; the baselines run with their defaults"
             )
-        else:
+        elif window is not None:
             # The replayed window's forecasts do not depend on the tuned settings:
-            # computed in a thread while the tuning runs in worker processes.
-            with ThreadPoolExecutor(max_workers=1) as background:
-                forecasts = background.submit(
-                    window_forecasts,
-                    window_of(trace, settings),
-                    settings,
-                    settings.variants(),
-                    progress=progress,
-                )
-                result = tune_baselines(window, settings, progress=progress)
-                cache = forecasts.result()
+            # computed in a thread while the tuning runs in worker processes, and then
+            # the replays of the policies that do not forecast.
+            forecasts = background.submit(
+                window_forecasts,
+                window_of(trace, settings),
+                settings,
+                settings.variants(),
+                progress=progress,
+            )
+            result = tune_baselines(window, settings, progress=progress)
             settings = with_tuned(settings, result)
             tuned = bool(result.chosen)
             for policy, point in result.chosen.items():
                 progress(f"tuned {policy}: {point}")
-    report = run(trace, settings, cache=cache, progress=progress)
+        report = run(trace, settings, cache=forecasts, progress=progress)
     if as_json:
         payload = report.as_json()
         payload["tuned"] = tuned

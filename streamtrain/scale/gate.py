@@ -2,7 +2,8 @@
 backlog model it runs on.
 
 Owned here, as pure functions: the fluid queue (:func:`project_backlog`) and the
-capacity of a job that starts an action now (:func:`capacity_path`); the gate, in
+capacity of a job that starts an action now (:func:`capacity_path`, or to several
+targets at once: :func:`capacity_paths`); the gate, in
 records for a scale-up (:func:`gate_scale_up`) and in worker-time for a scale-down
 (:func:`gate_scale_down`); and :func:`meets_lag_goal`, what the ``streamtrain`` policy
 asks of holding, scaling up and scaling down.
@@ -14,6 +15,7 @@ lag". Loads are forecasts; callers pass whichever quantile they plan for.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ from streamtrain.units import MINUTE_S
 __all__ = [
     "GateVerdict",
     "capacity_path",
+    "capacity_paths",
     "estimated_lag_s",
     "gate_scale_down",
     "gate_scale_up",
@@ -74,10 +77,13 @@ def estimated_lag_s(backlog_records: FloatArray, loads_records_per_s: FloatArray
     return result
 
 
+@functools.lru_cache(maxsize=256)
 def _phase_fractions(
     steps: int, step_s: float, prep_s: float, pause_s: float
-) -> tuple[FloatArray, FloatArray]:
-    """Share of each step spent preparing and paused, for an action started at step 0."""
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Share of each step spent preparing, paused and after, for an action started at
+    step 0 (read-only; cached: a policy asks for the same few actions at every
+    decision)."""
     starts = np.arange(steps, dtype=np.float64) * step_s
     ends = starts + step_s
     pause_start, pause_end = prep_s, prep_s + pause_s
@@ -85,7 +91,10 @@ def _phase_fractions(
     in_pause = (
         np.clip(np.minimum(ends, pause_end) - np.maximum(starts, pause_start), 0.0, step_s) / step_s
     )
-    return in_prep, in_pause
+    after = 1.0 - in_prep - in_pause
+    for fractions in (in_prep, in_pause, after):
+        fractions.setflags(write=False)
+    return in_prep, in_pause, after
 
 
 def capacity_path(
@@ -100,11 +109,33 @@ def capacity_path(
     """Capacity per step for an action started at step 0 (step fractions are prorated):
     the current capacity during ``prep_s`` (two-phase scaling starts new workers first),
     zero during ``pause_s``, the target's capacity after."""
+    paths = capacity_paths(
+        steps,
+        current_records_per_s=current_records_per_s,
+        targets_records_per_s=np.array([target_records_per_s], dtype=np.float64),
+        step_s=step_s,
+        prep_s=prep_s,
+        pause_s=pause_s,
+    )
+    result: FloatArray = paths[0]
+    return result
+
+
+def capacity_paths(
+    steps: int,
+    *,
+    current_records_per_s: float,
+    targets_records_per_s: FloatArray,
+    step_s: float,
+    prep_s: float = 0.0,
+    pause_s: float = 0.0,
+) -> FloatArray:
+    """:func:`capacity_path` to each of several targets: one row per target."""
     if steps < 1 or step_s <= 0 or prep_s < 0 or pause_s < 0:
         raise ConfigError("need steps >= 1, step_s > 0 and non-negative prep/pause times")
-    in_prep, in_pause = _phase_fractions(steps, step_s, prep_s, pause_s)
-    after = 1.0 - in_prep - in_pause
-    result: FloatArray = in_prep * current_records_per_s + after * target_records_per_s
+    in_prep, _, after = _phase_fractions(steps, step_s, prep_s, pause_s)
+    targets = np.asarray(targets_records_per_s, dtype=np.float64)
+    result: FloatArray = in_prep * current_records_per_s + after * targets[:, None]
     return result
 
 
@@ -168,7 +199,7 @@ def gate_scale_up(
     # Consumed per step = inflow - backlog growth, per path.
     previous = np.hstack([np.full((2, 1), backlog_records), backlogs[:, :-1]])
     consumed = loads * step_s - (backlogs - previous)
-    _, in_pause = _phase_fractions(steps, step_s, prep_s, pause_s)
+    _, in_pause, _ = _phase_fractions(steps, step_s, prep_s, pause_s)
     created = float((consumed[0] * in_pause).sum())
     # Net records the action consumes beyond holding = saved - created.
     saved = float(consumed[1].sum() - consumed[0].sum()) + created

@@ -13,6 +13,10 @@ says how.
 
 Deterministic: the workload is generated, seeded, beforehand, and the pauses come from
 ``execution.seed``.
+
+A tick's partition arithmetic (arrivals, consumption, lag, backlog) runs in the optional
+C extension :mod:`streamtrain.sim._queues` when it is built (:data:`COMPILED`), else in
+:class:`_Partitions` with numpy; both compute the same numbers, operation for operation.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from streamtrain.errors import ConfigError
 from streamtrain.scale.policy import Observation, PendingAction, Policy
 from streamtrain.sim.execution import Execution, action_phases
 
-__all__ = ["Action", "Run", "Throughput", "Workload", "run_policy"]
+try:  # the optional C extension (setup.py); _Partitions computes the same with numpy
+    from streamtrain.sim._queues import Queues
+except ImportError:  # pragma: no cover - built wherever a C compiler was found
+    Queues = None  # type: ignore[assignment,misc]
+
+__all__ = ["COMPILED", "Action", "Run", "Throughput", "Workload", "run_policy"]
+
+COMPILED = Queues is not None  # whether replays run their ticks in C
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -188,6 +199,28 @@ class _Partitions:
         self.consumed = np.where(share >= 1.0, arrived, self.consumed + backlog * share)
         return served + forwarded, forwarded
 
+    def tick(
+        self,
+        step: int,
+        fraction: float,
+        training: int,
+        capacity_records: float,
+        shuffle: bool,
+        forward_cost: float,
+        now_s: float,
+    ) -> tuple[float, float, float, float]:
+        """One tick: ``fraction`` of step ``step`` has arrived; consume (:meth:`consume`)
+        and measure (:meth:`max_lag_s`). Returns ``(consumed, forwarded, lag_s,
+        backlog)``: records, records, seconds (before any ACK latency) and the unconsumed
+        records (0.0 when drained, else their sum, which may read a hair below 0)."""
+        arrived = self.arrived(step, fraction)
+        consumed, forwarded = self.consume(
+            arrived, training, capacity_records, shuffle, forward_cost
+        )
+        lag = self.max_lag_s(arrived, step, now_s)
+        backlog = 0.0 if self.drained else float((arrived - self.consumed).sum())
+        return consumed, forwarded, lag, backlog
+
     def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
         """Age of the oldest unconsumed record over all partitions, at ``now_s``: the
         cumulative-arrival curve is inverted at the cumulative consumption (exact for
@@ -220,6 +253,41 @@ class _Partitions:
         return float(np.max(np.where(lagging, now_s - oldest_s, 0.0)))
 
 
+class _Ticker(Protocol):
+    """A replay's partition queues, a tick at a time (:meth:`_Partitions.tick`)."""
+
+    @property
+    def drained(self) -> bool: ...
+
+    def tick(
+        self,
+        step: int,
+        fraction: float,
+        training: int,
+        capacity_records: float,
+        shuffle: bool,
+        forward_cost: float,
+        now_s: float,
+    ) -> tuple[float, float, float, float]: ...
+
+
+def _queues(workload: Workload) -> _Ticker:
+    """The queues of a new replay of ``workload``: in C when the extension is built."""
+    python = _Partitions(workload)
+    if Queues is None:
+        return python
+    return Queues(
+        np.ascontiguousarray(workload.cumulative, dtype=np.float64),
+        np.ascontiguousarray(workload.per_step, dtype=np.float64),
+        python.rank,
+        python.consumed,
+        python.pointer,
+        np.ascontiguousarray(python.tolerance, dtype=np.float64),
+        float(workload.step_s),
+        workload.max_workers,
+    )
+
+
 @dataclass(slots=True)
 class _InFlight:
     """An action in progress, in seconds since the window start."""
@@ -235,18 +303,31 @@ def _overlap(t0: float, t1: float, a: float, b: float) -> float:
 
 
 class _Series:
-    """The per-tick series a run records."""
+    """The per-tick series a run records, as Python lists while it runs (a float
+    appended to a list costs less than one written into an array) and as arrays after
+    (:meth:`arrays`)."""
 
-    def __init__(self, n: int) -> None:
-        self.lag = np.zeros(n)
-        self.backlog = np.zeros(n)
-        self.held = np.zeros(n, dtype=np.int64)
-        self.training = np.zeros(n, dtype=np.int64)
-        self.paused_s = np.zeros(n)
-        self.worker_s = np.zeros(n)
-        self.forwarded = np.zeros(n)
-        self.consumed = np.zeros(n)
-        self.capacity = np.zeros(n)
+    def __init__(self) -> None:
+        self.lag: list[float] = []
+        self.backlog: list[float] = []
+        self.held: list[int] = []
+        self.training: list[int] = []
+        self.paused_s: list[float] = []
+        self.worker_s: list[float] = []
+        self.forwarded: list[float] = []
+        self.consumed: list[float] = []
+        self.capacity: list[float] = []
+
+    @staticmethod
+    def window_sum(values: list[float], start: int, end: int) -> float:
+        """``float(np.array(values[start:end]).sum())``: numpy's pairwise sum, which for
+        fewer than 8 values adds them one by one to -0.0, as here."""
+        if end - start >= 8:
+            return float(np.array(values[start:end], dtype=np.float64).sum())
+        total = -0.0
+        for value in values[start:end]:
+            total += value
+        return total
 
 
 def run_policy(
@@ -284,9 +365,9 @@ def run_policy(
     seen = np.concatenate([workload.history_records_per_s, workload.rates_records_per_s])
     seen.setflags(write=False)
     capacity = workload.capacity_records_per_s
-    state = _Partitions(workload)
+    state = _queues(workload)
     pauses = np.random.default_rng(execution.seed + _PAUSE_STREAM)
-    series = _Series(n_ticks)
+    series = _Series()
     actions: list[Action] = []
 
     workers = initial_workers
@@ -344,33 +425,39 @@ def run_policy(
             held = max(old, new) if action.end_s > t1 else new
             worker_s = max(old, new) * (s_old + paused_s) + new * s_new
         step, within = divmod(i, per_step_ticks)
-        arrived = state.arrived(step, (within + 1) / per_step_ticks)
         per_worker_s = cap / tick_s / trainers if trainers else 0.0
         forward_cost = execution.shuffle_costs.forward_cpu_s * per_worker_s
-        consumed, forwarded = state.consume(arrived, trainers, cap, execution.shuffle, forward_cost)
-        lag = state.max_lag_s(arrived, step, t1)
+        consumed, forwarded, lag, backlog = state.tick(
+            step, (within + 1) / per_step_ticks, trainers, cap, execution.shuffle, forward_cost, t1
+        )
         if forwarded > 0:
             lag += execution.shuffle_costs.ack_latency_s
-        series.lag[i], series.consumed[i], series.capacity[i] = lag, consumed, cap
-        if not state.drained:
-            series.backlog[i] = max(0.0, float((arrived - state.consumed).sum()))
-        series.held[i], series.training[i] = held, trainers if cap > 0 else 0
-        series.paused_s[i], series.worker_s[i], series.forwarded[i] = paused_s, worker_s, forwarded
+        series.lag.append(lag)
+        series.consumed.append(consumed)
+        series.capacity.append(cap)
+        series.backlog.append(0.0 if state.drained else max(0.0, backlog))
+        series.held.append(held)
+        series.training.append(trainers if cap > 0 else 0)
+        series.paused_s.append(paused_s)
+        series.worker_s.append(worker_s)
+        series.forwarded.append(forwarded)
+    paused = np.array(series.paused_s, dtype=np.float64)
+    backlog_records = np.array(series.backlog, dtype=np.float64)
     return Run(
         policy=policy.name,
         tick_s=tick_s,
-        lag_s=series.lag,
-        backlog_records=series.backlog,
-        workers=series.held,
-        training_workers=series.training,
-        paused=series.paused_s > 0,
-        paused_s=series.paused_s,
-        worker_s=series.worker_s,
-        forwarded_records=series.forwarded,
+        lag_s=np.array(series.lag, dtype=np.float64),
+        backlog_records=backlog_records,
+        workers=np.array(series.held, dtype=np.int64),
+        training_workers=np.array(series.training, dtype=np.int64),
+        paused=paused > 0,
+        paused_s=paused,
+        worker_s=np.array(series.worker_s, dtype=np.float64),
+        forwarded_records=np.array(series.forwarded, dtype=np.float64),
         actions=tuple(actions),
         arrived_records=float(workload.cumulative[-1].sum()),
-        consumed_records=float(series.consumed.sum()),
-        final_backlog_records=float(series.backlog[-1]),
+        consumed_records=float(np.array(series.consumed, dtype=np.float64).sum()),
+        final_backlog_records=float(backlog_records[-1]),
         shuffle=execution.shuffle,
     )
 
@@ -390,8 +477,8 @@ def _observe(
     complete = (i * tick_s) // step_s
     n_history = workload.history_records_per_s.shape[0]
     start = max(0, i - window_ticks)
-    cap_sum = float(series.capacity[start:i].sum())
-    utilization = float(series.consumed[start:i].sum()) / cap_sum if cap_sum > 0 else None
+    cap_sum = series.window_sum(series.capacity, start, i)
+    utilization = series.window_sum(series.consumed, start, i) / cap_sum if cap_sum > 0 else None
     training_now = workers if action is None else 0
     capacity = workload.capacity_records_per_s
     per_worker = float(capacity[training_now]) / training_now if training_now else None

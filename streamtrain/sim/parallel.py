@@ -6,6 +6,12 @@ forked: the parent may hold torch's threads from fitting a forecaster), receive
 ``shared`` once each (pickled: arrays and frozen settings, never a socket), and are
 joined before it returns; an exception in a worker is re-raised here. Results come back
 in the order of ``seeds``, so a run is the same whatever ``jobs`` is.
+
+The workers do not ask Linux for transparent huge pages for their arrays (numpy does by
+default, with ``madvise``): each seed draws a workload of a few 64 MB arrays, and
+faulting those in as huge pages stalls on memory compaction when the machine is busy
+(about 0.4 CPU-s of kernel time per seed, measured), for no gain in a replay that reads
+them row by row.
 """
 
 from __future__ import annotations
@@ -29,6 +35,19 @@ _SHARED: Any = None
 def _install(task: Callable[[Any, int], Any], shared: Any) -> None:
     global _TASK, _SHARED  # one task per worker process, set once
     _TASK, _SHARED = task, shared
+    _without_huge_pages()
+
+
+def _without_huge_pages() -> None:
+    """Stop numpy's ``madvise(MADV_HUGEPAGE)`` of large arrays in this process (module
+    docstring); numpy versions without the switch keep their default."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # pragma: no cover - numpy < 2
+        return
+    switch = getattr(multiarray, "_set_madvise_hugepage", None)
+    if callable(switch):
+        switch(False)
 
 
 def _run(seed: int) -> Any:

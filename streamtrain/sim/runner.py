@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,7 +119,7 @@ def prepare(window: Window, settings: SimSettings, seed: int) -> tuple[Workload,
     )
     skew = SkewSettings(settings.partitions, settings.skew_sigma, seed=seed)
     shares = partition_shares(rates.shape[0], window.step_s, skew)
-    per_step, cumulative = partition_arrivals(rates, shares, window.step_s)
+    per_step, cumulative = partition_arrivals(rates, shares, window.step_s, out=shares)
     workload = Workload(
         rates_records_per_s=rates,
         history_records_per_s=window.history_records_per_s,
@@ -275,18 +276,40 @@ def run_variants(
     *,
     seeds: Sequence[int] | None = None,
     forecaster_factory: ForecasterFactory | None = None,
-    cache: dict[int, Forecast] | None = None,
+    cache: dict[int, Forecast] | Future[dict[int, Forecast]] | None = None,
     progress: Progress | None = None,
 ) -> list[SeedResult]:
     """Every variant over every seed (``settings.seed_list`` unless given), in
     ``settings.jobs`` processes (one when a custom forecaster factory is given: it
-    cannot be sent to another process)."""
+    cannot be sent to another process). ``cache`` may be a future of the forecasts
+    still being computed: the variants that do not forecast run meanwhile, the others
+    once it is done (the same results: each row of a seed is replayed on its own)."""
     seeds = tuple(settings.seed_list if seeds is None else seeds)
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels) or not variants:
         raise ConfigError(f"need distinct, non-empty variant labels, got {labels}")
     if not seeds:
         raise ConfigError("run at least one seed")
+    if isinstance(cache, Future):
+        waiting = {v.label for v in variants if v.policy in FORECASTING_POLICIES}
+        groups: list[tuple[list[Variant], dict[int, Forecast] | None]] = [
+            ([v for v in variants if v.label not in waiting], {}),
+            ([v for v in variants if v.label in waiting], None),
+        ]
+        done = [
+            run_variants(
+                window,
+                settings,
+                group,
+                seeds=seeds,
+                forecaster_factory=forecaster_factory,
+                cache=cache.result() if given is None else given,
+                progress=progress,
+            )
+            for group, given in groups
+            if group
+        ]
+        return _joined(variants, done)
     if cache is None:
         cache = window_forecasts(
             window, settings, variants, forecaster_factory=forecaster_factory, progress=progress
@@ -318,6 +341,24 @@ def run_variants(
         metrics = {label: m for part in mine for label, m in part.metrics.items()}
         runs = {label: r for part in mine for label, r in (part.runs or {}).items()}
         results.append(SeedResult(seed, metrics, runs or None))
+    return results
+
+
+def _joined(variants: Sequence[Variant], parts: Sequence[list[SeedResult]]) -> list[SeedResult]:
+    """Per seed, the rows of every part (each over the same seeds), in ``variants``'s
+    order."""
+    results: list[SeedResult] = []
+    for k in range(len(parts[0])):
+        rows = [part[k] for part in parts]
+        metrics = {label: m for row in rows for label, m in row.metrics.items()}
+        runs = {label: r for row in rows for label, r in (row.runs or {}).items()}
+        results.append(
+            SeedResult(
+                rows[0].seed,
+                {v.label: metrics[v.label] for v in variants},
+                {v.label: runs[v.label] for v in variants if v.label in runs} or None,
+            )
+        )
     return results
 
 
@@ -394,12 +435,13 @@ def simulate(
     settings: SimSettings | None = None,
     *,
     forecaster_factory: ForecasterFactory | None = None,
-    cache: dict[int, Forecast] | None = None,
+    cache: dict[int, Forecast] | Future[dict[int, Forecast]] | None = None,
     progress: Progress | None = None,
 ) -> SimReport:
     """Replay the last ``settings.simulate_days`` of ``trace`` against each policy, once
     per seed (``cache``: the window's forecasts, when already computed, e.g. by
-    :func:`window_forecasts` while the baselines were tuned)."""
+    :func:`window_forecasts` while the baselines were tuned, or a future of them:
+    :func:`run_variants`)."""
     settings = settings or SimSettings()
     window = window_of(trace, settings)
     results = run_variants(

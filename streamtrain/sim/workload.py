@@ -74,17 +74,22 @@ def partition_shares(steps: int, step_s: int, settings: SkewSettings) -> FloatAr
 
 
 def partition_arrivals(
-    records_per_s: FloatArray, shares: FloatArray, step_s: int
+    records_per_s: FloatArray, shares: FloatArray, step_s: int, *, out: FloatArray | None = None
 ) -> tuple[FloatArray, FloatArray]:
     """Records per (step, partition), and cumulative arrivals at each step boundary
-    (``steps + 1`` rows, the first all zero)."""
+    (``steps + 1`` rows, the first all zero). ``out``: where to write the records per
+    step (``shares`` itself when the shares are not needed after)."""
     rates = np.asarray(records_per_s, dtype=np.float64)
     if rates.ndim != 1 or shares.shape[0] != rates.shape[0]:
         raise ConfigError(f"{rates.shape[0]} rates but {shares.shape[0]} rows of shares")
     if np.any(~np.isfinite(rates)) or np.any(rates < 0):
         raise ConfigError("arrival rates must be finite and non-negative (gaps are 0)")
-    per_step: FloatArray = rates[:, None] * shares
+    per_step: FloatArray = np.multiply(rates[:, None], shares, out=out)
     per_step *= float(step_s)
-    cumulative: FloatArray = np.zeros((rates.shape[0] + 1, shares.shape[1]))
-    np.cumsum(per_step, axis=0, out=cumulative[1:])
+    # Row by row: the same sums as np.cumsum(axis=0), which walks each column down the
+    # rows (strided: several times slower on a week of minutes x 800 partitions).
+    cumulative: FloatArray = np.empty((rates.shape[0] + 1, shares.shape[1]))
+    cumulative[0] = 0.0
+    for k in range(rates.shape[0]):
+        np.add(cumulative[k], per_step[k], out=cumulative[k + 1])
     return per_step, cumulative

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 FloatArray = NDArray[np.float64]
 # Lead-time buckets (in steps) for the error ratios: near, mid and far leads differ.
 _BUCKETS = (0, 10, 30, 60, 120, 10**9)
+_BUCKET_EDGES = np.array(_BUCKETS, dtype=np.int64)
+_BUCKET_INDICES = np.arange(len(_BUCKETS))  # bucket b's ratios: [edges[b], edges[b + 1])
 FORECASTER_CHOICES: tuple[str, ...] = FORECASTER_NAMES
 
 
@@ -105,7 +107,8 @@ def _quantile(values: Sequence[float] | deque[float] | FloatArray, level: float)
     lo = math.floor(h)
     if lo + 1 >= len(array):
         return float(array.max())
-    pair = np.partition(array, (lo, lo + 1))
+    pair = array.copy()  # np.partition's copy and partial sort, without its wrapper
+    pair.partition((lo, lo + 1))
     low, high = float(pair[lo]), float(pair[lo + 1])
     return low + (h - lo) * (high - low)
 
@@ -125,6 +128,8 @@ class _Recent:
 
     def extend(self, new: FloatArray) -> None:
         size = self._values.shape[0]
+        if new.shape[0] == 0:
+            return
         if size == 0:
             self._count += new.shape[0]
             return
@@ -310,21 +315,35 @@ class ForecastFeed:
         if first >= end or issued.count == 0:
             return
         rows = issued.rows()
-        steps = np.arange(first, end, dtype=np.int64)
-        leads = steps[:, None] - issued.starts[rows][None, :]
-        k, j = np.nonzero((leads >= 0) & (leads < issued.lengths[rows][None, :]))
-        if k.size == 0:
-            return
-        lead = leads[k, j]
+        starts, lengths = issued.starts[rows], issued.lengths[rows]
+        if end - first == 1:  # one new step (a decision a step after the last): 1-D
+            leads_1 = first - starts
+            j = np.flatnonzero((leads_1 >= 0) & (leads_1 < lengths))
+            if j.size == 0:
+                return
+            lead = leads_1[j]
+            actual = np.full(j.size, float(history[first - base]))
+        else:
+            steps = np.arange(first, end, dtype=np.int64)
+            leads = steps[:, None] - starts[None, :]
+            k, j = np.nonzero((leads >= 0) & (leads < lengths[None, :]))
+            if k.size == 0:
+                return
+            lead = leads[k, j]
+            actual = np.asarray(history, dtype=np.float64)[steps[k] - base]
         forecast = issued.points[rows[j], lead]
-        actual = np.asarray(history, dtype=np.float64)[steps[k] - base]
         now = lead == 0
         self._pairs.extend(zip(actual[now].tolist(), forecast[now].tolist(), strict=True))
         positive = forecast > 0
         ratio = actual[positive] / forecast[positive]
-        bucket = np.searchsorted(_BUCKETS, lead[positive], side="right") - 1
+        bucket = np.searchsorted(_BUCKET_EDGES, lead[positive], side="right") - 1
+        # Each bucket's ratios in their order here: a stable sort by bucket, cut at the
+        # bucket boundaries (one sort, not a mask per bucket).
+        order = np.argsort(bucket, kind="stable")
+        edges = np.searchsorted(bucket[order], _BUCKET_INDICES).tolist()
+        ordered = ratio[order]
         for b, ratios in enumerate(self._ratios):
-            ratios.extend(ratio[bucket == b])
+            ratios.extend(ordered[edges[b] : edges[b + 1]])
 
     def _positions(self, obs: Observation) -> tuple[int, int, int]:
         """(absolute index of the history's first step, of the step after its last, the
@@ -382,12 +401,10 @@ class ForecastFeed:
             result: FloatArray = np.maximum(own[:horizon_steps], point)
             return result
         factors = np.ones(horizon_steps)
-        leads = np.arange(horizon_steps)
         for b in range(len(_BUCKETS) - 1):
             ratios = self._ratios[b]
             if len(ratios) >= 20 and _BUCKETS[b] < horizon_steps:  # a lead in the bucket
-                mask = (leads >= _BUCKETS[b]) & (leads < _BUCKETS[b + 1])
-                factors[mask] = max(1.0, _quantile(ratios.values(), level))
+                factors[_BUCKETS[b] : _BUCKETS[b + 1]] = max(1.0, _quantile(ratios.values(), level))
         scaled: FloatArray = point * factors
         return scaled
 

@@ -79,7 +79,8 @@ class Hpa:
             scale_down_window_s=s.scale_down_window_s,
         )
         self.decision_interval_s = s.sync_period_s
-        self._recommendations: list[tuple[float, int]] = []
+        # Oldest first (one per decision, in time order): the window drops a prefix.
+        self._recommendations: deque[tuple[float, int]] = deque()
         # The metric's samples in the window: their times and values, oldest first.
         self._sample_times: deque[float] = deque()
         self._sample_values: deque[float] = deque()
@@ -123,8 +124,10 @@ class Hpa:
         desired = hpa_desired(current, metric, self.hpa)
         desired = min(desired, scale_up_limit(current, s.scale_up_percent, s.scale_up_pods))
         window_start = obs.now_s - s.scale_down_window_s
-        self._recommendations = [r for r in self._recommendations if r[0] >= window_start]
-        self._recommendations.append((obs.now_s, desired))
+        recommendations = self._recommendations
+        while recommendations and recommendations[0][0] < window_start:
+            recommendations.popleft()
+        recommendations.append((obs.now_s, desired))
         final = stabilize_scale_down(current, self._recommendations, obs.now_s, self.hpa)
         if final == current:
             return None

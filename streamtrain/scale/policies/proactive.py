@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from streamtrain.scale.fallback import HpaSettings, hpa_desired
 from streamtrain.scale.gate import (
-    capacity_path,
+    capacity_paths,
     estimated_lag_s,
     gate_scale_down,
     gate_scale_up,
@@ -274,18 +274,13 @@ class StreamtrainPolicy:
         pause_s: float,
         step: int,
     ) -> tuple[FloatArray, FloatArray]:
-        paths = np.vstack(
-            [
-                capacity_path(
-                    load.size,
-                    current_records_per_s=float(table[current]),
-                    target_records_per_s=float(table[c]),
-                    step_s=step,
-                    prep_s=prep_s,
-                    pause_s=pause_s,
-                )
-                for c in counts
-            ]
+        paths = capacity_paths(
+            load.size,
+            current_records_per_s=float(table[current]),
+            targets_records_per_s=table[counts],
+            step_s=step,
+            prep_s=prep_s,
+            pause_s=pause_s,
         )
         backlog = project_backlog(load, paths, backlog_records=backlog0, step_s=step)
         return backlog, estimated_lag_s(backlog, load)
@@ -397,9 +392,6 @@ class StreamtrainPolicy:
         resume = math.ceil(pause / step)
         hold = math.ceil(s.down_hold_s / step)
         counts = np.arange(ctx.min_workers, w)
-        backlog, lag = self._candidates(
-            load, table, counts, obs.backlog_records, w, 0.0, pause, step
-        )
         floor = 0.0
         if s.down_recent_s > 0:  # never below the traffic just measured
             floor = (
@@ -407,10 +399,13 @@ class StreamtrainPolicy:
                 * (1.0 + s.headroom)
                 * (1.0 + s.down_headroom)
             )
-            above = table[counts] > floor
-            backlog, lag, counts = backlog[above], lag[above], counts[above]
+            counts = counts[table[counts] > floor]
             if counts.size == 0:
                 return None
+        # Projected only for the counts above the floor (each count's row is its own).
+        backlog, lag = self._candidates(
+            load, table, counts, obs.backlog_records, w, 0.0, pause, step
+        )
         good = meets_lag_goal(
             backlog,
             lag,

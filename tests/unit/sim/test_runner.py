@@ -1,6 +1,8 @@
 """Every policy on one trace over seeds: the window, conservation, seeds and processes,
 the tools switched for everyone, gaps, and the JSON shape."""
 
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -10,9 +12,10 @@ from streamtrain.config import AssignmentMode
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace, synth_trace
 from streamtrain.scale.policies import POLICY_NAMES
+from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.execution import RestartMode, ShuffleMode
 from streamtrain.sim.metrics import METRIC_NAMES
-from streamtrain.sim.runner import prepare, run_variants, simulate, window_of
+from streamtrain.sim.runner import prepare, run_variants, simulate, window_forecasts, window_of
 from streamtrain.sim.settings import SimSettings, Variant
 
 FAST: dict[str, Any] = dict(partitions=16, tick_s=60, forecaster="seasonal_naive")
@@ -85,6 +88,44 @@ def test_processes_give_the_same_results_as_one(trace):
     for x, y in zip(alone, spread, strict=True):
         assert x.metrics == y.metrics
     assert spread[0].runs is not None and spread[1].runs is None
+
+
+def test_variants_that_do_not_forecast_run_while_the_forecasts_are_computed(trace):
+    settings = SimSettings(policies=("kale", "hpa", "streamtrain", "autopilot"), seeds=2, **FAST)
+    window = window_of(trace, settings)
+    variants = settings.variants()
+    cache = window_forecasts(window, settings, variants)
+    expected = run_variants(window, settings, variants, cache=cache)
+    pending: Future[dict[int, Forecast]] = Future()
+    heard: list[str] = []
+
+    def progress(message: str) -> None:
+        heard.append(message)
+        if message.startswith("seed 1 done") and not pending.done():
+            pending.set_result(cache)  # the forecasts arrive once the baselines are done
+
+    # Waiting for the forecasts before the baselines ran would never end: a bounded wait.
+    def give_up() -> None:
+        if not pending.done():
+            pending.set_result({})
+
+    backstop = threading.Timer(60.0, give_up)
+    backstop.start()
+    try:
+        got = run_variants(window, settings, variants, cache=pending, progress=progress)
+    finally:
+        backstop.cancel()
+    started = [m for m in heard if m.startswith("simulating")]
+    assert [m.split(" x ")[0] for m in started] == [
+        "simulating 2 variant(s)",  # hpa and autopilot, before the forecasts
+        "simulating 2 variant(s)",  # kale and streamtrain
+    ]
+    assert [r.seed for r in got] == [0, 1]
+    for x, y in zip(expected, got, strict=True):
+        assert list(y.metrics) == ["kale", "hpa", "streamtrain", "autopilot"]
+        assert x.metrics == y.metrics
+    assert got[0].runs is not None and list(got[0].runs) == list(expected[0].runs or {})
+    assert got[1].runs is None
 
 
 def test_variants_switch_a_tool_for_one_row(trace):
