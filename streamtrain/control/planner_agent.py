@@ -151,9 +151,15 @@ class PlannerAgent:
             if problem is not None:
                 log.warning("throughput sample not used: %s", problem)
         if lag is not None:
+            produced, partitions = lag.produced()
             planner.observe_lag(
                 LagReading(
-                    lag.observed_at_s, lag.records_per_s, lag.max_lag_s, lag.total_lag_records
+                    lag.observed_at_s,
+                    lag.records_per_s,
+                    lag.max_lag_s,
+                    lag.total_lag_records,
+                    produced_records=float(produced),
+                    produced_partitions=partitions,
                 )
             )
         output = planner.tick(now_s)

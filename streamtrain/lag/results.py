@@ -136,3 +136,10 @@ class GroupLag:
         """The values of :attr:`partitions` as plain tuples, in the same order and field
         order; several times cheaper for bulk export (protobuf, JSON)."""
         return self._columns.rows()
+
+    def produced(self) -> tuple[int, int]:
+        """The sum of the HWMs this tick read, and over how many partitions (the
+        records produced so far to them: its growth between ticks is the arrivals)."""
+        hwms = self._columns.high_watermarks
+        known = hwms >= 0
+        return int(hwms[known].sum()), int(known.sum())

@@ -2,9 +2,14 @@
 
 Owned here (pure: no clock, no Kafka; the planner feeds it, the control app persists it):
 
-* :class:`ArrivalSteps`: the monitored group's CPS (the HWM growth rate, records/s)
-  from each lag tick, averaged per ``step_s`` step (step ``k`` covers
-  ``[k·step_s, (k+1)·step_s)``). A step enters the history once a later step has begun
+* :class:`ArrivalSteps`: the records that arrived in each ``step_s`` step (step ``k``
+  covers ``[k·step_s, (k+1)·step_s)``), per second: the growth of the group's summed
+  HWMs from the last lag tick before the step to its own last tick, when both ticks
+  read the HWMs of the same partitions; otherwise the mean of the step's CPS readings.
+  The CPS is a trailing average over the lag monitor's window (15 simulated minutes in
+  the demo): when traffic jumps, it reads the step before the jump into the steps
+  after it, and at the demo's start (traffic from none to midnight's rate) the first
+  steps read half the traffic. A step enters the history once a later step has begun
   (:meth:`~ArrivalSteps.close`: complete steps only, as
   :class:`~streamtrain.scale.policy.Observation` promises); a reading for a step already
   complete is late (counted, dropped). A step with no reading (the app was away) repeats
@@ -20,6 +25,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +33,15 @@ import numpy as np
 from streamtrain.errors import ConfigError
 
 __all__ = ["ArrivalSteps"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Produced:
+    """A tick's summed HWMs: ``records`` over the ``partitions`` whose HWM it read."""
+
+    at_s: float
+    records: float
+    partitions: int
 
 
 class ArrivalSteps:
@@ -37,15 +52,34 @@ class ArrivalSteps:
         self._values: deque[float] = deque(maxlen=max_steps)
         self._last_step: int | None = None  # index of the newest complete step
         self._open: dict[int, list[float]] = {}
+        self._open_end: dict[int, _Produced] = {}  # each open step's newest HWM sum
+        self._end: _Produced | None = None  # the newest complete step's last HWM sum
         self.late = 0
 
-    def add(self, at_s: float, records_per_s: float) -> None:
+    def add(
+        self,
+        at_s: float,
+        records_per_s: float | None,
+        produced_records: float | None = None,
+        produced_partitions: int = 0,
+    ) -> None:
+        """One lag tick: its CPS and, when it read HWMs, their sum over
+        ``produced_partitions`` partitions."""
         step = math.floor(at_s / self.step_s)
         if self._last_step is not None and step <= self._last_step:
             self.late += 1
             return
-        if math.isfinite(records_per_s) and records_per_s >= 0:
+        if records_per_s is not None and math.isfinite(records_per_s) and records_per_s >= 0:
             self._open.setdefault(step, []).append(records_per_s)
+        if (
+            produced_records is not None
+            and math.isfinite(produced_records)
+            and produced_records >= 0
+            and produced_partitions > 0
+        ):
+            newest = self._open_end.get(step)
+            if newest is None or at_s > newest.at_s:
+                self._open_end[step] = _Produced(at_s, produced_records, produced_partitions)
 
     def seed(self, values: tuple[float, ...], last_step: int) -> None:
         """Start an empty history with ``values``, the last of them for step ``last_step``."""
@@ -76,6 +110,10 @@ class ArrivalSteps:
         if self._last_step is not None:
             for stale in [s for s in self._open if s <= self._last_step]:
                 del self._open[stale]
+            for stale in [s for s in self._open_end if s <= self._last_step]:
+                del self._open_end[stale]
+        if added:
+            self._end = None  # the restored steps read no HWMs
         return added
 
     def steps_after(self, step: int | None) -> list[tuple[int, float]]:
@@ -94,13 +132,34 @@ class ArrivalSteps:
     def close(self, now_s: float) -> None:
         """Every step before the one ``now_s`` falls in is complete."""
         current = math.floor(now_s / self.step_s)
-        for step in sorted(s for s in self._open if s < current):
-            values = self._open.pop(step)
+        for step in sorted({s for s in (*self._open, *self._open_end) if s < current}):
+            cps = self._open.pop(step, [])
+            end = self._open_end.pop(step, None)
+            grown = self._grown(end)
+            if grown is None and not cps:
+                self._end = end
+                continue  # no reading of this step to say its rate
             if self._last_step is not None:
                 filler = self._values[-1] if self._values else 0.0
                 self._values.extend([filler] * (step - self._last_step - 1))
-            self._values.append(sum(values) / len(values))
+            self._values.append(grown if grown is not None else sum(cps) / len(cps))
             self._last_step = step
+            self._end = end
+
+    def _grown(self, end: _Produced | None) -> float | None:
+        """Records per second the HWMs grew by from the previous step's last tick to
+        ``end``; ``None`` when either did not read HWMs, they read different partitions
+        or the sum fell (a partition's HWM read as lower)."""
+        start = self._end
+        if (
+            start is None
+            or end is None
+            or end.partitions != start.partitions
+            or end.at_s <= start.at_s
+            or end.records < start.records
+        ):
+            return None
+        return (end.records - start.records) / (end.at_s - start.at_s)
 
     @property
     def history_start_s(self) -> float:

@@ -68,6 +68,8 @@ class LagReading:
     records_per_s: float | None  # arrivals (CPS); None until the monitor knows it
     max_lag_s: float | None
     backlog_records: float
+    produced_records: float | None = None  # the HWMs' sum over produced_partitions
+    produced_partitions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +174,18 @@ class Planner:
                 if reading.max_lag_s is None
                 else clock.model_duration(reading.max_lag_s),
                 backlog_records=reading.backlog_records,
+                produced_records=reading.produced_records,
+                produced_partitions=reading.produced_partitions,
             )
         if self.lag is not None and reading.at_s <= self.lag.at_s:
             return
         self.lag = reading
-        if reading.records_per_s is not None:
-            self.arrivals.add(reading.at_s, reading.records_per_s)
+        self.arrivals.add(
+            reading.at_s,
+            reading.records_per_s,
+            reading.produced_records,
+            reading.produced_partitions,
+        )
 
     def restore_arrivals(self, steps: Mapping[int, float]) -> int:
         """Arrival steps a previous run of the app persisted (model-clock step index ->

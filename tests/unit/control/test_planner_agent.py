@@ -52,7 +52,11 @@ def sample(at_s):
 
 def lag(at_s, max_lag_s):
     return SimpleNamespace(
-        observed_at_s=at_s, records_per_s=20.0, max_lag_s=max_lag_s, total_lag_records=600
+        observed_at_s=at_s,
+        records_per_s=20.0,
+        max_lag_s=max_lag_s,
+        total_lag_records=600,
+        produced=lambda: (round(20.0 * at_s), 1),  # the HWMs grow at the CPS
     )
 
 
