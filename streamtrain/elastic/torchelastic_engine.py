@@ -27,6 +27,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.distributed.rendezvous import rendezvous
 
 from streamtrain.elastic.app import DistributedApp, app_state, load_app_state
 from streamtrain.elastic.checkpoints import CheckpointDir
@@ -86,7 +87,7 @@ class TorchElasticEngine:
         if is_loopback(self.settings.host) and sys.platform == "linux":
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         if not dist.is_initialized():
-            dist.init_process_group("gloo", timeout=timedelta(seconds=self.settings.timeout_s))
+            self._init_group()
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         found = torch.tensor([float(self.checkpoints.latest_step() if self.rank == 0 else 0)])
         self._collective(found)
@@ -142,6 +143,30 @@ class TorchElasticEngine:
     def leave(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+    def _init_group(self) -> None:
+        """The process group torchrun's environment describes. Its ranks start within
+        ``connect_timeout_s`` of each other (each imports torch and the app first, seconds
+        on a busy machine): the rendezvous waits that long, the collectives then
+        ``timeout_s``, so a dead peer is still found within it."""
+        s = self.settings
+        try:
+            store, rank, world_size = next(
+                rendezvous("env://", timeout=timedelta(seconds=s.connect_timeout_s))
+            )
+        except (RuntimeError, ValueError) as exc:  # DistNetworkError derives from RuntimeError
+            raise ElasticError(
+                f"the torchrun group did not meet within {s.connect_timeout_s:g} s "
+                f"(MASTER_ADDR {os.environ.get('MASTER_ADDR')}, MASTER_PORT "
+                f"{os.environ.get('MASTER_PORT')}): {str(exc).splitlines()[0][:200]}"
+            ) from exc
+        dist.init_process_group(
+            "gloo",
+            store=store,
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=s.timeout_s),
+        )
 
     def _collective(self, tensor: torch.Tensor) -> None:
         try:

@@ -140,6 +140,7 @@ def main(plan_path: str) -> int:
         lambda batch, step: log.write(trained=batch.columns["id"].tolist(), step=step)
     )
     try:
+        time.sleep(plan.get("join_delay_s", 0.0))  # as if this rank started late
         engine.join()
         log.write(joined=engine.committed_step, healed=getattr(engine, "healed", None))
         world, start_world = 1, plan.get("start_world", 1)

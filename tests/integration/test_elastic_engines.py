@@ -274,6 +274,44 @@ def test_a_bad_batch_is_refused_and_the_rank_steps_empty(ranks):
     assert all(torch.isfinite(v).all() for v in ranks.state("a").values())
 
 
+def test_torchelastic_ranks_that_start_apart_meet_within_the_connect_timeout(tmp_path):
+    # Rank 0 (which serves the rendezvous store) starts 4 s after rank 1, longer than
+    # the collectives' 1.5-s timeout and within the 60-s connect timeout: a busy
+    # machine importing torch. The rendezvous waits by the connect timeout.
+    planned = [batches(rank * 10_000, 4, 3) for rank in range(2)]
+    per_rank = [
+        {
+            "name": f"r{rank}",
+            "batches": planned[rank],
+            "out": str(tmp_path / f"r{rank}.jsonl"),
+            "join_delay_s": 4.0 if rank == 0 else 0.0,
+        }
+        for rank in range(2)
+    ]
+    plan = {
+        "engine": "torchelastic",
+        "per_rank": per_rank,
+        "checkpoint_dir": str(tmp_path / "checkpoints"),
+        "checkpoint_every": 1,  # every step durable once the next round says it was saved
+        "timeout_s": 1.5,
+        "connect_timeout_s": 60.0,
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    argv = [
+        str(torchrun), "--standalone", "--nproc-per-node", "2",
+        "-m", "tests.integration.elastic_rank", str(tmp_path / "plan.json"),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=180)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    job = Ranks(tmp_path)
+    for rank in range(2):
+        assert [r["step"] for r in job.rounds(f"r{rank}")] == [1, 2, 3]
+        first_two = planned_ids(planned[rank][:2])
+        assert sorted(job.acked(f"r{rank}")) == sorted(first_two)
+
+
 def test_torchelastic_acknowledges_only_what_a_checkpoint_holds(tmp_path):
     checkpoints = tmp_path / "checkpoints"
     per_rank = [
