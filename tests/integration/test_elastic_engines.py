@@ -274,6 +274,20 @@ def test_a_bad_batch_is_refused_and_the_rank_steps_empty(ranks):
     assert all(torch.isfinite(v).all() for v in ranks.state("a").values())
 
 
+def torchrun_group(tmp_path: Path, plan: dict[str, object]) -> None:
+    """Two ranks of ``plan`` under ``torchrun --standalone``, to their end (they must
+    exit 0). The plan is rewritten each time: a second call restarts the group."""
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    argv = [
+        str(torchrun), "--standalone", "--nproc-per-node", "2",
+        "-m", "tests.integration.elastic_rank", str(tmp_path / "plan.json"),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=180)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+
+
 def test_torchelastic_ranks_that_start_apart_meet_within_the_connect_timeout(tmp_path):
     # Rank 0 (which serves the rendezvous store) starts 4 s after rank 1, longer than
     # the collectives' 1.5-s timeout and within the 60-s connect timeout: a busy
@@ -296,15 +310,7 @@ def test_torchelastic_ranks_that_start_apart_meet_within_the_connect_timeout(tmp
         "timeout_s": 1.5,
         "connect_timeout_s": 60.0,
     }
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    torchrun = Path(sys.executable).with_name("torchrun")
-    argv = [
-        str(torchrun), "--standalone", "--nproc-per-node", "2",
-        "-m", "tests.integration.elastic_rank", str(tmp_path / "plan.json"),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=180)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    torchrun_group(tmp_path, plan)
     job = Ranks(tmp_path)
     for rank in range(2):
         assert [r["step"] for r in job.rounds(f"r{rank}")] == [1, 2, 3]
@@ -328,15 +334,7 @@ def test_torchelastic_acknowledges_only_what_a_checkpoint_holds(tmp_path):
         "checkpoint_dir": str(checkpoints),
         "checkpoint_every": 5,
     }
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    torchrun = Path(sys.executable).with_name("torchrun")
-    argv = [
-        str(torchrun), "--standalone", "--nproc-per-node", "2",
-        "-m", "tests.integration.elastic_rank", str(tmp_path / "plan.json"),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=180)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    torchrun_group(tmp_path, plan)
     job = Ranks(tmp_path)
     for rank in range(2):
         name = f"r{rank}"
@@ -351,8 +349,6 @@ def test_torchelastic_acknowledges_only_what_a_checkpoint_holds(tmp_path):
     for rank in range(2):
         per_rank[rank]["batches"] = batches(50_000 + rank * 1_000, 4, 2)
         per_rank[rank]["out"] = str(tmp_path / f"again{rank}.jsonl")
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=180)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    torchrun_group(tmp_path, plan)
     assert [r["joined"] for r in job.rows("again0") if "joined" in r] == [10]
     assert [r["step"] for r in job.rounds("again0")] == [11, 12]
