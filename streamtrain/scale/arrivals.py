@@ -66,20 +66,27 @@ class ArrivalSteps:
         """One lag tick: its CPS and, when it read HWMs, their sum over
         ``produced_partitions`` partitions."""
         step = math.floor(at_s / self.step_s)
-        if self._last_step is not None and step <= self._last_step:
-            self.late += 1
-            return
-        if records_per_s is not None and math.isfinite(records_per_s) and records_per_s >= 0:
-            self._open.setdefault(step, []).append(records_per_s)
+        produced = None
         if (
             produced_records is not None
             and math.isfinite(produced_records)
             and produced_records >= 0
             and produced_partitions > 0
         ):
+            produced = _Produced(at_s, produced_records, produced_partitions)
+        if self._last_step is not None and step <= self._last_step:
+            # too late for its step, but where the HWMs stood before the next one
+            # (a seeded history's last step: the ticks before the run's first step)
+            if produced is not None and (self._end is None or at_s > self._end.at_s):
+                self._end = produced
+            self.late += 1
+            return
+        if records_per_s is not None and math.isfinite(records_per_s) and records_per_s >= 0:
+            self._open.setdefault(step, []).append(records_per_s)
+        if produced is not None:
             newest = self._open_end.get(step)
             if newest is None or at_s > newest.at_s:
-                self._open_end[step] = _Produced(at_s, produced_records, produced_partitions)
+                self._open_end[step] = produced
 
     def seed(self, values: tuple[float, ...], last_step: int) -> None:
         """Start an empty history with ``values``, the last of them for step ``last_step``."""

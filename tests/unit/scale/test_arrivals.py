@@ -115,3 +115,17 @@ def test_restored_steps_read_no_hwms_so_the_next_step_is_its_cps():
     steps.add(T0 + 29, 8.0, 2_000.0, 4)  # 1,000 records since T0 + 9, but a step between
     steps.close(T0 + 30)
     assert steps.array().tolist() == [5.0, 6.0, 8.0]
+
+
+def test_the_first_step_after_a_seed_reads_the_hwms_from_the_ticks_before_it():
+    # The demo seeds the days before its run; the monitor ticks before the run's first
+    # step (no traffic yet) are late for the seed, but say where the HWMs stood.
+    steps = ArrivalSteps(step_s=10, max_steps=100)
+    first = int(T0 // 10)
+    steps.seed((5.0, 5.0), last_step=first - 1)
+    steps.add(T0 - 3, 0.0, 0.0, 16)  # late: its step is the seed's last
+    steps.add(T0 - 1, 0.0, 0.0, 16)
+    steps.add(T0 + 9, 10.0, 500.0, 16)  # the CPS trails; 500 records arrived in 10 s
+    steps.close(T0 + 10)
+    assert steps.array().tolist() == [5.0, 5.0, 50.0]
+    assert steps.late == 2
