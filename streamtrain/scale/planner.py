@@ -32,7 +32,7 @@ import math
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from streamtrain.errors import StreamtrainError
@@ -165,27 +165,18 @@ class Planner:
         """The group's newest lag tick; one already seen (same time) is ignored."""
         clock = self.clock
         if not clock.identity:
-            reading = LagReading(
+            rate, lag_s = reading.records_per_s, reading.max_lag_s
+            reading = replace(
+                reading,
                 at_s=clock.model_s(reading.at_s),
-                records_per_s=None
-                if reading.records_per_s is None
-                else clock.model_rate(reading.records_per_s),
-                max_lag_s=None
-                if reading.max_lag_s is None
-                else clock.model_duration(reading.max_lag_s),
-                backlog_records=reading.backlog_records,
-                produced_records=reading.produced_records,
-                produced_partitions=reading.produced_partitions,
+                records_per_s=None if rate is None else clock.model_rate(rate),
+                max_lag_s=None if lag_s is None else clock.model_duration(lag_s),
             )
         if self.lag is not None and reading.at_s <= self.lag.at_s:
             return
         self.lag = reading
-        self.arrivals.add(
-            reading.at_s,
-            reading.records_per_s,
-            reading.produced_records,
-            reading.produced_partitions,
-        )
+        r = reading
+        self.arrivals.add(r.at_s, r.records_per_s, r.produced_records, r.produced_partitions)
 
     def restore_arrivals(self, steps: Mapping[int, float]) -> int:
         """Arrival steps a previous run of the app persisted (model-clock step index ->
