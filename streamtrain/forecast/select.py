@@ -159,6 +159,8 @@ class SelectForecaster:
         self.preload = tuple(preload)
         self._fits: dict[tuple[str, int], Forecaster] = {}  # this fit's, by history length
         self._digests: dict[int, str] = {}
+        # this fit's scored validation values (the refit ahead and the scoring share it)
+        self._scoring: tuple[FloatArray, NDArray[np.bool_]] | None = None
 
     # -- fitting ------------------------------------------------------------------------
 
@@ -314,7 +316,9 @@ class SelectForecaster:
         self, values: FloatArray, folds: list[tuple[int, int]]
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
         """The validation window's actual values, and which of them are scored: the
-        observed ones, of usual folds when any (:meth:`_usual`)."""
+        observed ones, of usual folds when any (:meth:`_usual`); computed once a fit."""
+        if self._scoring is not None:
+            return self._scoring
         actual = np.concatenate(
             [values[o : o + self.horizon_steps] for s, e in folds for o in self._origins(s, e)]
         )
@@ -322,7 +326,8 @@ class SelectForecaster:
         if not seen.any():
             raise ForecastError(f"{self.name}: the validation window has no observed steps")
         usual = seen & self._usual(values, folds)
-        return actual, usual if usual.any() else seen
+        self._scoring = (actual, usual if usual.any() else seen)
+        return self._scoring
 
     def _score(
         self, values: FloatArray, folds: list[tuple[int, int]], forecasts: dict[str, FloatArray]
@@ -422,7 +427,7 @@ class SelectForecaster:
         values = as_history(history)
         self.models_, self.val_mae_, self.chosen_, self.weights_ = {}, {}, None, {}
         self.trusted_ = False
-        self._fits, self._digests = {}, {}
+        self._fits, self._digests, self._scoring = {}, {}, None
         val = min(self.val_steps, values.shape[0] // 4)
         folds = fold_bounds(values.shape[0], val, self.folds, self.fold_steps)
         if min(e - s for s, e in folds) >= self.horizon_steps:
@@ -432,7 +437,7 @@ class SelectForecaster:
                 self.models_ = {k: v for k, v in self.models_.items() if k in self.weights_}
                 if self.refit:
                     self._refit(values, folds[-1][0])
-        self._fits, self._digests = {}, {}
+        self._fits, self._digests, self._scoring = {}, {}, None
         if self.chosen_ is None:  # no validation window: the first candidate that fits
             for name in self.candidates:
                 try:
