@@ -20,6 +20,12 @@ A source that wants the step numbers (shard done-reports carry them) implements 
 ``batch_trained(batch, step)`` right before a batch is acknowledged (``step``: the
 committed step that trained it, which is durable by then).
 
+A round that did not commit, or whose participants differ from the round before's, is
+counted in the worker's metrics as *disturbed*
+(:meth:`~streamtrain.ingest.metrics.WorkerMetrics.disturbed`): the throughput samples
+around it measure a peer's failure, arrival or departure, and the planner leaves them
+out of its throughput model.
+
 :meth:`~ElasticTrainer.idle_rounds` keeps a joined worker stepping with no data in a
 thread while it does something else (waiting for admission, starting its consumer): a
 collective engine's peers cannot step without it.
@@ -114,8 +120,11 @@ class ElasticTrainer:
         """One engine step with ``batch`` (``None``: nothing), then settle the batch."""
         started = time.monotonic()
         outcome = self.engine.step(batch)
-        if self.metrics is not None and batch is not None:
-            self.metrics.add(busy_s=time.monotonic() - started, steps=1)
+        if self.metrics is not None:
+            if batch is not None:
+                self.metrics.add(busy_s=time.monotonic() - started, steps=1)
+            if _disturbed(self.last, outcome):
+                self.metrics.disturbed(started)
         self.last = outcome
         totals = self.totals
         totals.rounds += 1
@@ -197,3 +206,12 @@ class ElasticTrainer:
         for _, batch in settled.nack:
             batch.nack()
             self.totals.records_nacked += len(batch)
+
+
+def _disturbed(last: StepOutcome | None, outcome: StepOutcome) -> bool:
+    """Whether a round measured a change of the pool rather than the pool: it did not
+    commit (a peer failed mid-step, the others waited for the collective's timeout), or
+    its participants differ from the round before's (a peer joined or left)."""
+    if not outcome.committed:
+        return True
+    return last is not None and last.world_size != outcome.world_size

@@ -1,7 +1,7 @@
 """A worker's counters and the pure functions that turn two snapshots into rates and samples.
 
 Owned here: :class:`WorkerMetrics` (thread-safe monotonic totals: records consumed,
-records trained, dead letters, commits), :class:`MetricsSnapshot` (one consistent
+records trained, dead letters, commits, disturbed rounds), :class:`MetricsSnapshot` (one consistent
 reading, with per-partition progress and the local queue length), and the pure
 :func:`rates` and :func:`throughput_sample` (the ``ThroughputSample`` protobuf the
 control plane fits its throughput model on). Rates come from differencing totals over
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -21,7 +22,9 @@ from streamtrain.partition_key import PartitionKey
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.units import s_to_ms
 
-__all__ = ["MetricsSnapshot", "WorkerMetrics", "rates", "throughput_sample"]
+__all__ = ["MetricsSnapshot", "WorkerMetrics", "disturbed_s", "rates", "throughput_sample"]
+
+_DISTURBANCES_KEPT = 16  # the newest disturbed rounds' starts a snapshot carries
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,9 @@ class MetricsSnapshot:
     commit_failures: int = 0
     busy_s: float = 0.0  # time spent in training steps
     steps: int = 0  # training steps taken (busy_s / steps: the mean step time)
+    disturbed_rounds: int = 0  # rounds that did not commit or changed the participants
+    # (disturbed_rounds after it, time.monotonic() it began) for the newest of them
+    disturbances: tuple[tuple[int, float], ...] = ()
     stale_acks: int = 0
     queue_records: int = 0
     in_flight_records: int = 0
@@ -66,6 +72,8 @@ class WorkerMetrics:
         self.commit_failures = 0
         self.busy_s = 0.0
         self.steps = 0
+        self.disturbed_rounds = 0
+        self._disturbances: deque[tuple[int, float]] = deque(maxlen=_DISTURBANCES_KEPT)
 
     def bind(
         self,
@@ -98,6 +106,14 @@ class WorkerMetrics:
             self.commits += commits
             self.commit_failures += commit_failures
 
+    def disturbed(self, started_s: float) -> None:
+        """A round that began at ``started_s`` (``time.monotonic()``) did not commit or
+        had other participants than the round before: the samples around it measure a
+        peer's failure, arrival or departure, not the pool (see :func:`throughput_sample`)."""
+        with self._lock:
+            self.disturbed_rounds += 1
+            self._disturbances.append((self.disturbed_rounds, started_s))
+
     def snapshot(self) -> MetricsSnapshot:
         gauges = dict(self._gauges()) if self._gauges is not None else {}
         partitions = dict(self._progress()) if self._progress is not None else {}
@@ -112,11 +128,27 @@ class WorkerMetrics:
                 commit_failures=self.commit_failures,
                 busy_s=self.busy_s,
                 steps=self.steps,
+                disturbed_rounds=self.disturbed_rounds,
+                disturbances=tuple(self._disturbances),
                 stale_acks=gauges.get("stale_acks", 0),
                 queue_records=gauges.get("queue_records", 0),
                 in_flight_records=gauges.get("in_flight_records", 0),
                 partitions=partitions,
             )
+
+
+def disturbed_s(previous: MetricsSnapshot, current: MetricsSnapshot) -> float | None:
+    """How long before ``current`` the first disturbed round counted in the window began
+    (s), or ``None`` when the window counted none. Rounds run one after another, so only
+    the window's first round can have begun before the window; when more disturbed rounds
+    were counted than are kept, the window's start stands in for the lost ones."""
+    if current.disturbed_rounds <= previous.disturbed_rounds:
+        return None
+    starts = [s for count, s in current.disturbances if count > previous.disturbed_rounds]
+    kept = len(starts)
+    if kept < current.disturbed_rounds - previous.disturbed_rounds:
+        starts.append(previous.at_s)
+    return max(0.0, current.at_s - min(starts))
 
 
 def rates(previous: MetricsSnapshot, current: MetricsSnapshot) -> tuple[float, float]:
@@ -143,7 +175,8 @@ def throughput_sample(
 
     ``workers`` is the pool size the worker saw (0: unknown). ``busy_fraction`` is set
     when the trainer reports the time its steps take (``busy_s``), ``step_time_ms`` when
-    it also counts them (``steps``: the mean step of the window). Positions are the next
+    it also counts them (``steps``: the mean step of the window), ``disturbed_s`` when a
+    round in the window was disturbed (:func:`disturbed_s`). Positions are the next
     offset to read per partition (partitions with nothing read yet are left out).
     """
     consumed, trained = rates(previous, current)
@@ -164,6 +197,9 @@ def throughput_sample(
     steps = current.steps - previous.steps
     if steps > 0 and current.busy_s > previous.busy_s:
         sample.step_time_ms = s_to_ms(current.busy_s - previous.busy_s) / steps
+    disturbance_s = disturbed_s(previous, current)
+    if disturbance_s is not None:
+        sample.disturbed_s = disturbance_s
     for (topic, partition), progress in sorted(current.partitions.items()):
         if progress.consumed is not None:
             sample.positions.add(topic=topic, partition=partition, offset=progress.consumed)

@@ -25,7 +25,7 @@ REWIND: PartitionStatus
 UNKNOWN: PartitionStatus
 
 class ThroughputSample(_message.Message):
-    __slots__ = ("schema_version", "job", "worker_id", "workers", "parameter_servers", "records_per_s_consumed", "records_per_s_trained", "window_s", "observed_at_ms", "positions", "busy_fraction", "step_time_ms")
+    __slots__ = ("schema_version", "job", "worker_id", "workers", "parameter_servers", "records_per_s_consumed", "records_per_s_trained", "window_s", "observed_at_ms", "positions", "busy_fraction", "step_time_ms", "disturbed_s")
     class Position(_message.Message):
         __slots__ = ("topic", "partition", "offset")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class ThroughputSample(_message.Message):
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FRACTION_FIELD_NUMBER: _ClassVar[int]
     STEP_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DISTURBED_S_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     job: str
     worker_id: str
@@ -59,7 +60,8 @@ class ThroughputSample(_message.Message):
     positions: _containers.RepeatedCompositeFieldContainer[ThroughputSample.Position]
     busy_fraction: float
     step_time_ms: float
-    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., workers: _Optional[int] = ..., parameter_servers: _Optional[int] = ..., records_per_s_consumed: _Optional[float] = ..., records_per_s_trained: _Optional[float] = ..., window_s: _Optional[float] = ..., observed_at_ms: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[ThroughputSample.Position, _Mapping]]] = ..., busy_fraction: _Optional[float] = ..., step_time_ms: _Optional[float] = ...) -> None: ...
+    disturbed_s: float
+    def __init__(self, schema_version: _Optional[int] = ..., job: _Optional[str] = ..., worker_id: _Optional[str] = ..., workers: _Optional[int] = ..., parameter_servers: _Optional[int] = ..., records_per_s_consumed: _Optional[float] = ..., records_per_s_trained: _Optional[float] = ..., window_s: _Optional[float] = ..., observed_at_ms: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[ThroughputSample.Position, _Mapping]]] = ..., busy_fraction: _Optional[float] = ..., step_time_ms: _Optional[float] = ..., disturbed_s: _Optional[float] = ...) -> None: ...
 
 class PartitionLag(_message.Message):
     __slots__ = ("topic", "partition", "committed", "high_watermark", "lag_records", "lag_s", "records_per_s", "status")

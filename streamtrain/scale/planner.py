@@ -42,7 +42,7 @@ from streamtrain.roster import WorkerRoster
 from streamtrain.scale.arrivals import ArrivalSteps
 from streamtrain.scale.keep_up import KeepUpWatch
 from streamtrain.scale.models import ThroughputModel
-from streamtrain.scale.planner_forecast import forecast_feed
+from streamtrain.scale.planner_forecast import forecast_feed, forecast_status
 from streamtrain.scale.planner_settings import PlannerSettings, build_policy
 from streamtrain.scale.policies import FORECASTING_POLICIES, ForecastFeed
 from streamtrain.scale.policy import Decision, Observation, PendingAction, Policy, Resumable
@@ -139,12 +139,38 @@ class Planner:
         self._saw(model_now_s)
         model_sample = self.clock.model_sample(sample)
         observed_s = model_sample.observed_at_ms / MS_PER_S
-        problem = self.samples.add(
-            model_sample, model_now_s, measures_pool=not self._in_handover(observed_s)
-        )
+        disturbed = model_sample.HasField("disturbed_s")
+        measures_pool = not disturbed and not self._in_handover(observed_s)
+        problem = self.samples.add(model_sample, model_now_s, measures_pool=measures_pool)
         if problem is None:
             self.roster.heard(sample.worker_id, sample.observed_at_ms / MS_PER_S, sample.workers)
+            if disturbed:
+                self._disturbed(model_sample, observed_s)
         return problem
+
+    def _disturbed(self, sample: cp.ThroughputSample, observed_s: float) -> None:
+        """A worker's round did not commit or changed the participants (a peer died,
+        joined or left; :func:`~streamtrain.ingest.metrics.disturbed_s`): every sample
+        observed since that round began, and one sample bucket after this one, measured
+        the change. The kept ones are dropped and the throughput model is refitted at
+        the next tick. Without this, a killed worker's peers, waiting out the
+        collective's timeout and then stepping one fewer, put four workers at half the
+        rate of three, and the planner moved between four and eight workers all day."""
+        since_s = observed_s - sample.disturbed_s
+        dropped = self.samples.discard_since(since_s)
+        self._handover_until_s = max(
+            self._handover_until_s, observed_s + self.settings.samples.bucket_s
+        )
+        if dropped:
+            self._refitted_at_s = -math.inf
+        log.info(
+            "%s reported a disturbed round %.0f s before its sample: %d kept sample(s) "
+            "dropped, samples until %.0f s do not measure the pool",
+            sample.worker_id,
+            sample.disturbed_s,
+            dropped,
+            self._handover_until_s,
+        )
 
     def _in_handover(self, observed_s: float) -> bool:
         """Whether a sample observed at ``observed_s`` (model clock) saw the pool change
@@ -464,31 +490,5 @@ class Planner:
             },
             "note": self.last_note,
             "time_scale": self.clock.factor,
-            "forecast": self._forecast_json(),
+            "forecast": forecast_status(self.settings, self._feed, self._live),
         }
-
-    def _forecast_json(self) -> dict[str, Any] | None:
-        """The newest point forecast, on the wall clock (records per wall second)."""
-        latest = self._feed.latest() if self._feed is not None else None
-        if latest is None:
-            return None
-        first_step, point = latest
-        step_s = self.settings.step_s
-        first_s = first_step * step_s
-        body: dict[str, Any] = {
-            "first_step_at_ms": int(self.clock.wall_s(first_s) * MS_PER_S),
-            "step_s": step_s / self.clock.factor,
-            "records_per_s": [round(self.clock.wall_rate(float(v)), 3) for v in point],
-            "model": self.settings.forecaster,
-        }
-        band = self._feed.band() if self._feed is not None else None
-        if band is not None:
-            low, high, levels = band
-            body["quantiles"] = list(levels)
-            body["low_records_per_s"] = [round(self.clock.wall_rate(float(v)), 3) for v in low]
-            body["high_records_per_s"] = [round(self.clock.wall_rate(float(v)), 3) for v in high]
-        if self._live is not None:
-            body |= self._live.status()
-        else:
-            body |= {"live": self.settings.forecaster, "recent_mase": None}
-        return body

@@ -9,19 +9,21 @@ forecast-based policies use too. The seasonal naives fit in microseconds and are
 fitted in place; every other model is a
 :class:`~streamtrain.forecast.live.LiveForecaster` whose fits go to ``fit_submit`` (the
 control app's worker process; a one-thread pool when none is given), so a tick never
-waits for a fit.
+waits for a fit. :func:`forecast_status` is the forecast part of the planner's status.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from streamtrain.forecast.live import LiveForecaster, LiveSettings, Submit, fit_and_save
 from streamtrain.scale.planner_settings import PlannerSettings
 from streamtrain.scale.policies.feed import ForecastFeed, forecaster_factory
+from streamtrain.units import MS_PER_S
 
-__all__ = ["CHEAP_FORECASTERS", "forecast_feed"]
+__all__ = ["CHEAP_FORECASTERS", "forecast_feed", "forecast_status"]
 
 CHEAP_FORECASTERS = frozenset({"seasonal_naive", "seasonal_naive_daily", "seasonal_naive_weekly"})
 
@@ -59,3 +61,33 @@ def forecast_feed(
     # The feed asks for a "fit" at every refit interval; the live forecaster decides
     # what is due (a background refit, or nothing), so the feed asks often.
     return ForecastFeed(lambda _steps: live, refit_interval_s=s.step_s), live
+
+
+def forecast_status(
+    settings: PlannerSettings, feed: ForecastFeed | None, live: LiveForecaster | None
+) -> dict[str, Any] | None:
+    """The newest point forecast (and band) on the wall clock, in records per wall
+    second, with the live forecaster's state; ``None`` before the first forecast."""
+    latest = feed.latest() if feed is not None else None
+    if feed is None or latest is None:
+        return None
+    clock = settings.time_scale
+    first_step, point = latest
+    step_s = settings.step_s
+    body: dict[str, Any] = {
+        "first_step_at_ms": int(clock.wall_s(first_step * step_s) * MS_PER_S),
+        "step_s": step_s / clock.factor,
+        "records_per_s": [round(clock.wall_rate(float(v)), 3) for v in point],
+        "model": settings.forecaster,
+    }
+    band = feed.band()
+    if band is not None:
+        low, high, levels = band
+        body["quantiles"] = list(levels)
+        body["low_records_per_s"] = [round(clock.wall_rate(float(v)), 3) for v in low]
+        body["high_records_per_s"] = [round(clock.wall_rate(float(v)), 3) for v in high]
+    if live is not None:
+        body |= live.status()
+    else:
+        body |= {"live": settings.forecaster, "recent_mase": None}
+    return body

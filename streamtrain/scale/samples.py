@@ -181,6 +181,10 @@ def sample_problem(
         math.isfinite(sample.step_time_ms) and 0 <= sample.step_time_ms <= _MAX_STEP_TIME_MS
     ):
         return f"bad step_time_ms {sample.step_time_ms} from {who}"
+    if sample.HasField("disturbed_s") and not (
+        math.isfinite(sample.disturbed_s) and sample.disturbed_s >= 0
+    ):
+        return f"bad disturbed_s {sample.disturbed_s} from {who}"
     if sample.observed_at_ms <= 0:
         return f"no observed_at_ms from {who}"
     return None if now_ms is None else _from_the_future(sample, now_ms, limits)
@@ -376,6 +380,17 @@ class SampleBook:
             return None
         self._samples[(sample.worker_id, sample.observed_at_ms)] = sample
         return None
+
+    def discard_since(self, since_s: float) -> int:
+        """Drop the kept samples observed at or after ``since_s`` (a worker reported a
+        disturbed round that began then: they measured it, not the pool); they are
+        counted in ``handover``. Returns how many were dropped. Closed windows stay."""
+        since_ms = since_s * MS_PER_S
+        doomed = [key for key, v in self._samples.items() if v.observed_at_ms >= since_ms]
+        for key in doomed:
+            del self._samples[key]
+        self.handover += len(doomed)
+        return len(doomed)
 
     def step_time_ms(self) -> float | None:
         """The job's recent training step (ms): each worker's newest reported step time,

@@ -65,7 +65,7 @@ class TimeScale:
         return wall_duration_s * self.factor
 
     def model_sample(self, sample: cp.ThroughputSample) -> cp.ThroughputSample:
-        """A copy of ``sample`` on the model clock (rates, window and time converted)."""
+        """A copy of ``sample`` on the model clock (rates, durations and time converted)."""
         if self.identity:
             return sample
         converted = cp.ThroughputSample()
@@ -73,6 +73,8 @@ class TimeScale:
         converted.records_per_s_consumed = self.model_rate(sample.records_per_s_consumed)
         converted.records_per_s_trained = self.model_rate(sample.records_per_s_trained)
         converted.window_s = self.model_duration(sample.window_s)
+        if sample.HasField("disturbed_s"):
+            converted.disturbed_s = self.model_duration(sample.disturbed_s)
         converted.observed_at_ms = round(s_to_ms(self.model_s(ms_to_s(sample.observed_at_ms))))
         return converted
 

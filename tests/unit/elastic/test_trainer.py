@@ -180,3 +180,30 @@ def test_each_round_with_a_batch_counts_one_step_and_its_time_for_the_step_time_
     snapshot = metrics.snapshot()
     assert snapshot.steps == 2
     assert snapshot.busy_s >= 0
+
+
+def test_rounds_that_fail_or_change_the_participants_are_counted_as_disturbed():
+    """What the planner needs to leave a killed peer's timeout out of its throughput
+    model: the failed round, the first round with one fewer and the first with the
+    replacement; steady rounds, empty or not, are not disturbed."""
+    from streamtrain.ingest.metrics import WorkerMetrics
+
+    def round_of(committed, world, step):
+        return StepOutcome(committed, step, step, world_size=world)
+
+    script = [
+        round_of(True, 3, 1),
+        round_of(True, 3, 2),
+        round_of(False, 3, 2),  # a peer died mid-step
+        round_of(True, 2, 3),  # one fewer
+        round_of(True, 2, 4),
+        round_of(True, 3, 5),  # the replacement joined
+        round_of(True, 3, 6),
+    ]
+    metrics = WorkerMetrics()
+    trainer = ElasticTrainer(ScriptedEngine(script), metrics=metrics)
+    counts = []
+    for i in range(len(script)):
+        trainer.round(batch(10 * i, []) if i % 2 else None)
+        counts.append(metrics.snapshot().disturbed_rounds)
+    assert counts == [0, 0, 1, 2, 2, 3, 3]

@@ -1,8 +1,15 @@
 """Worker metrics: rates by differencing totals, throughput samples, Prometheus series."""
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from streamtrain.ingest.metrics import MetricsSnapshot, WorkerMetrics, rates, throughput_sample
+from streamtrain.ingest.metrics import (
+    MetricsSnapshot,
+    WorkerMetrics,
+    disturbed_s,
+    rates,
+    throughput_sample,
+)
 from streamtrain.ingest.reporting import WorkerCollector
 from streamtrain.ingest.tracker import OffsetTracker, PartitionProgress
 from streamtrain.proto import control_plane_pb2 as pb
@@ -105,3 +112,26 @@ def test_throughput_sample_says_the_mean_step_time_when_steps_are_counted():
     metrics.add(busy_s=0.5, steps=1)
     metrics.add(busy_s=0.25, steps=1)
     assert metrics.snapshot().steps == 2
+
+
+def test_a_sample_says_when_its_first_disturbed_round_began():
+    """A failed round that began before the window (the peers waited out a dead rank's
+    collective timeout) reaches back before the window; none: no field."""
+    metrics = WorkerMetrics()
+    start = metrics.snapshot()
+    quiet = metrics.snapshot()
+    assert not throughput_sample(
+        start, quiet, job="j", worker_id="w", workers=2, observed_at_ms=1
+    ).HasField("disturbed_s")
+    metrics.disturbed(quiet.at_s - 4.0)  # began 4 s before the window
+    metrics.disturbed(quiet.at_s + 0.001)
+    after = metrics.snapshot()
+    sample = throughput_sample(quiet, after, job="j", worker_id="w", workers=2, observed_at_ms=1)
+    assert sample.disturbed_s == pytest.approx(after.at_s - quiet.at_s + 4.0)
+    assert disturbed_s(after, metrics.snapshot()) is None  # counted once
+
+
+def test_more_disturbed_rounds_than_kept_reach_back_to_the_window_start_at_least():
+    a = MetricsSnapshot(at_s=100.0, disturbed_rounds=3)
+    b = MetricsSnapshot(at_s=110.0, disturbed_rounds=30, disturbances=((30, 109.0),))
+    assert disturbed_s(a, b) == pytest.approx(10.0)

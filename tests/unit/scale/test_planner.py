@@ -286,3 +286,40 @@ def test_samples_observed_while_the_pool_changes_size_do_not_measure_it():
     p.refit(T0 + 8.5)
     assert dict(p.estimate.measured)[3] == pytest.approx(15.0)  # 3 x 5.0, no slow window
     assert p.status()["samples"]["handover"] == 6
+
+
+def test_samples_around_a_disturbed_round_do_not_measure_the_pool():
+    """A peer is killed at T0+10: the others wait out the collective's timeout (their
+    samples show almost nothing, still labelled 4 and then 3), then one reports the
+    failed round that began at T0+10. Every sample since is dropped, and so are those
+    within a bucket after the report; four and three workers keep their real rates."""
+    p = planner(initial_workers=4)
+    workers = ("w0", "w1", "w2", "w3")
+    for at_s in (T0 + 8, T0 + 9):
+        for worker in workers:
+            p.add_sample(sample(4, 5.0, at_s, worker), at_s)
+    for at_s, pool in ((T0 + 11, 4), (T0 + 12, 3), (T0 + 13, 3)):  # waiting, not training
+        for worker in workers[:3]:
+            p.add_sample(sample(pool, 0.5, at_s, worker), at_s)
+    p.refit(T0 + 13.5)  # a refit within the timeout sees the stall...
+    assert dict(p.estimate.measured)[3] < 5.0
+    report = sample(3, 0.5, T0 + 15, "w0")
+    report.disturbed_s = 5.0  # the failed round began at T0+10
+    assert p.add_sample(report, T0 + 15) is None
+    for worker in workers[1:3]:  # within a bucket after the report: the regrouping
+        p.add_sample(sample(3, 2.0, T0 + 15.5, worker), T0 + 15.5)
+    for at_s in (T0 + 17, T0 + 18):
+        for worker in workers[:3]:
+            p.add_sample(sample(3, 5.0, at_s, worker), at_s)
+    p.tick(T0 + 18.5)  # ...and the next tick refits without it
+    measured = dict(p.estimate.measured)
+    assert measured[4] == pytest.approx(20.0) and measured[3] == pytest.approx(15.0)
+    assert p.status()["samples"]["handover"] == 3 * 3 + 1 + 2
+
+
+def test_a_sample_with_a_bad_disturbance_is_refused():
+    p = planner()
+    for bad in (-1.0, float("nan"), float("inf")):
+        report = sample(2, 5.0, T0)
+        report.disturbed_s = bad
+        assert "disturbed_s" in (p.add_sample(report, T0) or "")
