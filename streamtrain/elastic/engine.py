@@ -38,7 +38,8 @@ class StepOutcome:
     ``step``; torchelastic: the newest saved checkpoint's); ``records`` this worker
     trained in the round and ``records_global`` the whole step's; ``world_size`` the
     participants; ``refused``: why this worker's batch was refused (it contributed
-    nothing; the caller dead-letters it).
+    nothing; the caller dead-letters it); ``compute_s``: this worker's forward and
+    backward pass (the rest of the round is synchronization and waiting for peers).
     """
 
     committed: bool
@@ -49,6 +50,7 @@ class StepOutcome:
     world_size: int = 1
     refused: str | None = None
     loss: float = float("nan")
+    compute_s: float = 0.0
 
 
 class Engine(Protocol):
@@ -105,7 +107,12 @@ class CommittedOnReturn:
         return None
 
     def _outcome(
-        self, records: int, *, loss: float = float("nan"), refused: str | None = None
+        self,
+        records: int,
+        *,
+        loss: float = float("nan"),
+        refused: str | None = None,
+        compute_s: float = 0.0,
     ) -> StepOutcome:
         return StepOutcome(
             committed=True,
@@ -115,6 +122,7 @@ class CommittedOnReturn:
             records_global=records,
             refused=refused,
             loss=loss,
+            compute_s=compute_s,
         )
 
 
@@ -132,7 +140,10 @@ class LocalEngine(CommittedOnReturn):
             self.app.optimizer.step()
             self._step += 1
         return self._outcome(
-            contribution.records, loss=contribution.loss, refused=contribution.refused
+            contribution.records,
+            loss=contribution.loss,
+            refused=contribution.refused,
+            compute_s=contribution.compute_s,
         )
 
 

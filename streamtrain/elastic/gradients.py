@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,11 +50,13 @@ _DATA_ERRORS = (ValueError, IndexError, RuntimeError)
 @dataclass(frozen=True, slots=True)
 class Contribution:
     """What this worker brings to a step: ``records`` trained (0: nothing), the batch's
-    refusal if it was refused (``refused``: why), and the loss."""
+    refusal if it was refused (``refused``: why), the loss, and the time its forward and
+    backward pass took (``compute_s``)."""
 
     records: int
     refused: str | None = None
     loss: float = float("nan")
+    compute_s: float = 0.0
 
 
 def count_vector(records: int, durable_step: int = 0) -> torch.Tensor:
@@ -175,6 +178,7 @@ class LocalStep:
         if batch is None or len(batch) == 0:
             return Contribution(0)
         self.app.model.train()
+        started = time.monotonic()
         try:
             loss = float(self.app.forward_backward(batch))
         except _DATA_ERRORS as exc:
@@ -187,7 +191,7 @@ class LocalStep:
         ):
             return self._refuse(batch, "its gradient is not finite")
         self.bad_in_a_row = 0
-        return Contribution(len(batch), loss=loss)
+        return Contribution(len(batch), loss=loss, compute_s=time.monotonic() - started)
 
     def _refuse(self, batch: Batch, why: str) -> Contribution:
         self.app.optimizer.zero_grad(set_to_none=True)

@@ -138,6 +138,7 @@ class TorchElasticEngine:
             world_size=self.world_size,
             refused=contribution.refused,
             loss=contribution.loss,
+            compute_s=contribution.compute_s,
         )
 
     def leave(self) -> None:

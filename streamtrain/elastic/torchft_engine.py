@@ -311,6 +311,7 @@ class TorchftEngine:
             world_size=int(manager.num_participants()),
             refused=contribution.refused,
             loss=contribution.loss,
+            compute_s=contribution.compute_s,
         )
 
 

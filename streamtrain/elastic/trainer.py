@@ -24,7 +24,10 @@ A round that did not commit, or whose participants differ from the round before'
 counted in the worker's metrics as *disturbed*
 (:meth:`~streamtrain.ingest.metrics.WorkerMetrics.disturbed`): the throughput samples
 around it measure a peer's failure, arrival or departure, and the planner leaves them
-out of its throughput model.
+out of its throughput model. A committed lockstep round that trained records of this
+worker gives its time and its forward-backward time
+(:meth:`~streamtrain.ingest.metrics.WorkerMetrics.lockstep_round`), from which the
+samples' busy fraction estimates what the pool would train with full batches.
 
 :meth:`~ElasticTrainer.idle_rounds` keeps a joined worker stepping with no data in a
 thread while it does something else (waiting for admission, starting its consumer): a
@@ -85,6 +88,7 @@ class ElasticTrainer:
         source: object | None = None,
         dead_letter: DeadLetter | None = None,
         metrics: WorkerMetrics | None = None,
+        batch_records: int | None = None,
     ) -> None:
         self.engine = engine
         self.source = source
@@ -96,6 +100,8 @@ class ElasticTrainer:
         self._committed_hook: Callable[[Batch, int], object] | None = None
         self._acknowledged_hook: Callable[[Batch, int], object] | None = None
         self._round_hook: Callable[[StepOutcome], object] | None = None
+        if metrics is not None and batch_records and self.steps_every_round:
+            metrics.lockstep(batch_records)
 
     @property
     def steps_every_round(self) -> bool:
@@ -121,8 +127,11 @@ class ElasticTrainer:
         started = time.monotonic()
         outcome = self.engine.step(batch)
         if self.metrics is not None:
+            elapsed_s = time.monotonic() - started
             if batch is not None:
-                self.metrics.add(busy_s=time.monotonic() - started, steps=1)
+                self.metrics.add(busy_s=elapsed_s, steps=1)
+            if self.steps_every_round and outcome.committed and outcome.records > 0:
+                self.metrics.lockstep_round(elapsed_s, outcome.compute_s, outcome.records)
             if _disturbed(self.last, outcome):
                 self.metrics.disturbed(started)
         self.last = outcome

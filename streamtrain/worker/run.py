@@ -210,7 +210,11 @@ def run_worker(
         )
     node = None if queue is None else queue.node
     trainer = ElasticTrainer(
-        engine, source=consumer, dead_letter=_dead_letter_sink(consumer), metrics=metrics
+        engine,
+        source=consumer,
+        dead_letter=_dead_letter_sink(consumer),
+        metrics=metrics,
+        batch_records=settings.batch_records,
     )
     trainer.observe(app)
     step_wait_s = elastic.step_wait_s if trainer.steps_every_round else 0.5

@@ -3,6 +3,7 @@ mean loss over every record; a batch that cannot be trained is refused, not shar
 
 import math
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -193,3 +194,18 @@ def test_exactly_the_holders_of_the_greatest_fingerprint_keep_their_model(prints
 
     keys = [(rank(a), rank(b)) for a, b in prints]
     assert kept_by_each(prints) == [key == max(keys) for key in keys]
+
+
+def test_a_contribution_times_its_forward_and_backward_pass():
+    worker = app()
+    inner = worker.step_fn
+
+    def slow(model, batch):
+        time.sleep(0.05)
+        return inner(model, batch)
+
+    worker = TrainingParts(worker.decoder, worker.model, worker.optimizer, slow)
+    x = torch.zeros(4, 3)
+    contribution = LocalStep(worker).run(batch_of(x, torch.zeros(4)))
+    assert contribution.records == 4 and contribution.compute_s >= 0.05
+    assert LocalStep(worker).run(None).compute_s == 0.0

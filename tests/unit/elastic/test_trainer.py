@@ -207,3 +207,34 @@ def test_rounds_that_fail_or_change_the_participants_are_counted_as_disturbed():
         trainer.round(batch(10 * i, []) if i % 2 else None)
         counts.append(metrics.snapshot().disturbed_rounds)
     assert counts == [0, 0, 1, 2, 2, 3, 3]
+
+
+def test_lockstep_rounds_that_trained_give_their_time_and_compute_to_the_metrics():
+    from streamtrain.ingest.metrics import WorkerMetrics
+
+    script = [
+        StepOutcome(True, 1, 1, 2, 6, world_size=3, compute_s=0.25),
+        StepOutcome(True, 2, 2, 0, 4, world_size=3),  # nothing of this worker's
+        StepOutcome(False, 2, 2, 0, 0, world_size=3, compute_s=0.5),  # not committed
+    ]
+    metrics = WorkerMetrics()
+    trainer = ElasticTrainer(ScriptedEngine(script), metrics=metrics, batch_records=256)
+    trainer.round(batch(0, []))
+    trainer.round(None)
+    trainer.round(batch(10, []))
+    snapshot = metrics.snapshot()
+    assert snapshot.lockstep_batch_records == 256
+    assert (snapshot.lockstep_rounds, snapshot.lockstep_records) == (1, 2)
+    assert snapshot.lockstep_compute_s == 0.25
+    assert len(snapshot.lockstep_syncs) == 1 and snapshot.lockstep_syncs[0][1] >= 0
+
+
+def test_a_worker_of_its_own_model_is_not_lockstep():
+    from streamtrain.ingest.metrics import WorkerMetrics
+
+    engine = ScriptedEngine([StepOutcome(True, 1, 1, 2, 2)])
+    engine.kind = EngineKind.NONE
+    metrics = WorkerMetrics()
+    ElasticTrainer(engine, metrics=metrics, batch_records=256).round(batch(0, []))
+    snapshot = metrics.snapshot()
+    assert snapshot.lockstep_batch_records == 0 and snapshot.lockstep_rounds == 0

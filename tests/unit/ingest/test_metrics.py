@@ -1,5 +1,7 @@
 """Worker metrics: rates by differencing totals, throughput samples, Prometheus series."""
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -7,6 +9,7 @@ from streamtrain.ingest.metrics import (
     MetricsSnapshot,
     WorkerMetrics,
     disturbed_s,
+    lockstep_capacity,
     rates,
     throughput_sample,
 )
@@ -135,3 +138,35 @@ def test_more_disturbed_rounds_than_kept_reach_back_to_the_window_start_at_least
     a = MetricsSnapshot(at_s=100.0, disturbed_rounds=3)
     b = MetricsSnapshot(at_s=110.0, disturbed_rounds=30, disturbances=((30, 109.0),))
     assert disturbed_s(a, b) == pytest.approx(10.0)
+
+
+def test_a_lockstep_workers_capacity_is_its_compute_per_full_batch_plus_the_sync():
+    """Rounds of 64 records at 2 ms a record, whose rest (quorum, all-reduces, peers)
+    took 0.1 s at least and up to 0.9 s while the peers waited for data: with full
+    batches of 256 a round takes 0.512 + 0.1 s. The step time (0.228-1.028 s a round)
+    read as busy would have put the capacity at the traffic."""
+    metrics = WorkerMetrics()
+    metrics.lockstep(256)
+    before = metrics.snapshot()
+    for rest_s in (0.1, 0.1, 0.1, 0.9, 0.5, 0.9, 0.1, 0.9):
+        metrics.lockstep_round(0.128 + rest_s, 0.128, 64)
+    metrics.add(trained=8 * 64)  # the source counts acknowledged records
+    after = replace(metrics.snapshot(), at_s=before.at_s + 10.0)  # a 10-s window
+    capacity = lockstep_capacity(before, after)
+    assert capacity == pytest.approx(256 / (0.512 + 0.1))
+    trained = 8 * 64 / 10.0
+    sample = throughput_sample(before, after, job="j", worker_id="w", workers=3, observed_at_ms=1)
+    assert sample.records_per_s_trained / sample.busy_fraction == pytest.approx(capacity)
+    assert sample.records_per_s_trained == pytest.approx(trained)
+
+
+def test_a_lockstep_worker_that_trained_nothing_says_nothing_about_its_capacity():
+    metrics = WorkerMetrics()
+    metrics.lockstep(256)
+    metrics.lockstep_round(1.0, 0.5, 100)
+    before = metrics.snapshot()
+    metrics.add(busy_s=3.0, steps=3)  # empty rounds only
+    after = metrics.snapshot()
+    assert lockstep_capacity(before, after) is None
+    sample = throughput_sample(before, after, job="j", worker_id="w", workers=3, observed_at_ms=1)
+    assert sample.busy_fraction == 0.0  # below the planner's minimum: left out
