@@ -120,7 +120,11 @@ PLAN_QUANTILE = 0.8
 # where the lag fallback's threshold (5 s above the plan's lag) begins. With 10 %
 # above the forecast, the morning ramp held two workers at about 75 % until the lag
 # fallback added the third; with the same margin both ways, a scale-down was undone by
-# a scale-up minutes later, three times a day.
+# a scale-up minutes later, three times a day. Those shares are of the capacity the
+# workers measured from their step time, which read the traffic wherever the pool was
+# below capacity; against the capacity from compute and synchronization the evening
+# runs five workers near 85 % of it, where the lag reaches 9-13 s (docs/benchmarks.md,
+# "The demo": what margin that capacity needs is open; 30 % did no better once).
 HEADROOM = 0.20
 DOWN_HEADROOM = 0.15
 
