@@ -24,8 +24,11 @@ A round that did not commit, or whose participants differ from the round before'
 counted in the worker's metrics as *disturbed*
 (:meth:`~streamtrain.ingest.metrics.WorkerMetrics.disturbed`): the throughput samples
 around it measure a peer's failure, arrival or departure, and the planner leaves them
-out of its throughput model. A committed lockstep round that trained records of this
-worker gives its time and its forward-backward time
+out of its throughput model. (torchft returns such rounds; torchelastic raises on a
+failed step and restarts every rank, so there only a changed world size shows.)
+
+A committed lockstep round that trained records of this worker gives its time and its
+forward-backward time
 (:meth:`~streamtrain.ingest.metrics.WorkerMetrics.lockstep_round`), from which the
 samples' busy fraction estimates what the pool would train with full batches.
 

@@ -201,7 +201,10 @@ def lockstep_capacity(previous: MetricsSnapshot, current: MetricsSnapshot) -> fl
     pass (the window's seconds per record times the full batch) plus the synchronization
     (the lower quartile of the window's rest of a round: quorum and all-reduces; the
     higher ones also wait for peers, which wait for data when the pool has less than it
-    can train). ``None`` without a round that trained records in the window."""
+    can train). ``None`` without a round that trained records in the window. The compute
+    is taken as linear in the batch: a fixed cost per pass makes small batches read a
+    lower capacity (the planner then plans more workers, not fewer). With more than
+    ``_SYNCS_KEPT`` rounds in the window, the quartile is of the newest."""
     records = current.lockstep_records - previous.lockstep_records
     compute_s = current.lockstep_compute_s - previous.lockstep_compute_s
     syncs = sorted(s for n, s in current.lockstep_syncs if n > previous.lockstep_rounds)
@@ -248,7 +251,8 @@ def throughput_sample(
     """The ``ThroughputSample`` for the window ``previous → current``.
 
     ``workers`` is the pool size the worker saw (0: unknown). ``busy_fraction`` is set
-    when the trainer reports the time its steps take (``busy_s``), ``step_time_ms`` when
+    when the trainer reports the time its steps take (``busy_s``; always for a lockstep
+    worker, below), ``step_time_ms`` when
     it also counts them (``steps``: the mean step of the window), ``disturbed_s`` when a
     round in the window was disturbed (:func:`disturbed_s`). A lockstep worker's busy
     fraction is :func:`lockstep_busy_fraction`: its steps include waiting for peers that

@@ -113,7 +113,7 @@ class Planner:
         self._last_drain_s: float | None = None  # two-phase scale-downs: command to gone
         self._refitted_at_s = -math.inf
         self._decided_at_s = -math.inf
-        self._handover_until_s = -math.inf  # samples before it saw the last action
+        self._handover_until_s = -math.inf  # samples before it saw a change of the pool
         self.keep_up = KeepUpWatch(
             job=settings.job,
             group=settings.group,
@@ -156,7 +156,8 @@ class Planner:
         the next tick. Without this, a killed worker's peers, waiting out the
         collective's timeout and then stepping one fewer, put four workers at half the
         rate of three, and the planner moved between four and eight workers all day."""
-        since_s = observed_s - sample.disturbed_s
+        # a longer disturbance reaches no kept sample (they are closed after retention)
+        since_s = observed_s - min(sample.disturbed_s, self.settings.samples.retention_s)
         dropped = self.samples.discard_since(since_s)
         self._handover_until_s = max(
             self._handover_until_s, observed_s + self.settings.samples.bucket_s
@@ -173,8 +174,9 @@ class Planner:
         )
 
     def _in_handover(self, observed_s: float) -> bool:
-        """Whether a sample observed at ``observed_s`` (model clock) saw the pool change
-        size: from an action's command until one sample bucket after it settled. Its
+        """Whether a sample observed at ``observed_s`` (model clock) saw the pool change:
+        from an action's command until one sample bucket after it settled, or until one
+        bucket after a worker reported a disturbed round (:meth:`_disturbed`). Its
         workers stepped through a quorum change, a drain or a rebalance, so it measures
         that, not what the pool trains (one such window once put three workers at a third
         of their speed, and the planner asked for eight)."""
@@ -300,7 +302,9 @@ class Planner:
                 self._last_pause_s = max(self.settings.min_action_pause_s, measured)
             log.info("scale command %s took effect after %.1f s", pending.command_id, measured)
             self._pending = None
-            self._handover_until_s = now_s + self.settings.samples.bucket_s
+            self._handover_until_s = max(
+                self._handover_until_s, now_s + self.settings.samples.bucket_s
+            )
         elif now_s - action.started_at_s > self.settings.command_timeout_s:
             log.warning(
                 "scale command %s to %d workers not reflected after %.0f s (still %d); "
@@ -311,7 +315,9 @@ class Planner:
                 current,
             )
             self._pending = None
-            self._handover_until_s = now_s + self.settings.samples.bucket_s
+            self._handover_until_s = max(
+                self._handover_until_s, now_s + self.settings.samples.bucket_s
+            )
 
     def observation(self, now_s: float, current: int) -> Observation | None:
         """What the policy sees now, or None without a lag reading.

@@ -339,8 +339,9 @@ class SampleBook:
     :meth:`step_time_ms`; an older sample is late: dropped and counted) and the closed
     job windows before them (the last ``windows_per_count`` per pool size, however
     old). Unusable samples are dropped and counted (``rejected``; those from the future
-    also in ``skewed``), and so are those observed while the pool changed size
-    (``handover``: they measure the hand-over, not the pool).
+    also in ``skewed``), and so are those observed while the pool changed
+    (``handover``: they measure the hand-over, not the pool; the planner says when, from
+    its actions and the workers' disturbed rounds).
     """
 
     def __init__(self, job: str, settings: SampleSettings | None = None) -> None:

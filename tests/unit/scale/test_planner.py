@@ -323,3 +323,24 @@ def test_a_sample_with_a_bad_disturbance_is_refused():
         report = sample(2, 5.0, T0)
         report.disturbed_s = bad
         assert "disturbed_s" in (p.add_sample(report, T0) or "")
+
+
+def test_a_disturbance_longer_than_the_retention_drops_no_more_than_the_retention():
+    """A worker that says its round began a year ago (a bug, a clock gone wrong) drops
+    the samples of the last retention, as a real long disturbance would, and no more."""
+    p = planner(samples=SampleSettings(bucket_s=1.0, retention_s=5.0))
+    for at_s in (T0 + 1, T0 + 2, T0 + 3):
+        for worker in ("w0", "w1"):
+            p.add_sample(sample(2, 5.0, at_s, worker), at_s)
+    p.add_sample(sample(2, 5.0, T0 + 5, "w1"), T0 + 5)
+    report = sample(2, 5.0, T0 + 9, "w0")
+    report.disturbed_s = 3.6e10
+    assert p.add_sample(report, T0 + 9) is None
+    # the report and the sample since T0+4; those of T0+1..3 are older than the retention
+    assert p.status()["samples"]["handover"] == 1 + 1
+    edge = sample(2, 5.0, T0 + 14, "w1")
+    edge.disturbed_s = 2.0  # began at T0+12: a sample observed then is dropped too
+    p.add_sample(sample(2, 5.0, T0 + 11.9, "w0"), T0 + 11.9)
+    p.add_sample(sample(2, 5.0, T0 + 12.0, "w1"), T0 + 12.0)
+    p.add_sample(edge, T0 + 14)
+    assert p.status()["samples"]["handover"] == 2 + 1 + 1

@@ -29,6 +29,9 @@ def test_time_scale_converts_times_rates_and_durations_both_ways():
     )
     model = clock.model_sample(sample)
     assert model.records_per_s_trained == 2.0 and model.window_s == 144.0
+    assert not model.HasField("disturbed_s")
+    sample.disturbed_s = 5.0  # a dead peer's 5-s timeout is 12 model minutes at 144x
+    assert clock.model_sample(sample).disturbed_s == 720.0
     assert model.observed_at_ms == int((T0 + 144) * 1000)
     assert sample.records_per_s_trained == 288.0  # the original is untouched
     identity = TimeScale()
