@@ -251,13 +251,13 @@ def throughput_sample(
     """The ``ThroughputSample`` for the window ``previous → current``.
 
     ``workers`` is the pool size the worker saw (0: unknown). ``busy_fraction`` is set
-    when the trainer reports the time its steps take (``busy_s``; always for a lockstep
-    worker, below), ``step_time_ms`` when
-    it also counts them (``steps``: the mean step of the window), ``disturbed_s`` when a
-    round in the window was disturbed (:func:`disturbed_s`). A lockstep worker's busy
-    fraction is :func:`lockstep_busy_fraction`: its steps include waiting for peers that
-    wait for data, so their time is the pool's traffic, not its capacity. Positions are the next
-    offset to read per partition (partitions with nothing read yet are left out).
+    when the trainer reports the time its steps take (``busy_s``), and always for a
+    lockstep worker, whose steps include waiting for peers that wait for data (their
+    time is the pool's traffic, not its capacity): there it is
+    :func:`lockstep_busy_fraction`. ``step_time_ms`` is set when the trainer also counts
+    its steps (``steps``: the mean step of the window), ``disturbed_s`` when a round in
+    the window was disturbed (:func:`disturbed_s`). Positions are the next offset to
+    read per partition (partitions with nothing read yet are left out).
     """
     consumed, trained = rates(previous, current)
     window_s = current.at_s - previous.at_s

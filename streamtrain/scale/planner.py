@@ -159,9 +159,7 @@ class Planner:
         # a longer disturbance reaches no kept sample (they are closed after retention)
         since_s = observed_s - min(sample.disturbed_s, self.settings.samples.retention_s)
         dropped = self.samples.discard_since(since_s)
-        self._handover_until_s = max(
-            self._handover_until_s, observed_s + self.settings.samples.bucket_s
-        )
+        self._hand_over_until(observed_s)
         if dropped:
             self._refitted_at_s = -math.inf
         log.info(
@@ -172,6 +170,11 @@ class Planner:
             dropped,
             self._handover_until_s,
         )
+
+    def _hand_over_until(self, at_s: float) -> None:
+        """Samples observed until a bucket after ``at_s`` measure a change of the pool."""
+        bucket_s = self.settings.samples.bucket_s
+        self._handover_until_s = max(self._handover_until_s, at_s + bucket_s)
 
     def _in_handover(self, observed_s: float) -> bool:
         """Whether a sample observed at ``observed_s`` (model clock) saw the pool change:
@@ -302,9 +305,7 @@ class Planner:
                 self._last_pause_s = max(self.settings.min_action_pause_s, measured)
             log.info("scale command %s took effect after %.1f s", pending.command_id, measured)
             self._pending = None
-            self._handover_until_s = max(
-                self._handover_until_s, now_s + self.settings.samples.bucket_s
-            )
+            self._hand_over_until(now_s)
         elif now_s - action.started_at_s > self.settings.command_timeout_s:
             log.warning(
                 "scale command %s to %d workers not reflected after %.0f s (still %d); "
@@ -315,9 +316,7 @@ class Planner:
                 current,
             )
             self._pending = None
-            self._handover_until_s = max(
-                self._handover_until_s, now_s + self.settings.samples.bucket_s
-            )
+            self._hand_over_until(now_s)
 
     def observation(self, now_s: float, current: int) -> Observation | None:
         """What the policy sees now, or None without a lag reading.
