@@ -68,6 +68,8 @@ class RecordCounts:
     trained_total: int
     failed_to_produce: int = 0
     trained_from_peers: int = 0
+    # the traffic generator's worst delay behind its plan (wall s of planned traffic)
+    produced_late_max_s: float = 0.0
 
     @property
     def lost(self) -> int:
@@ -267,6 +269,7 @@ def summarize(
             "duplicates": records.duplicates,
             "failed_to_produce": records.failed_to_produce,
             "trained_from_peers": records.trained_from_peers,
+            "produced_late_max_s": round(records.produced_late_max_s, 2),
         },
         "actions": actions,
         "fallback_share": round(fallbacks / len(in_day), 4) if in_day else None,
@@ -346,7 +349,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"measured AUC-against-lag curve)",
             f"  records: {r['produced']:,} produced, {r['trained_unique']:,} trained, "
             f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once), "
-            f"{r['trained_from_peers']:,} trained by a peer of the worker that read them",
+            f"{r['trained_from_peers']:,} trained by a peer of the worker that read them; "
+            f"produced up to {number(r.get('produced_late_max_s'), '{:.1f}')} s behind the "
+            f"traffic's plan",
         ]
     )
 

@@ -14,7 +14,10 @@ Owned here:
   so stale training hurts) to a topic following the plan from ``start_at_s`` (wall
   clock), and counts what the broker acknowledged, per partition, so the demo can check
   that no record was lost. :meth:`~TrafficGenerator.burst` adds records at once (the
-  dashboard's lag-spike button).
+  dashboard's lag-spike button). It keeps how far it fell behind the plan
+  (:attr:`~TrafficGenerator.max_behind_s`): on a machine shared with the workers, a
+  starved generator delays the day's traffic, which the planner reads as a drop and the
+  catch-up as a burst.
 """
 
 from __future__ import annotations
@@ -126,6 +129,8 @@ class TrafficGenerator(threading.Thread):
 
     ``acknowledged[p]`` counts the records of partition ``p`` the broker confirmed;
     ``failed`` those it did not (logged). Ids are ``0 .. produced_ids - 1``.
+    ``max_behind_s``: the most planned traffic, in wall seconds at the plan's rate then,
+    that was due and not yet handed to the producer when the generator woke up.
     """
 
     def __init__(
@@ -146,6 +151,7 @@ class TrafficGenerator(threading.Thread):
         self.tick_s, self.drift_turns = tick_s, drift_turns
         self.acknowledged = np.zeros(plan.partitions, dtype=np.int64)
         self.failed = 0
+        self.max_behind_s = 0.0
         self.source = SyntheticCtr(seed=seed)
         self.next_id = 0
         self.start_at_s = start_at_s
@@ -191,7 +197,9 @@ class TrafficGenerator(threading.Thread):
                 elapsed = time.monotonic() - started
                 with self._extra_lock:
                     extra, self._extra[:] = self._extra.copy(), 0
-                missing = self.plan.due(elapsed) - sent + extra
+                due = self.plan.due(elapsed)
+                self._note_behind(elapsed, int((due - sent).sum()))
+                missing = due - sent + extra
                 total = int(missing.sum())
                 if total > 0:
                     phase = drift_phase(elapsed, self.plan.duration_s, self.drift_turns)
@@ -211,6 +219,11 @@ class TrafficGenerator(threading.Thread):
             if remaining:
                 log.error("%d demo records were still undelivered after 30 s", remaining)
                 self.failed += remaining
+
+    def _note_behind(self, elapsed_s: float, behind_records: int) -> None:
+        rate = self.plan.rate_at(elapsed_s)
+        if behind_records > 0 and rate > 0:
+            self.max_behind_s = max(self.max_behind_s, behind_records / rate)
 
     def _produce(self, producer: Producer, value: bytes, partition: int) -> None:
         while True:

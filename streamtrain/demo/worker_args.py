@@ -31,6 +31,7 @@ __all__ = [
     "STEP_WAIT_S",
     "THROUGHPUT_SAMPLE_INTERVAL_S",
     "WORKER_BATCH_RECORDS",
+    "WORKER_NICENESS",
     "pool_size_path",
     "states_topic",
     "worker_argv",
@@ -53,6 +54,13 @@ FAST_GROUP_CONFIG = (
 # Shuffle peers: a heartbeat every 0.5 s, a peer silent for 3 s is dropped.
 SHUFFLE_HEARTBEAT_INTERVAL_MS = 500
 SHUFFLE_HEARTBEAT_TIMEOUT_MS = 3_000
+# The workers run at nice 10, below the traffic generator, the broker and the control
+# app. On one machine they stand in for a pool of accelerators and the others for
+# machines of their own. At the same priority, 6-8 workers on the 2-core machine starved
+# the generator: in the evening it fell up to 38 wall seconds behind its plan, the
+# planner read the delay as a drop in traffic (6 -> 3 workers at the peak) and the
+# catch-up as a burst. `nice` replaces itself with the worker, so the pid is the worker's.
+WORKER_NICENESS = 10
 # One throughput sample a wall second (the control app buckets them, see control_args).
 THROUGHPUT_SAMPLE_INTERVAL_S = 1
 
@@ -89,13 +97,14 @@ def worker_argv(
 ) -> list[str]:
     """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job
     (``--shuffle none`` with shards: free workers pulling shards balance hot partitions),
-    training on ``engine`` (``torchft`` needs the ``lighthouse`` address)."""
+    training on ``engine`` (``torchft`` needs the ``lighthouse`` address), at
+    :data:`WORKER_NICENESS`."""
     engine_args: tuple[str, ...] = ("--engine", engine)
     if engine == "torchft":
         if lighthouse is None:
             raise ConfigError("the demo's torchft workers need the lighthouse's address")
         engine_args += ("--lighthouse", lighthouse, "--step-wait-s", str(STEP_WAIT_S))
-    return streamtrain_command(
+    command = streamtrain_command(
         "worker",
         "--topic",
         names.topic,
@@ -133,6 +142,7 @@ def worker_argv(
         str(HEARTBEAT_INTERVAL_MS),
         *engine_args,
     )
+    return ["nice", "-n", str(WORKER_NICENESS), *command]
 
 
 # torchft's manager logs every quorum and commit at INFO: a line a step per worker.

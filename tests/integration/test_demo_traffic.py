@@ -5,6 +5,7 @@ import time
 import numpy as np
 
 from streamtrain.demo.traffic import TrafficGenerator, TrafficPlan
+from streamtrain.forecast.trace import Trace
 from streamtrain.ingest.example import CTR_RECORD
 from streamtrain.kafka import create_topic
 from tests.integration.http_kafka import read_topic
@@ -28,3 +29,23 @@ def test_generator_produces_the_plan_with_unique_ids(broker):
         assert len(values) == plan.due(3.0)[partition]
         ids += np.frombuffer(b"".join(values), dtype=CTR_RECORD)["id"].tolist()
     assert sorted(ids) == list(range(plan.total_records))
+
+
+def test_the_generator_says_how_far_it_fell_behind_its_plan(broker):
+    """A generator that wakes every 0.5 s finds about 0.5 s of traffic due each time;
+    one that wakes every 20 ms finds far less. Either way every record arrives."""
+    settings = broker.kafka_settings()
+    flat = Trace(start_s=0.0, step_s=60, records_per_s=np.full(1440, 1.0))
+    plan = TrafficPlan.from_trace(flat, duration_s=2, peak_records_per_s=200, partitions=2)
+    behind = {}
+    for tick_s in (0.02, 0.5):
+        topic = f"demo-traffic-late-{time.monotonic_ns()}"
+        create_topic(settings, topic, 2)
+        generator = TrafficGenerator(settings, topic, plan, tick_s=tick_s)
+        generator.start()
+        generator.join(timeout=30)
+        assert not generator.is_alive()
+        assert generator.acknowledged.sum() == plan.total_records
+        behind[tick_s] = generator.max_behind_s
+    assert behind[0.5] >= 0.45  # due at 200 records/s for at least one sleep of 0.5 s
+    assert behind[0.02] < behind[0.5]

@@ -54,8 +54,9 @@ def test_worker_argv_and_env_are_unchanged():
     argv = worker_argv(
         DemoNames.for_run("abcd1234"), run_dir=run, shuffle="advanced", queue_records=1024
     )
-    assert argv[:3] == [sys.executable, "-m", "streamtrain"]
-    assert argv[3:] == [
+    # below the traffic, broker and control app that share the machine
+    assert argv[:6] == ["nice", "-n", "10", sys.executable, "-m", "streamtrain"]
+    assert argv[6:] == [
         *("worker", "--topic", "streamtrain.demo.abcd1234.ctr"),
         *("--group", "streamtrain-demo-abcd1234"),
         *("--entry", "streamtrain.demo.trainer:demo_app"),
