@@ -59,15 +59,30 @@ def leads_now(app: Any) -> bool:
 
 COMMAND_OUTBOX_LIMIT = 100  # scale commands kept for re-sending
 SAMPLES_PENDING_LIMIT = 10_000  # samples waiting for the planner's next tick
+# A forecaster fit is background work: its process runs 10 nice levels below the app,
+# so the ticks that measure lag, cut shards and plan are not delayed by it (``auto``'s
+# first fit takes 40 CPU-s or more), and on a machine shared with training processes
+# it does not take a core from them.
+FIT_NICENESS = 10
+
+
+def _start_fit_process(parent_pid: int) -> None:  # pragma: no cover - in the child
+    """The fit process's initializer: it dies with the app, at :data:`FIT_NICENESS`."""
+    die_with_parent_initializer(parent_pid)
+    try:
+        os.nice(FIT_NICENESS)
+    except OSError as exc:
+        log.warning("the forecaster's fit process keeps the app's priority: %s", exc)
 
 
 def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:
     """One spawned worker process for forecaster fits (started now, from this thread,
-    so it dies with this process: PR_SET_PDEATHSIG), and the submit function."""
+    so it dies with this process: PR_SET_PDEATHSIG; below the app's priority), and the
+    submit function."""
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=die_with_parent_initializer,
+        initializer=_start_fit_process,
         initargs=(os.getpid(),),
     )
     pool.submit(int).result()  # start the process here, not in a planner thread

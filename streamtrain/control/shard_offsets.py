@@ -165,6 +165,14 @@ class ShardOffsets:
         for key in still:
             if key not in pending:
                 self.ends.probed(key, highs[key])
+        if pending:  # their last batches stay uncut until a later probe gets them
+            log.info(
+                "shards of job %s: the probe of %d partition(s) got no record in %.1f s; "
+                "probed again at the next read",
+                self.settings.job,
+                len(pending),
+                wait_s,
+            )
         self._probe.unassign()
 
     def commit(self, positions: dict[PartitionKey, int]) -> None:
