@@ -76,6 +76,9 @@ PLAN_STEP_S = 300
 # machine with one copy of the model per worker: 2.8-8.2 s, 5.8 s on average. It is
 # longer than the benchmark's (streamtrain.scale.action_costs: a worker that imports no
 # torch), so the demo tells the planner its own; the pause is the mode's measured one.
+# Both are where the planner starts: once an action has been measured it plans with
+# the measured one (a scale-up's preparation took 9-35 s in the evening, with five or
+# more workers training beside the joiner).
 DEMO_WORKER_PREP_WALL_S = 6.0
 # With shards, records wait at most half a wall second uncut (72 simulated seconds):
 # the cut is one of the waits that add up to the lag floor (cut, grant, read, train,

@@ -351,6 +351,7 @@ class Planner:
             throughput_per_worker_records_per_s=per_worker or None,
             pending=self._pending.action if self._pending else None,
             last_pause_s=self._last_pause_s,
+            last_prep_s=self._last_prep_s,
         )
 
     def samples_estimate_points(self) -> tuple[tuple[int, float], ...]:

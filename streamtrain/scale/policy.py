@@ -97,6 +97,8 @@ class Observation:
     throughput_per_worker_records_per_s: float | None = None  # measured training speed
     pending: PendingAction | None = None
     last_pause_s: float | None = None  # measured pause of the most recent finished action
+    # measured preparation of the most recent two-phase scale-up (command to admitted)
+    last_prep_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.current_workers < 0:
@@ -179,7 +181,8 @@ class PolicyContext:
     ``model_kind`` is the throughput model family fitted to the observations.
     ``action_pause_s`` / ``scale_up_prep_s``: what the executor is expected to take per
     action (the pause, and for two-phase scale-ups the preparation before it); policies
-    that care replace them with measured pauses (``Observation.last_pause_s``).
+    that care replace them with the measured ones (``Observation.last_pause_s``,
+    ``Observation.last_prep_s``).
     """
 
     min_workers: int = 1

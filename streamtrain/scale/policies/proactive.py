@@ -18,7 +18,7 @@ acts only when the plan says holding would cost lag. What it adds to KALE:
    (:mod:`streamtrain.scale.trigger`).
 
 The pause and prep per action come from the context (the executor's mode: two-phase
-scaling shortens the pause), replaced by the measured pause once one is reported.
+scaling shortens the pause), each replaced by the measured one once one is reported.
 The defaults and why they are what they are:
 :class:`~streamtrain.scale.policies.proactive_settings.StreamtrainSettings`.
 """
@@ -100,9 +100,9 @@ class StreamtrainPolicy:
     def resume_from(self, previous: Policy) -> None:
         """Take over ``previous``'s running state when rebuilt on a new throughput model:
         the fallback trigger, the lag its last action's plan expects, when that action
-        finished (the fallback's cooldown), until when scale-downs wait, and the pause it
-        plans with. The per-count speed corrections are not taken: they correct the old
-        model's table."""
+        finished (the fallback's cooldown), until when scale-downs wait, and the pause and
+        preparation it plans with. The per-count speed corrections are not taken: they
+        correct the old model's table."""
         if not isinstance(previous, StreamtrainPolicy):
             return
         self.trigger = previous.trigger
@@ -110,6 +110,7 @@ class StreamtrainPolicy:
         self._settled_at_s = previous._settled_at_s
         self._no_down_until_s = previous._no_down_until_s
         self.pause_s = previous.pause_s
+        self.prep_s = previous.prep_s
 
     # -- measurements ------------------------------------------------------------------
 
@@ -123,6 +124,8 @@ class StreamtrainPolicy:
             self.ratios[w] = ratio if math.isnan(old) else 0.7 * old + 0.3 * ratio
         if obs.last_pause_s is not None:
             self.pause_s = obs.last_pause_s
+        if obs.last_prep_s is not None:
+            self.prep_s = obs.last_prep_s
 
     def _measured_table(self) -> FloatArray:
         """The fitted F, corrected per count by the measured speed: where a count was

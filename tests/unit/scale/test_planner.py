@@ -128,6 +128,7 @@ def test_a_two_phase_scale_up_is_preparation_and_leaves_the_pause_as_measured():
     assert status["last_pause_s"] is None
     obs = p.observation(T0 + 7, 3)
     assert obs is not None and obs.last_pause_s is None  # the policy keeps action_pause_s
+    assert obs.last_prep_s == pytest.approx(3.0)  # and plans with the measured preparation
 
 
 def test_a_two_phase_scale_down_is_a_drain_and_leaves_the_pause_as_measured():

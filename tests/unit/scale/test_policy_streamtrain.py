@@ -77,6 +77,19 @@ def test_two_phase_scaling_starts_earlier_by_its_preparation_only():
     assert decisions[acted[0]].target_workers <= bigger.target_workers
 
 
+def test_a_measured_preparation_replaces_the_assumed_one():
+    # Assumed 1 min of preparation, measured 10: the scale-up starts about 9 steps earlier.
+    def first_scale_up(last_prep_s):
+        policy = _policy(RAMP, pause_s=180.0, prep_s=60.0, tolerated_lag_s=60.0)
+        for n in range(90, 120):
+            if policy.decide(_obs(n, 5, RAMP, last_prep_s=last_prep_s)) is not None:
+                return n
+        raise AssertionError("never scaled up before the ramp")
+
+    assumed, measured = first_scale_up(None), first_scale_up(600.0)
+    assert assumed - measured >= 8
+
+
 def test_a_small_scale_down_waits_for_a_larger_one():
     load = np.full(400, 1050.0)  # 11 workers suffice
     exact = {"headroom": 0.0, "tolerated_lag_s": 180.0}  # the arithmetic below
