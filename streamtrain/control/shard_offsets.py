@@ -140,7 +140,7 @@ class ShardOffsets:
     def _probe_ends(self, highs: dict[PartitionKey, int], wait_s: float = 0.5) -> None:
         """Read the last batch of each partition whose watermark stood still since the
         last read and was not probed at yet (module docstring)."""
-        still = self.ends.to_probe(highs)
+        still = self.ends.to_probe(highs, self._clock())
         if not still:
             return
         self._probe.assign([TopicPartition(t, p, highs[(t, p)] - 1) for t, p in still])
@@ -161,10 +161,12 @@ class ShardOffsets:
                     continue
                 key = (topic, partition)
                 self.ends.got(key, offset)
-                pending.discard(key)
+                if key in highs and offset >= highs[key] - 1:  # not a record left from before
+                    pending.discard(key)
+        now_s = self._clock()
         for key in still:
             if key not in pending:
-                self.ends.probed(key, highs[key])
+                self.ends.probed(key, highs[key], now_s)
         if pending:  # their last batches stay uncut until a later probe gets them
             log.info(
                 "shards of job %s: the probe of %d partition(s) got no record in %.1f s; "

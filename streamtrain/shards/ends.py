@@ -5,10 +5,17 @@ Owned here: :class:`PartitionEnds`, the decisions of the coordinator's offset re
 (Tansu 0.6.0) reports a partition's high watermark as the last record *batch*'s base
 offset + 1, not one past its last record, so a partition's end is read from its last
 batch: a partition whose watermark stood still for one read (and was not probed at that
-watermark yet) is probed from ``high watermark - 1``, and its end is one past the last
-offset the probe got. While producers write the watermark moves at every read and the
-shards are cut up to it; the last batch waits for the next read. On a broker that
-reports the true watermark the probe finds nothing past it and changes nothing.
+watermark in the last ``reprobe_after_s``) is probed from ``high watermark - 1``, and its
+end is one past the last offset the probe got. While producers write the watermark moves
+at every read and the shards are cut up to it; the last batch waits for the next read.
+On a broker that reports the true watermark the probe finds nothing past it and changes
+nothing.
+
+A probe that answered is repeated every ``reprobe_after_s`` while the watermark stands
+still, because an answer can be short: on the embedded broker the last three records of
+a partition stayed uncut after the traffic stopped, until the demo's drain gave up,
+though the probe had answered at that watermark. A repeat costs one fetch of the last
+batch of each partition that stands still.
 """
 
 from __future__ import annotations
@@ -23,30 +30,34 @@ __all__ = ["PartitionEnds"]
 class PartitionEnds:
     """The ends the coordinator knows of (module docstring). One caller at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, reprobe_after_s: float = 5.0) -> None:
+        self.reprobe_after_s = reprobe_after_s
         self._highs: dict[PartitionKey, int] = {}  # the watermarks of the last read
-        self._probed: dict[PartitionKey, int] = {}  # the watermark the last probe read at
+        # (watermark, when) of the last probe that answered
+        self._probed: dict[PartitionKey, tuple[int, float]] = {}
         self._ends: dict[PartitionKey, int] = {}  # one past the last offset a probe got
 
-    def to_probe(self, highs: Mapping[PartitionKey, int]) -> list[PartitionKey]:
-        """This read's watermarks; returns the partitions to probe now (from their
-        watermark - 1): those whose watermark stood still since the last read and was
-        not probed at yet."""
+    def to_probe(self, highs: Mapping[PartitionKey, int], now_s: float) -> list[PartitionKey]:
+        """This read's watermarks at ``now_s``; returns the partitions to probe now (from
+        their watermark - 1): those whose watermark stood still since the last read and
+        was not probed at in the last ``reprobe_after_s``."""
         before, self._highs = self._highs, dict(highs)
-        return [
-            key
-            for key, high in highs.items()
-            if high > 0 and before.get(key) == high and self._probed.get(key) != high
-        ]
+        due = []
+        for key, high in highs.items():
+            if high <= 0 or before.get(key) != high:
+                continue
+            last = self._probed.get(key)
+            if last is None or last[0] != high or now_s - last[1] >= self.reprobe_after_s:
+                due.append(key)
+        return due
 
     def got(self, key: PartitionKey, offset: int) -> None:
         """The probe got a record of ``key`` at ``offset``."""
         self._ends[key] = max(self._ends.get(key, 0), offset + 1)
 
-    def probed(self, key: PartitionKey, high: int) -> None:
-        """The probe of ``key`` at watermark ``high`` got the last batch (not probed at
-        that watermark again)."""
-        self._probed[key] = high
+    def probed(self, key: PartitionKey, high: int, now_s: float) -> None:
+        """The probe of ``key`` at watermark ``high`` answered at ``now_s``."""
+        self._probed[key] = (high, now_s)
 
     def ends(self, highs: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """Each partition's end: its watermark, or past it what a probe got."""

@@ -3,19 +3,19 @@ local queues together, driven by hypothesis through every operation the protocol
 
 Operations: produce, in batches (the embedded broker's high watermark is the last
 batch's base offset + 1: the coordinator's offset reader, with its probe of the last
-batch, which may not answer in time, learns the rest); ticks (workers heartbeat and ask
-for shards, the coordinator cuts, expires and commits; or the coordinator's timer runs
-before it read the workers' updates); fetch (records tagged with the lease they were
-read under); train a batch off the local queue, whose step commits (acknowledged) or
-does not (the batch is handed out again, first); a worker stalled past its lease while
-its peers ask for shards (its lease expires, a peer takes the shard or a split piece of
-it, the worker is told to let go), or paused for as many ticks as follow; a worker
-killed (its queue and holdings lost; a new incarnation under the same id), perhaps with
-a ``leaving`` update on its behalf (the executor that saw it die); a worker scaled down
-(it hands back what it did not start and finishes the rest, or hands back all at once)
-and started again; the coordinator restarted from its table, with or without its last
-table write, reading again the last updates before the restart; a hostile update (any
-epoch, held and done ranges that are not its own).
+batch, which may not answer in time or answer short, learns the rest); ticks (workers
+heartbeat and ask for shards, the coordinator cuts, expires and commits; or the
+coordinator's timer runs before it read the workers' updates); fetch (records tagged
+with the lease they were read under); train a batch off the local queue, whose step
+commits (acknowledged) or does not (the batch is handed out again, first); a worker
+stalled past its lease while its peers ask for shards (its lease expires, a peer takes
+the shard or a split piece of it, the worker is told to let go), or paused for as many
+ticks as follow; a worker killed (its queue and holdings lost; a new incarnation under
+the same id), perhaps with a ``leaving`` update on its behalf (the executor that saw it
+die); a worker scaled down (it hands back what it did not start and finishes the rest,
+or hands back all at once) and started again; the coordinator restarted from its table,
+with or without its last table write, reading again the last updates before the restart;
+a hostile update (any epoch, held and done ranges that are not its own).
 
 Checked after every step: the committed offset of every partition is at or below its
 first record not trained in a committed step; the book's leases do not overlap, and no
@@ -108,7 +108,7 @@ class ShardProtocol(RuleBasedStateMachine):
         self.hwm = dict.fromkeys(PARTITIONS, 0)  # the true end of each partition
         self.batches: dict[int, list[int]] = {p: [] for p in PARTITIONS}  # base offsets
         self.ends = PartitionEnds()  # the coordinator's offset reader's
-        self.probe_answers = True
+        self.probe_answers = "in time"
         self.trained: dict[int, set[int]] = {p: set() for p in PARTITIONS}
         self.committed = dict.fromkeys(PARTITIONS, 0)
         self.workers: dict[str, Worker | None] = {w: Worker(w) for w in WORKERS}  # None: gone
@@ -155,10 +155,13 @@ class ShardProtocol(RuleBasedStateMachine):
         """The offset reader: watermarks, then the probe of those that stood still (it
         reads from the watermark - 1 to the end, when it answers in time)."""
         highs = {(T, p): self.reported_high(p) for p in PARTITIONS}
-        for key in self.ends.to_probe(highs):
-            if self.probe_answers:
+        for key in self.ends.to_probe(highs, self.now):
+            if self.probe_answers == "short":  # the first record of the last batch only
+                self.ends.got(key, highs[key] - 1)
+                self.ends.probed(key, highs[key], self.now)
+            elif self.probe_answers == "in time":
                 self.ends.got(key, self.hwm[key[1]] - 1)
-                self.ends.probed(key, highs[key])
+                self.ends.probed(key, highs[key], self.now)
         return self.ends.ends(highs)
 
     def advance(self, dt, updates=True):
@@ -219,8 +222,10 @@ class ShardProtocol(RuleBasedStateMachine):
             self.batches[p].append(self.hwm[p])
             self.hwm[p] += n
 
-    @rule(answers=st.booleans())
+    @rule(answers=st.sampled_from(["in time", "late", "short"]))
     def probe_answers_in_time(self, answers):
+        """The probe reads to the end in time, not in time (nothing learned, probed again
+        at the next read), or answers short (one record of the last batch)."""
         self.probe_answers = answers
 
     @rule(updates=st.booleans())
@@ -370,7 +375,7 @@ class ShardProtocol(RuleBasedStateMachine):
         """With live workers every produced record is trained and committed."""
         if not hasattr(self, "workers"):
             return
-        self.probe_answers = True
+        self.probe_answers = "in time"
         for worker in self.workers.values():
             if worker is not None:
                 worker.stalled = False
