@@ -41,7 +41,7 @@ DEFAULT_ARGV = [
     *("--plan-lag-floor-s", "288"),  # shards: 2 wall s more than group mode
     *("--prior-rate", "400.000", "--sample-bucket-s", "432"),
     *("--policy-setting", "tolerated_lag_s=432"),
-    *("--policy-setting", "headroom=0.2"),
+    *("--policy-setting", "headroom=0.35"),
     *("--policy-setting", "down_headroom=0.15"),
     *("--policy-setting", "fallback_target_lag_s=1200"),
     *("--policy-setting", "fallback_cooldown_s=2880"),
@@ -101,7 +101,7 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["300"],  # never below one planning step
                 "--policy-setting": [
                     "tolerated_lag_s=180",
-                    "headroom=0.2",  # a ratio: the same at every speed
+                    "headroom=0.35",  # a ratio: the same at every speed
                     "down_headroom=0.15",
                     "fallback_target_lag_s=180",
                     "fallback_cooldown_s=1200",
@@ -121,7 +121,7 @@ def test_default_argv_is_unchanged():
                 "--sample-bucket-s": ["6000"],
                 "--policy-setting": [
                     "tolerated_lag_s=6000",
-                    "headroom=0.2",  # a ratio: the same at every speed
+                    "headroom=0.35",  # a ratio: the same at every speed
                     "down_headroom=0.15",
                     "fallback_target_lag_s=4000",
                     "fallback_cooldown_s=40000",
