@@ -36,10 +36,6 @@ __all__ = ["ShardOffsets"]
 
 log = logging.getLogger(__name__)
 
-# After every probed partition answered, the probe reads on until this long brings
-# nothing more (the rest of a last batch may come in a second fetch).
-_QUIET_S = 0.05
-
 
 class ShardOffsets:
     """The coordinator's Kafka calls (module docstring); one thread at a time."""
@@ -143,24 +139,20 @@ class ShardOffsets:
 
     def _probe_ends(self, highs: dict[PartitionKey, int], wait_s: float = 0.5) -> None:
         """Read the last batch of each partition whose watermark stood still since the
-        last read and that is due a probe (:class:`~streamtrain.shards.ends.PartitionEnds`)."""
+        last read and was not probed at yet (module docstring)."""
         still = self.ends.to_probe(highs, self._clock())
         if not still:
             return
         self._probe.assign([TopicPartition(t, p, highs[(t, p)] - 1) for t, p in still])
         pending = set(still)
         deadline = time.monotonic() + wait_s
-        # Until every probed partition answered, then until a wait of _QUIET_S brings no
-        # more: a fetch from the watermark - 1 can stop at the watermark and leave the
-        # rest of the last batch to the next fetch (on the embedded broker, a partition's
-        # last records stayed uncut after the traffic stopped though its probe had
-        # answered). Bounded by ``wait_s`` while producers write.
-        quiet = False
-        while not quiet:
-            waiting = bool(pending)
-            late = time.monotonic() >= deadline
-            messages = self._probe.consume(10_000, 0.0 if late else 0.02 if waiting else _QUIET_S)
-            got_any = False
+        # Until every probed partition's last batch has arrived (a fetched batch is queued
+        # whole), then once more without waiting for what is already queued. Waiting for
+        # the probe to go quiet instead never ends while producers write.
+        drained = False
+        while not drained:
+            drained = not pending or time.monotonic() >= deadline
+            messages = self._probe.consume(10_000, 0.0 if drained else 0.02)
             for message in messages:
                 if message.error() is not None:
                     continue
@@ -169,10 +161,8 @@ class ShardOffsets:
                     continue
                 key = (topic, partition)
                 self.ends.got(key, offset)
-                got_any = True
                 if key in highs and offset >= highs[key] - 1:  # not a record left from before
                     pending.discard(key)
-            quiet = late or (not waiting and not got_any)
         now_s = self._clock()
         for key in still:
             if key not in pending:
