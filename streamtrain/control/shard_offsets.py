@@ -42,6 +42,7 @@ class ShardOffsets:
 
     _clock: Any = staticmethod(time.monotonic)
     _next_discovery_s = float("-inf")  # discovery is due at the first read
+    WARN_AFTER_MISSES = 3  # unanswered probes in a row of one partition before a warning
 
     def __init__(
         self,
@@ -145,6 +146,7 @@ class ShardOffsets:
             return
         self._probe.assign([TopicPartition(t, p, highs[(t, p)] - 1) for t, p in still])
         pending = set(still)
+        errors: dict[PartitionKey, str] = {}  # the last error the probe got, per partition
         deadline = time.monotonic() + wait_s
         # Until every probed partition's last batch has arrived (a fetched batch is queued
         # whole), then once more without waiting for what is already queued. Waiting for
@@ -154,9 +156,11 @@ class ShardOffsets:
             drained = not pending or time.monotonic() >= deadline
             messages = self._probe.consume(10_000, 0.0 if drained else 0.02)
             for message in messages:
-                if message.error() is not None:
-                    continue
                 topic, partition, offset = message.topic(), message.partition(), message.offset()
+                if message.error() is not None:
+                    if topic is not None and partition is not None:
+                        errors[(topic, partition)] = str(message.error())
+                    continue
                 if topic is None or partition is None or offset is None:
                     continue
                 key = (topic, partition)
@@ -175,6 +179,20 @@ class ShardOffsets:
                 len(pending),
                 wait_s,
             )
+        for key in sorted(pending):
+            if self.ends.missed(key) == self.WARN_AFTER_MISSES:
+                log.warning(
+                    "shards of job %s: %s[%d] has a watermark of %d, but %d probes in a row "
+                    "from offset %d got no record (%s); records past the watermark stay "
+                    "untrained until one does",
+                    self.settings.job,
+                    key[0],
+                    key[1],
+                    highs[key],
+                    self.WARN_AFTER_MISSES,
+                    highs[key] - 1,
+                    errors.get(key, "no error"),
+                )
         self._probe.unassign()
 
     def commit(self, positions: dict[PartitionKey, int]) -> None:

@@ -16,6 +16,9 @@ still, because an answer can be short: on the embedded broker the last three rec
 a partition stayed uncut after the traffic stopped, until the demo's drain gave up,
 though the probe had answered at that watermark. A repeat costs one fetch of the last
 batch of each partition that stands still.
+
+A probe that gets no record is repeated at the next read; :meth:`PartitionEnds.missed`
+counts such misses in a row, so the reader can warn when a partition's end stays unknown.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class PartitionEnds:
         # (watermark, when) of the last probe that answered
         self._probed: dict[PartitionKey, tuple[int, float]] = {}
         self._ends: dict[PartitionKey, int] = {}  # one past the last offset a probe got
+        self._misses: dict[PartitionKey, int] = {}  # probes in a row that got no record
 
     def to_probe(self, highs: Mapping[PartitionKey, int], now_s: float) -> list[PartitionKey]:
         """This read's watermarks at ``now_s``; returns the partitions to probe now (from
@@ -58,6 +62,12 @@ class PartitionEnds:
     def probed(self, key: PartitionKey, high: int, now_s: float) -> None:
         """The probe of ``key`` at watermark ``high`` answered at ``now_s``."""
         self._probed[key] = (high, now_s)
+        self._misses.pop(key, None)
+
+    def missed(self, key: PartitionKey) -> int:
+        """The probe of ``key`` got no record; returns how many probes in a row did not."""
+        self._misses[key] = self._misses.get(key, 0) + 1
+        return self._misses[key]
 
     def ends(self, highs: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """Each partition's end: its watermark, or past it what a probe got."""
