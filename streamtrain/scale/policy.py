@@ -122,10 +122,15 @@ class Observation:
         """Start of the first step not yet observed (the current, incomplete one)."""
         return self.history_start_s + self.observed_steps * self.step_s
 
+    def recent_rates_records_per_s(self, window_s: float) -> FloatArray:
+        """The arrival rates of the complete steps in the last ``window_s`` (at least the
+        last step; empty if none is complete)."""
+        steps = max(1, round(window_s / self.step_s))
+        return self.arrivals_records_per_s[-steps:]
+
     def recent_rate_records_per_s(self, window_s: float) -> float:
         """Mean arrival rate over the last ``window_s`` of complete steps (0 if none)."""
-        steps = max(1, round(window_s / self.step_s))
-        recent = self.arrivals_records_per_s[-steps:]
+        recent = self.recent_rates_records_per_s(window_s)
         return float(recent.mean()) if recent.size else 0.0
 
 

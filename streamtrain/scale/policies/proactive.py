@@ -382,8 +382,10 @@ class StreamtrainPolicy:
     ) -> Decision | None:
         """Scale down to the smallest count that keeps up for ``down_hold_s``.
 
-        Not below the mean rate of the last ``down_recent_s`` (plus ``headroom`` and
-        ``down_headroom``; never called while the lag is the fallback's cause); it must
+        Not below the median rate of the steps in the last ``down_recent_s`` (plus
+        ``headroom`` and ``down_headroom``; never called while the lag is the fallback's
+        cause): the median, so that one step that read low (a producer or broker that fell
+        behind and caught up in the next step) does not pull the floor down. It must
         drain its own pause's backlog within ``down_catchup_s`` and free more
         worker-time than its pause wastes, so small scale-downs wait and merge into
         larger ones.
@@ -397,8 +399,9 @@ class StreamtrainPolicy:
         counts = np.arange(ctx.min_workers, w)
         floor = 0.0
         if s.down_recent_s > 0:  # never below the traffic just measured
+            recent = obs.recent_rates_records_per_s(s.down_recent_s)
             floor = (
-                obs.recent_rate_records_per_s(s.down_recent_s)
+                (float(np.median(recent)) if recent.size else 0.0)
                 * (1.0 + s.headroom)
                 * (1.0 + s.down_headroom)
             )

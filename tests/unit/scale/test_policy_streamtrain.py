@@ -205,6 +205,18 @@ def test_no_scale_down_below_the_traffic_just_measured():
     assert trusting is not None and trusting.target_workers <= 4  # 300/s x 1.02 needs 4
 
 
+def test_one_step_that_read_low_does_not_pull_the_scale_down_floor():
+    # The last three minutes ran at 560/s but one of them read 100/s (a producer that
+    # fell behind): the floor is their median, 560/s, which needs 6 workers; their mean
+    # (406.7/s) would let the forecast's 300/s take the pool down to 5.
+    falling = np.full(400, 300.0)
+    two_phase = {"pause_s": 4.0, "prep_s": 420.0, "nowcast_s": 0.0, "down_recent_s": 180.0}
+    dipped = np.full(400, 560.0)
+    dipped[58] = 100.0
+    held = _policy(falling, **two_phase).decide(_obs(60, 8, dipped))
+    assert held is None or held.target_workers >= 6
+
+
 def test_a_scale_down_keeps_the_down_headroom_above_the_forecast_and_the_measured_rate():
     # 530/s forecast and measured: 6 workers cover it with 2 % (540.6 < 600); with a
     # 15 % margin on both (609.5/s) a scale-down must keep 7.
