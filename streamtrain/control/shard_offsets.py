@@ -43,12 +43,6 @@ class ShardOffsets:
     _clock: Any = staticmethod(time.monotonic)
     _next_discovery_s = float("-inf")  # discovery is due at the first read
     WARN_AFTER_MISSES = 3  # unanswered probes in a row of one partition before a warning
-    # How long a probe waits for the last batches: PROBE_WAIT_S, once more for each
-    # unanswered probe in a row of a partition it reads (the control app's process can
-    # be too busy to fetch in half a second at the end of a loaded day), at most
-    # PROBE_MAX_WAIT_S. It runs in the shard agent's I/O thread, not on the event loop.
-    PROBE_WAIT_S = 0.5
-    PROBE_MAX_WAIT_S = 2.0
 
     def __init__(
         self,
@@ -144,13 +138,14 @@ class ShardOffsets:
         )
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
-    def _probe_ends(self, highs: dict[PartitionKey, int]) -> None:
+    def _probe_ends(self, highs: dict[PartitionKey, int], wait_s: float = 0.5) -> None:
         """Read the last batch of each partition whose watermark stood still since the
-        last read and was not probed at yet (module docstring)."""
+        last read and was not probed at yet (module docstring). Waiting longer than
+        ``wait_s`` does not make an unanswered probe answer (docs/benchmarks.md, "The
+        demo")."""
         still = self.ends.to_probe(highs, self._clock())
         if not still:
             return
-        wait_s = self.ends.probe_wait_s(still, self.PROBE_WAIT_S, self.PROBE_MAX_WAIT_S)
         self._probe.assign([TopicPartition(t, p, highs[(t, p)] - 1) for t, p in still])
         pending = set(still)
         errors: dict[PartitionKey, str] = {}  # the last error the probe got, per partition
@@ -180,13 +175,11 @@ class ShardOffsets:
                 missed = self.ends.probed(key, highs[key], now_s)
                 if missed >= self.WARN_AFTER_MISSES:
                     log.warning(
-                        "shards of job %s: the probe of %s[%d] answered after %d that did "
-                        "not (waiting %.1f s)",
+                        "shards of job %s: the probe of %s[%d] answered after %d that did not",
                         self.settings.job,
                         key[0],
                         key[1],
                         missed,
-                        wait_s,
                     )
         if pending:  # their last batches stay uncut until a later probe gets them
             log.info(

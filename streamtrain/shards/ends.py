@@ -18,8 +18,7 @@ though the probe had answered at that watermark. A repeat costs one fetch of the
 batch of each partition that stands still.
 
 A probe that gets no record is repeated at the next read; :meth:`PartitionEnds.missed`
-counts such misses in a row, so the reader can wait longer for the next answer and warn
-when a partition's end stays unknown.
+counts such misses in a row, so the reader can warn when a partition's end stays unknown.
 """
 
 from __future__ import annotations
@@ -70,12 +69,6 @@ class PartitionEnds:
         """The probe of ``key`` got no record; returns how many probes in a row did not."""
         self._misses[key] = self._misses.get(key, 0) + 1
         return self._misses[key]
-
-    def probe_wait_s(self, keys: list[PartitionKey], base_s: float, max_s: float) -> float:
-        """How long a probe of ``keys`` waits: ``base_s`` once more for each unanswered
-        probe in a row of the partition with the most, at most ``max_s``."""
-        misses = max((self._misses.get(key, 0) for key in keys), default=0)
-        return min(max_s, base_s * (1 + misses))
 
     def ends(self, highs: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """Each partition's end: its watermark, or past it what a probe got."""

@@ -54,7 +54,7 @@ class Scripted(ShardOffsets):
         latest = "latest" in repr(spec).lower() or "-1" in repr(spec)
         return {(tp.topic, tp.partition): 900_000 if latest else 0 for tp in partitions}
 
-    def _probe_ends(self, highs):
+    def _probe_ends(self, highs, wait_s=0.5):
         pass
 
 
