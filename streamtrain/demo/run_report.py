@@ -71,6 +71,7 @@ def run_summary(run: DemoRun, ended_at_s: float) -> dict[str, Any]:
             failed_to_produce=generator.failed if generator is not None else 0,
             trained_from_peers=run.trained.forwarded,
             produced_late_max_s=generator.max_behind_s if generator is not None else 0.0,
+            acked_late_max_s=generator.max_unacked_s if generator is not None else 0.0,
         ),
         assumed_costs=measured_cost(run.settings.assignment, run.settings.engine),
     )

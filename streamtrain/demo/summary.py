@@ -70,6 +70,9 @@ class RecordCounts:
     trained_from_peers: int = 0
     # the traffic generator's worst delay behind its plan (wall s of planned traffic)
     produced_late_max_s: float = 0.0
+    # the same for the broker's acknowledgements of the traffic (the arrivals the
+    # planner can read; at least produced_late_max_s)
+    acked_late_max_s: float = 0.0
 
     @property
     def lost(self) -> int:
@@ -270,6 +273,7 @@ def summarize(
             "failed_to_produce": records.failed_to_produce,
             "trained_from_peers": records.trained_from_peers,
             "produced_late_max_s": round(records.produced_late_max_s, 2),
+            "acked_late_max_s": round(records.acked_late_max_s, 2),
         },
         "actions": actions,
         "fallback_share": round(fallbacks / len(in_day), 4) if in_day else None,
@@ -350,8 +354,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"  records: {r['produced']:,} produced, {r['trained_unique']:,} trained, "
             f"{r['lost']:,} lost, {r['duplicates']:,} trained twice (at-least-once), "
             f"{r['trained_from_peers']:,} trained by a peer of the worker that read them; "
-            f"produced up to {number(r.get('produced_late_max_s'), '{:.1f}')} s behind the "
-            f"traffic's plan",
+            f"produced up to {number(r.get('produced_late_max_s'), '{:.1f}')} s and "
+            f"acknowledged by the broker up to {number(r.get('acked_late_max_s'), '{:.1f}')} "
+            f"s behind the traffic's plan",
         ]
     )
 

@@ -17,7 +17,8 @@ Owned here:
   dashboard's lag-spike button). It keeps how far it fell behind the plan
   (:attr:`~TrafficGenerator.max_behind_s`): on a machine shared with the workers, a
   starved generator delays the day's traffic, which the planner reads as a drop and the
-  catch-up as a burst.
+  catch-up as a burst. So does a broker that acknowledges late, though the generator
+  handed its records over on time (:attr:`~TrafficGenerator.max_unacked_s`).
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ class TrafficGenerator(threading.Thread):
     ``failed`` those it did not (logged). Ids are ``0 .. produced_ids - 1``.
     ``max_behind_s``: the most planned traffic, in wall seconds at the plan's rate then,
     that was due and not yet handed to the producer when the generator woke up.
+    ``max_unacked_s``: the same for traffic that was due and not yet acknowledged by the
+    broker (at least ``max_behind_s``; about one tick when the broker keeps up).
     """
 
     def __init__(
@@ -152,6 +155,8 @@ class TrafficGenerator(threading.Thread):
         self.acknowledged = np.zeros(plan.partitions, dtype=np.int64)
         self.failed = 0
         self.max_behind_s = 0.0
+        self.max_unacked_s = 0.0
+        self._extra_sent = 0  # burst records handed to the producer
         self.source = SyntheticCtr(seed=seed)
         self.next_id = 0
         self.start_at_s = start_at_s
@@ -198,7 +203,9 @@ class TrafficGenerator(threading.Thread):
                 with self._extra_lock:
                     extra, self._extra[:] = self._extra.copy(), 0
                 due = self.plan.due(elapsed)
-                self._note_behind(elapsed, int((due - sent).sum()))
+                producer.poll(0)  # count the acknowledgements that came in since the last tick
+                acked = int(self.acknowledged.sum()) + self.failed - self._extra_sent
+                self._note_behind(elapsed, int((due - sent).sum()), int(due.sum()) - acked)
                 missing = due - sent + extra
                 total = int(missing.sum())
                 if total > 0:
@@ -209,6 +216,7 @@ class TrafficGenerator(threading.Thread):
                     for value, partition in zip(values, partitions.tolist(), strict=True):
                         self._produce(producer, value, partition)
                     self.next_id += total
+                    self._extra_sent += int(extra.sum())
                     sent += missing - extra
                 producer.poll(0)
                 if elapsed >= self.plan.duration_s:
@@ -220,10 +228,11 @@ class TrafficGenerator(threading.Thread):
                 log.error("%d demo records were still undelivered after 30 s", remaining)
                 self.failed += remaining
 
-    def _note_behind(self, elapsed_s: float, behind_records: int) -> None:
+    def _note_behind(self, elapsed_s: float, behind_records: int, unacked_records: int) -> None:
         rate = self.plan.rate_at(elapsed_s)
-        if behind_records > 0 and rate > 0:
+        if rate > 0:
             self.max_behind_s = max(self.max_behind_s, behind_records / rate)
+            self.max_unacked_s = max(self.max_unacked_s, unacked_records / rate)
 
     def _produce(self, producer: Producer, value: bytes, partition: int) -> None:
         while True:
