@@ -134,6 +134,13 @@ class TrafficGenerator(threading.Thread):
     that was due and not yet handed to the producer when the generator woke up.
     ``max_unacked_s``: the same for traffic that was due and not yet acknowledged by the
     broker (at least ``max_behind_s``; about one tick when the broker keeps up).
+
+    ``tick_s``: the records due in a tick go out as one batch per partition, and the
+    embedded broker's cost per ListOffsets and per fetch grows with the batches a
+    partition holds (docs/benchmarks.md, "Embedded broker"): at 50 ms ticks a demo day
+    left about 12,000 batches in each partition and the broker using more than a core by
+    the afternoon. 200 ms (29 simulated seconds at the default speed) makes a quarter as
+    many.
     """
 
     def __init__(
@@ -143,7 +150,7 @@ class TrafficGenerator(threading.Thread):
         plan: TrafficPlan,
         *,
         seed: int = 0,
-        tick_s: float = 0.05,
+        tick_s: float = 0.2,  # one batch per partition a tick (class docstring)
         drift_turns: float = 0.5,  # how far the hidden model turns over the day
         start_at_s: float | None = None,  # wall time the day begins; None: when started
     ) -> None:
