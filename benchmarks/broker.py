@@ -39,6 +39,17 @@ from streamtrain.config import KafkaSettings
 from streamtrain.kafka import create_topic
 
 
+def _produce_one(producer: Producer, topic: str, value: bytes, partition: int) -> None:
+    """Produce one record, letting deliveries drain the local queue while it is full."""
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    producer.poll(0)
+
+
 def _produce(settings: KafkaSettings, records: int, **conf: object) -> tuple[float, bool]:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(settings, topic, 1)
@@ -46,13 +57,7 @@ def _produce(settings: KafkaSettings, records: int, **conf: object) -> tuple[flo
     payload = b"x" * 200
     started = time.perf_counter()
     for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
+        _produce_one(producer, topic, payload, 0)
     if producer.flush(120) != 0:
         raise RuntimeError("producer did not deliver every record within 120 s")
     elapsed = time.perf_counter() - started
@@ -133,13 +138,7 @@ def _request_cpu_ms(broker: EmbeddedBroker, batches: int) -> tuple[float, float]
     producer = Producer(settings.confluent_config(**{"batch.num.messages": 1, "linger.ms": 0}))
     for _ in range(batches):
         for partition in range(READ_PARTITIONS):
-            while True:
-                try:
-                    producer.produce(topic, b"x" * 200, partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.poll(0)
+            _produce_one(producer, topic, b"x" * 200, partition)
     if producer.flush(300) != 0:
         raise RuntimeError("producer did not deliver every record within 300 s")
     admin = AdminClient(settings.confluent_config())
