@@ -251,7 +251,9 @@ def test_ctrl_c_stops_the_broker_the_control_app_and_every_worker(tmp_path):
     demo = Demo(tmp_path, "--duration", "300", "--initial-workers", "2")
     try:
         url = demo.dashboard_url()
-        demo.wait_state(url, lambda s: s["phase"] == "running", 120, "the day to start")
+        # The start waits for the workers (torch, torchft's quorum): at the suite's start,
+        # beside the type check, that took more than 120 s once.
+        demo.wait_state(url, lambda s: s["phase"] == "running", 300, "the day to start")
         started = demo.descendants()
         # the broker, the control app and two workers at least
         assert len(started) >= 4, started
