@@ -162,6 +162,16 @@ __all__ = ["demo"]
     "each worker its own copy, nothing exchanged. `torchelastic` is refused here: every "
     "scaling action restarts every worker (13-62 s measured), far beyond the SLO.",
 )
+@option(
+    "--worker-niceness",
+    env="DEMO_WORKER_NICENESS",
+    type=click.IntRange(0, 19),
+    default=10,
+    show_default=True,
+    help="The workers' `nice` level: below the traffic generator, the broker and the "
+    "control app, which share the machine with them (at the same priority, 6-8 workers "
+    "on two cores starved the traffic). 0 where other work at nice 0 shares the cores.",
+)
 @option("--json", "as_json", env="JSON", is_flag=True, help="Print the summary as one JSON object.")
 @kafka_options
 @handle_errors
@@ -186,6 +196,7 @@ def demo(
     assignment: str,
     drift_turns_per_day: float,
     engine: str,
+    worker_niceness: int,
     as_json: bool,
     **opts: Any,
 ) -> None:
@@ -232,6 +243,7 @@ def demo(
         assignment=assignment,
         drift_turns_per_day=drift_turns_per_day,
         engine=engine,
+        worker_niceness=worker_niceness,
     )
 
     def echo(line: str) -> None:

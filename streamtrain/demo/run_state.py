@@ -165,6 +165,7 @@ class DemoRun:
             assignment=s.assignment,
             engine=s.engine,
             lighthouse=None if self.lighthouse is None else self.lighthouse.address,
+            niceness=s.worker_niceness,
         )
         return LocalProcessPool(
             argv,

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamtrain.config import AssignmentMode
-from streamtrain.demo.worker_args import ONE_MODEL_BATCH_RECORDS, WORKER_BATCH_RECORDS
+from streamtrain.demo.worker_args import (
+    ONE_MODEL_BATCH_RECORDS,
+    WORKER_BATCH_RECORDS,
+    WORKER_NICENESS,
+)
 from streamtrain.errors import ConfigError
 from streamtrain.shuffle.policy import ShufflePolicy
 from streamtrain.sim.metrics import SLO_LAG_S
@@ -65,6 +69,9 @@ class DemoSettings:
     assignment: str = "shards"  # the workers' --assignment (benchmarks/scaling.py: best)
     drift_turns_per_day: float = 0.5  # how far the hidden labelling model turns a day
     engine: str = "torchft"  # the workers' --engine: one model (torchft) or a copy each
+    # Below the demo's own processes (worker_args.WORKER_NICENESS says why); 0 where
+    # other work at nice 0 shares the cores (a test suite) and would starve the workers.
+    worker_niceness: int = WORKER_NICENESS
 
     def __post_init__(self) -> None:
         if self.engine == "torchelastic":
@@ -77,6 +84,8 @@ class DemoSettings:
                 "shards (the shuffle of the group modes trains a peer's records on a "
                 "worker's own copy)"
             )
+        if not 0 <= self.worker_niceness <= 19:
+            raise ConfigError(f"the workers' niceness must be 0..19, got {self.worker_niceness}")
         if not math.isfinite(self.drift_turns_per_day) or self.drift_turns_per_day < 0:
             raise ConfigError(f"the drift must be >= 0 turns a day, got {self.drift_turns_per_day}")
         if not math.isfinite(self.speed) or self.speed <= 0:

@@ -94,11 +94,12 @@ def worker_argv(
     assignment: str = "group",
     engine: str = "none",
     lighthouse: str | None = None,
+    niceness: int = WORKER_NICENESS,
 ) -> list[str]:
     """One demo worker's argv: ``streamtrain worker`` on the run's data topic and job
     (``--shuffle none`` with shards: free workers pulling shards balance hot partitions),
     training on ``engine`` (``torchft`` needs the ``lighthouse`` address), at
-    :data:`WORKER_NICENESS`."""
+    ``niceness`` (:data:`WORKER_NICENESS` by default)."""
     engine_args: tuple[str, ...] = ("--engine", engine)
     if engine == "torchft":
         if lighthouse is None:
@@ -142,7 +143,7 @@ def worker_argv(
         str(HEARTBEAT_INTERVAL_MS),
         *engine_args,
     )
-    return ["nice", "-n", str(WORKER_NICENESS), *command]
+    return ["nice", "-n", str(niceness), *command]
 
 
 # torchft's manager logs every quorum and commit at INFO: a line a step per worker.

@@ -10,6 +10,7 @@ from streamtrain.demo.children import DemoNames, kafka_env, streamtrain_command
 from streamtrain.demo.trainer import DemoWorkerConfig
 from streamtrain.demo.worker_args import (
     FAST_GROUP_CONFIG,
+    WORKER_NICENESS,
     pool_size_path,
     worker_argv,
     worker_env,
@@ -107,3 +108,23 @@ def test_one_model_workers_get_the_engine_and_the_lighthouse():
     assert not DemoWorkerConfig.from_env({**env, "STREAMTRAIN_DEMO_ENGINE": "none"}).one_model
     with pytest.raises(ConfigError, match="engine"):
         DemoWorkerConfig.from_env({**env, "STREAMTRAIN_DEMO_ENGINE": "horovod"})
+
+
+def test_the_workers_niceness_is_a_setting_with_the_clis_default():
+    from streamtrain.commands.demo import demo
+    from streamtrain.demo.settings import DemoSettings
+
+    argv = worker_argv(
+        DemoNames.for_run("abcd1234"),
+        run_dir=Path("/tmp/run"),
+        shuffle="none",
+        queue_records=1024,
+        niceness=0,
+    )
+    assert argv[:3] == ["nice", "-n", "0"]
+    assert DemoSettings().worker_niceness == WORKER_NICENESS
+    (option,) = [p for p in demo.params if p.name == "worker_niceness"]
+    assert option.default == WORKER_NICENESS
+    for wrong in (-1, 20):
+        with pytest.raises(ConfigError, match="niceness"):
+            DemoSettings(worker_niceness=wrong)
