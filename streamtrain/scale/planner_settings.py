@@ -9,7 +9,7 @@ Owned here (pure):
   :mod:`streamtrain.scale.planner`'s docstring); the forecaster, its refit interval,
   fit timeout and directory (:mod:`streamtrain.scale.planner_forecast`), and the
   forecast quantile the policy plans on (``plan_quantile``, given to the policy as its
-  :data:`QUANTILE_SETTING`).
+  :data:`~streamtrain.scale.policies.QUANTILE_SETTING`).
 * :func:`build_policy`: the one place a :class:`~streamtrain.scale.policy.PolicyContext`
   is made from the settings and a throughput estimate (the planner's refits use it).
 * :func:`check_policy`: builds the policy once on a prior, so bad policy settings fail
@@ -27,23 +27,19 @@ from typing import Any
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.registry import FORECASTER_NAMES, make_forecaster
 from streamtrain.roster import RosterSettings
-from streamtrain.scale.policies import POLICY_NAMES, ForecastFeed, make_policy
+from streamtrain.scale.policies import POLICY_NAMES, QUANTILE_SETTING, ForecastFeed, make_policy
 from streamtrain.scale.policy import Policy, PolicyContext
 from streamtrain.scale.samples import SampleBook, SampleSettings, ThroughputEstimate
 from streamtrain.scale.timescale import SeedHistory, TimeScale
 from streamtrain.units import DAY_S, MINUTE_S, WEEK_S
 
 __all__ = [
-    "QUANTILE_SETTING",
     "PlannerSettings",
     "build_policy",
     "check_policy",
     "command_timeout_s",
     "sample_retention_s",
 ]
-
-# The policies that plan on a forecast quantile, and the name of that setting.
-QUANTILE_SETTING = {"streamtrain": "quantile", "madu": "uncertainty_level"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

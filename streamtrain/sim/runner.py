@@ -19,8 +19,9 @@ of :class:`~streamtrain.sim.settings.SimSettings`, as a :class:`SimReport`).
   for every policy, replaced by the measured pause once an action has finished.
 * **Forecasts.** One forecaster for every forecasting policy, fitted on the history
   before the window, refitted once a simulated day, fed every observed step; its
-  predictions (and its 0.8/0.9/0.95 quantiles, when it has them) are computed once per
-  trace and shared by every policy and seed
+  predictions (and its 0.8/0.9/0.95 quantiles, when it has them and a policy of the
+  comparison plans on one of them) are computed once per trace and shared by every
+  policy and seed
   (:func:`~streamtrain.scale.policies.feed.precompute`). Each comes from the history up
   to its origin only.
 """
@@ -37,7 +38,12 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace
-from streamtrain.scale.policies import FORECASTING_POLICIES, ForecastFeed, make_policy
+from streamtrain.scale.policies import (
+    FORECASTING_POLICIES,
+    ForecastFeed,
+    make_policy,
+    planning_level,
+)
 from streamtrain.scale.policies.feed import Forecast, precompute
 from streamtrain.scale.policies.feed import forecaster_factory as named_factory
 from streamtrain.scale.policy import ForecasterFactory, Policy, PolicyContext
@@ -147,8 +153,10 @@ def forecasts_for(
     settings: SimSettings,
     factory: ForecasterFactory,
     progress: Progress | None = None,
+    levels: Sequence[float] = QUANTILE_LEVELS,
 ) -> dict[int, Forecast]:
-    """Every prediction the window's replay asks for (module docstring)."""
+    """Every prediction the window's replay asks for (module docstring), with the
+    model's quantiles at ``levels``."""
     history, rates = window.history_records_per_s, window.rates_records_per_s
     if progress is not None:
         progress(
@@ -161,7 +169,7 @@ def forecasts_for(
         max(1, history.shape[0]),
         history.shape[0] + rates.shape[0],
         refit_every_steps=DAY_S // window.step_s,
-        levels=QUANTILE_LEVELS,
+        levels=levels,
         progress=progress,
     )
 
@@ -253,6 +261,14 @@ def _tasks(
     )
 
 
+def shared_levels(variants: Sequence[Variant]) -> tuple[float, ...]:
+    """The levels of :data:`QUANTILE_LEVELS` that a policy of ``variants`` plans on: the
+    only quantiles worth precomputing (a policy planning on another level calibrates
+    the point forecast by its own scoring, :meth:`ForecastFeed.upper`)."""
+    asked = {planning_level(v.policy, v.settings) for v in variants}
+    return tuple(level for level in QUANTILE_LEVELS if level in asked)
+
+
 def window_forecasts(
     window: Window,
     settings: SimSettings,
@@ -266,7 +282,7 @@ def window_forecasts(
     if not FORECASTING_POLICIES & {v.policy for v in variants}:
         return {}
     factory = forecaster_factory or named_factory(settings.forecaster, step_s=window.step_s)
-    return forecasts_for(window, settings, factory, progress)
+    return forecasts_for(window, settings, factory, progress, shared_levels(variants))
 
 
 def run_variants(

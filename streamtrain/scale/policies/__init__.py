@@ -5,7 +5,8 @@ Owned here: the registry. :data:`POLICY_NAMES` lists them in KALE Table 3's orde
 streamtrain's own; :func:`make_policy` builds one from a
 :class:`~streamtrain.scale.policy.PolicyContext` and keyword settings (each policy's
 settings dataclass names them). Proactive policies accept ``feed=`` to share one
-:class:`~streamtrain.scale.policies.feed.ForecastFeed`.
+:class:`~streamtrain.scale.policies.feed.ForecastFeed`; :func:`planning_level` says which
+forecast quantile a policy plans on (:data:`QUANTILE_SETTING` names its setting).
 
 * ``adequate``: a fixed maximum (:mod:`.adequate`)
 * ``hpa``: Kubernetes HPA (:mod:`.hpa`)
@@ -18,7 +19,7 @@ settings dataclass names them). Proactive policies accept ``feed=`` to share one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamtrain.errors import ConfigError
@@ -35,6 +36,7 @@ from streamtrain.scale.policy import Policy, PolicyContext
 __all__ = [
     "FORECASTING_POLICIES",
     "POLICY_NAMES",
+    "QUANTILE_SETTING",
     "Adequate",
     "AdequateSettings",
     "Autopilot",
@@ -50,6 +52,7 @@ __all__ = [
     "StreamtrainSettings",
     "default_forecaster_factory",
     "make_policy",
+    "planning_level",
 ]
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
@@ -62,6 +65,12 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 }
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 FORECASTING_POLICIES = frozenset({"madu", "kale", "streamtrain"})
+# The setting that names the forecast quantile a policy plans on, for those that do.
+QUANTILE_SETTING = {"streamtrain": "quantile", "madu": "uncertainty_level"}
+_QUANTILE_DEFAULT = {
+    "streamtrain": StreamtrainSettings().quantile,
+    "madu": MaduSettings().uncertainty_level,
+}
 
 
 def make_policy(name: str, context: PolicyContext | None = None, **settings: Any) -> Policy:
@@ -77,3 +86,15 @@ def make_policy(name: str, context: PolicyContext | None = None, **settings: Any
             f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}"
         ) from None
     return cls(context, **settings)
+
+
+def planning_level(name: str, settings: Mapping[str, object]) -> float | None:
+    """The forecast quantile policy ``name`` plans on with ``settings`` (its settings'
+    default unless given there); None for a policy that plans on no quantile."""
+    key = QUANTILE_SETTING.get(name)
+    if key is None:
+        return None
+    value = settings.get(key, _QUANTILE_DEFAULT[name])
+    if not isinstance(value, int | float):
+        raise ConfigError(f"{name}'s {key} must be a number, got {value!r}")
+    return float(value)

@@ -6,10 +6,13 @@ import pytest
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies import (
+    QUANTILE_SETTING,
     AdequateSettings,
     HpaPolicySettings,
     KaleSettings,
+    MaduSettings,
     StreamtrainSettings,
+    planning_level,
 )
 from streamtrain.scale.policy_settings import parse_policy_settings, settings_from
 from streamtrain.scale.trigger import TriggerSettings
@@ -135,3 +138,15 @@ def test_a_literal_field_takes_one_of_its_values():
     assert (got.metric, got.target) == ("lag", 60.0)
     with pytest.raises(ConfigError, match=r"metric must be one of 'utilization', 'lag', got 'cpu'"):
         settings_from(HpaPolicySettings, {"metric": "cpu"}, policy="hpa")
+
+
+def test_the_planning_level_is_the_policys_quantile_setting_or_its_default():
+    assert planning_level("streamtrain", {}) == StreamtrainSettings().quantile
+    assert planning_level("madu", {}) == MaduSettings().uncertainty_level
+    assert planning_level("streamtrain", {"quantile": 0.8, "headroom": 0.1}) == 0.8
+    assert planning_level("madu", {"uncertainty_level": 0.9}) == 0.9
+    assert planning_level("kale", {"quantile": 0.8}) is None  # kale plans on no quantile
+    assert planning_level("hpa", {}) is None
+    assert set(QUANTILE_SETTING) == {"streamtrain", "madu"}
+    with pytest.raises(ConfigError, match="quantile must be a number"):
+        planning_level("streamtrain", {"quantile": "high"})

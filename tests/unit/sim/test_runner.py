@@ -15,7 +15,15 @@ from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.execution import RestartMode, ShuffleMode
 from streamtrain.sim.metrics import METRIC_NAMES
-from streamtrain.sim.runner import prepare, run_variants, simulate, window_forecasts, window_of
+from streamtrain.sim.runner import (
+    QUANTILE_LEVELS,
+    prepare,
+    run_variants,
+    shared_levels,
+    simulate,
+    window_forecasts,
+    window_of,
+)
 from streamtrain.sim.settings import SimSettings, Variant
 
 FAST: dict[str, Any] = dict(partitions=16, tick_s=60, forecaster="seasonal_naive")
@@ -228,3 +236,19 @@ def test_few_seeds_are_split_into_variant_slices_that_keep_every_process_busy():
         assert covered == list(range(10))
     # Never more slices than variants.
     assert _tasks([0], 2, 8) == ((0, (0,)), (0, (1,)))
+
+
+def test_only_the_quantiles_a_policy_plans_on_are_precomputed(trace):
+    assert shared_levels([Variant("kale", "kale"), Variant("streamtrain", "streamtrain")]) == ()
+    assert shared_levels([Variant("madu", "madu")]) == (0.95,)
+    planned = [Variant("a", "streamtrain", {"quantile": 0.8}), Variant("b", "madu")]
+    assert shared_levels(planned) == (0.8, 0.95)
+    # a level no precomputed quantile serves: the feed calibrates the point forecast
+    assert shared_levels([Variant("s", "streamtrain", {"quantile": 0.7})]) == ()
+    assert set(QUANTILE_LEVELS) >= {0.8, 0.95}
+    settings = SimSettings(policies=("kale", "madu"), **FAST)
+    window = window_of(trace, settings)
+    cache = window_forecasts(window, settings, settings.variants())
+    assert cache and all(set(f.quantiles) == {0.95} for f in cache.values())
+    alone = window_forecasts(window, settings, [Variant("kale", "kale")])
+    assert all(not f.quantiles for f in alone.values())
