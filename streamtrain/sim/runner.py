@@ -19,9 +19,8 @@ of :class:`~streamtrain.sim.settings.SimSettings`, as a :class:`SimReport`).
   for every policy, replaced by the measured pause once an action has finished.
 * **Forecasts.** One forecaster for every forecasting policy, fitted on the history
   before the window, refitted once a simulated day, fed every observed step; its
-  predictions (and its 0.8/0.9/0.95 quantiles, when it has them and a policy of the
-  comparison plans on one of them) are computed once per trace and shared by every
-  policy and seed
+  predictions (and its quantiles at the levels the comparison's policies plan on, when
+  it has them) are computed once per trace and shared by every policy and seed
   (:func:`~streamtrain.scale.policies.feed.precompute`). Each comes from the history up
   to its origin only.
 """
@@ -73,7 +72,9 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 Progress = Callable[[str], None]
 
-QUANTILE_LEVELS = (0.8, 0.9, 0.95)
+# The levels precomputed when the policies are not known (a policy's default and the
+# tuning grids' levels): streamtrain's median, the demo's 0.8, Madu's 0.95.
+QUANTILE_LEVELS = (0.5, 0.8, 0.9, 0.95)
 # Every policy starts at Eq. 10's count for the true rate of the window's first minutes.
 _START_RATE_S = 10 * MINUTE_S
 
@@ -262,11 +263,11 @@ def _tasks(
 
 
 def shared_levels(variants: Sequence[Variant]) -> tuple[float, ...]:
-    """The levels of :data:`QUANTILE_LEVELS` that a policy of ``variants`` plans on: the
-    only quantiles worth precomputing (a policy planning on another level calibrates
-    the point forecast by its own scoring, :meth:`ForecastFeed.upper`)."""
+    """The forecast quantiles the policies of ``variants`` plan on, in order: the ones to
+    precompute. Each feed then answers as the live planner's does, which asks its model
+    for the level it plans on (:meth:`ForecastFeed.upper`)."""
     asked = {planning_level(v.policy, v.settings) for v in variants}
-    return tuple(level for level in QUANTILE_LEVELS if level in asked)
+    return tuple(sorted(level for level in asked if level is not None))
 
 
 def window_forecasts(

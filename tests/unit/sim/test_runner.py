@@ -238,17 +238,49 @@ def test_few_seeds_are_split_into_variant_slices_that_keep_every_process_busy():
     assert _tasks([0], 2, 8) == ((0, (0,)), (0, (1,)))
 
 
-def test_only_the_quantiles_a_policy_plans_on_are_precomputed(trace):
-    assert shared_levels([Variant("kale", "kale"), Variant("streamtrain", "streamtrain")]) == ()
+def test_the_quantiles_the_policies_plan_on_are_precomputed_and_no_others(trace):
+    assert shared_levels([Variant("kale", "kale"), Variant("hpa", "hpa")]) == ()
     assert shared_levels([Variant("madu", "madu")]) == (0.95,)
-    planned = [Variant("a", "streamtrain", {"quantile": 0.8}), Variant("b", "madu")]
-    assert shared_levels(planned) == (0.8, 0.95)
-    # a level no precomputed quantile serves: the feed calibrates the point forecast
-    assert shared_levels([Variant("s", "streamtrain", {"quantile": 0.7})]) == ()
-    assert set(QUANTILE_LEVELS) >= {0.8, 0.95}
+    planned = [
+        Variant("a", "streamtrain", {"quantile": 0.7}),
+        Variant("b", "madu"),
+        Variant("c", "streamtrain"),
+        Variant("d", "kale"),
+    ]
+    assert shared_levels(planned) == (0.5, 0.7, 0.95)
+    assert set(QUANTILE_LEVELS) >= {0.5, 0.8, 0.95}  # streamtrain's, the demo's, madu's
     settings = SimSettings(policies=("kale", "madu"), **FAST)
     window = window_of(trace, settings)
     cache = window_forecasts(window, settings, settings.variants())
     assert cache and all(set(f.quantiles) == {0.95} for f in cache.values())
     alone = window_forecasts(window, settings, [Variant("kale", "kale")])
     assert all(not f.quantiles for f in alone.values())
+
+
+def test_a_replayed_feed_plans_on_the_quantile_the_live_feed_asks_its_model_for():
+    """The simulator credits what the live planner runs: with the forecasts precomputed,
+    ``upper`` at the policy's level is the model's own quantile, as it is for a feed
+    that fits its own model (the live path) (at 0.7, and at the default 0.5)."""
+    from streamtrain.scale.policies.feed import ForecastFeed, forecaster_factory
+    from streamtrain.scale.policy import Observation
+
+    settings = SimSettings(policies=("streamtrain",), **FAST)
+    window = window_of(synth_trace(4, seed=1), settings)  # 3 days: the naive has a spread
+    history = window.history_records_per_s
+    for level in (0.7, 0.5):
+        variant = Variant("s", "streamtrain", {"quantile": level})
+        cache = window_forecasts(window, settings, [variant])
+        factory = forecaster_factory("seasonal_naive", step_s=window.step_s)
+        replayed, live = ForecastFeed(factory, cache=cache), ForecastFeed(factory)
+        n = history.shape[0]
+        obs = Observation(
+            now_s=window.start_s,
+            current_workers=1,
+            step_s=window.step_s,
+            history_start_s=window.start_s - n * window.step_s,
+            arrivals_records_per_s=history,
+            max_lag_s=0.0,
+            backlog_records=0.0,
+        )
+        assert set(cache[n].quantiles) == {level}
+        np.testing.assert_allclose(replayed.upper(obs, 30, level), live.upper(obs, 30, level))
