@@ -44,6 +44,7 @@ __all__ = [
     "check_levels",
     "fill_gaps",
     "hands_over",
+    "is_trusted",
     "naive_period_s",
     "quantiles_or_point",
     "seasonal_scale",
@@ -347,12 +348,19 @@ class Validated(Protocol):
     def trusted_(self) -> bool: ...
 
 
+def is_trusted(model: object) -> bool:
+    """Whether ``model`` is :class:`Validated` and says it is trusted. An attribute
+    lookup, not ``isinstance``: a runtime-checkable protocol's check costs tens of
+    microseconds, and the safety net asks at every forecast."""
+    return bool(getattr(model, "trusted_", False))
+
+
 def hands_over(recent: tuple[float, float], scale: float, model: object) -> bool:
     """The safety net's rule: whether the (model, naive) ``recent`` MAE hands the forecast
     to the seasonal naive: the model is clearly worse (:func:`worse_than_naive`) and not
     trusted (:class:`Validated`: ``auto``'s kept statsforecast model that beat the naive
     in validation keeps the forecast; its recent error still asks the live planner for a
     refit)."""
-    if isinstance(model, Validated) and model.trusted_:
+    if is_trusted(model):
         return False
     return worse_than_naive(*recent, scale)

@@ -26,11 +26,11 @@ from streamtrain.errors import ForecastError
 from streamtrain.forecast.base import (
     Forecaster,
     SeasonalNaive,
-    Validated,
     as_history,
     as_new_points,
     check_levels,
     hands_over,
+    is_trusted,
     naive_period_s,
     seasonal_scale,
 )
@@ -77,11 +77,15 @@ class FallbackForecaster:
         self.source_: str | None = None
         self.reason_: str | None = None
         self._scale = float("nan")
+        # The last forecast and its horizon, until the next fit or update: asked again
+        # from the same state (a point forecast, then its quantiles) it is not remade.
+        self._last: tuple[int, FloatArray] | None = None
 
     # -- fitting and updates ------------------------------------------------------------
 
     def fit(self, history: FloatArray) -> Self:
         values = as_history(history)
+        self._last = None
         period_s = naive_period_s(values.shape[0], self.step_s)
         self.fallback_ = SeasonalNaive(period_s, step_s=self.step_s).fit(values)
         self._scale = seasonal_scale(values, DAY_S // self.step_s)
@@ -101,6 +105,7 @@ class FallbackForecaster:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
         values = as_new_points(new_points)
+        self._last = None
         self.errors.score(values)
         self.fallback_.update(values)
         if self.main_ok_:
@@ -134,7 +139,7 @@ class FallbackForecaster:
         recent error do not overrule a week of validation; the live planner still
         refits such a model when its recent error is worse
         (:class:`~streamtrain.forecast.live.LiveForecaster`)."""
-        return self.trust_validated and isinstance(self.main, Validated) and self.main.trusted_
+        return self.trust_validated and is_trusted(self.main)
 
     def recent_mae(self) -> tuple[float, float] | None:
         """(main, naive) mean absolute error over the tracked window, once long enough
@@ -171,6 +176,8 @@ class FallbackForecaster:
     def predict(self, horizon_steps: int) -> FloatArray:
         if self.fallback_ is None:
             raise ForecastError(f"{self.name} is not fitted")
+        if self._last is not None and self._last[0] == horizon_steps:
+            return self._last[1].copy()
         forecast, reason = self._choose(horizon_steps)
         source = self.main.name if forecast is not None else self._fb_name()
         if source != self.source_:
@@ -181,6 +188,7 @@ class FallbackForecaster:
         self.source_, self.reason_ = source, reason
         if forecast is None:
             forecast = self.fallback_.predict(horizon_steps)
+        self._last = (horizon_steps, forecast.copy())
         return forecast
 
     def predict_quantiles(

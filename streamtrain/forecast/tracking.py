@@ -35,6 +35,8 @@ class RecentErrors:
         self.min_tracked = min_tracked
         self._errors: deque[tuple[float, float]] = deque(maxlen=window_steps)
         self._pending: tuple[FloatArray | None, FloatArray] | None = None
+        # mae() until the next scored step: asked at every forecast, changed per update
+        self._mae: tuple[float, float] | None = None
 
     def remember(self, model: FloatArray | None, naive: FloatArray) -> None:
         """Both forecasts at this origin (``model`` None: it had none; nothing is scored)."""
@@ -47,6 +49,7 @@ class RecentErrors:
     def clear(self) -> None:
         """Forget every scored step (a new model is judged on its own forecasts)."""
         self._errors.clear()
+        self._mae = None
 
     def score(self, actual: FloatArray) -> None:
         """Score the last origin's forecasts against the steps that arrived after it."""
@@ -57,6 +60,7 @@ class RecentErrors:
         if model is None:
             return
         count = min(actual.shape[0], model.shape[0], self.track_steps)
+        self._mae = None
         for i in range(count):
             if not np.isnan(actual[i]):
                 self._errors.append((abs(model[i] - actual[i]), abs(naive[i] - actual[i])))
@@ -65,5 +69,7 @@ class RecentErrors:
         """(model, naive) mean absolute error over the window, once long enough."""
         if len(self._errors) < self.min_tracked:
             return None
-        errors = np.asarray(self._errors)
-        return float(errors[:, 0].mean()), float(errors[:, 1].mean())
+        if self._mae is None:
+            errors = np.asarray(self._errors)
+            self._mae = float(errors[:, 0].mean()), float(errors[:, 1].mean())
+        return self._mae

@@ -214,3 +214,32 @@ def test_a_model_without_quantiles_is_not_a_forecaster():
             pass
 
     assert not isinstance(PointOnly(), Forecaster)
+
+
+class Counting(Stub):
+    """A stub that counts its point forecasts."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.predictions = 0
+
+    def predict(self, horizon_steps):
+        self.predictions += 1
+        return super().predict(horizon_steps)
+
+
+def test_a_forecast_asked_again_from_the_same_state_is_not_remade():
+    stub = Counting(bias=1.0)
+    model = FallbackForecaster(stub, track_steps=5).fit(_flat(2))
+    made = stub.predictions
+    first = model.predict(3)
+    first[:] = -1.0  # the caller's copy: the next answer is not changed by it
+    np.testing.assert_array_equal(model.predict(3), [101, 101, 101])
+    assert model.predict_quantiles(3, [0.5])[0.5].tolist() == [101, 101, 101]
+    assert stub.predictions == made + 2  # the forecast once, the quantiles' own once
+    np.testing.assert_array_equal(model.predict(4), [101] * 4)  # another horizon: made
+    assert stub.predictions == made + 3
+    model.update(np.array([200.0]))  # a new state: made again
+    np.testing.assert_array_equal(model.predict(4), [201] * 4)
+    model.fit(_flat(2, 50.0))
+    np.testing.assert_array_equal(model.predict(4), [51] * 4)

@@ -42,3 +42,16 @@ def test_no_model_forecast_scores_nothing_and_clear_keeps_the_origin():
 def test_rejects_non_positive_sizes():
     with pytest.raises(ConfigError):
         RecentErrors(0, 10, 1)
+
+
+def test_the_mae_follows_every_scored_step_and_clear():
+    errors = RecentErrors(track_steps=1, window_steps=3, min_tracked=1)
+    expected: list[float] = []
+    for model_value in (1.0, 4.0, 9.0, 16.0):
+        errors.remember(np.array([model_value]), np.array([0.0]))
+        errors.score(np.array([0.0]))
+        expected = [*expected, model_value][-3:]
+        assert errors.mae() == (float(np.mean(expected)), 0.0)
+        assert errors.mae() == (float(np.mean(expected)), 0.0)  # asked again: the same
+    errors.clear()
+    assert errors.mae() is None
