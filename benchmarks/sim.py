@@ -81,9 +81,11 @@ from streamtrain.sim.runner import (
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import Interval, summarize
 from streamtrain.sim.tuning import (
+    GRIDS,
     OWN_GRIDS,
     TuningResult,
     TuningRule,
+    planned_levels,
     tune,
     tuning_window,
     with_tuned,
@@ -220,8 +222,9 @@ def _shape(
     test, tuning_trace = _trace(shape, 0), _trace(shape, TUNING_TRACE_SEED)
     window, tuning_win = window_of(test, base), window_of(tuning_trace, base)
     factory = named_factory(base.forecaster, step_s=window.step_s)
-    cache: dict[int, Forecast] = forecasts_for(window, base, factory)
-    tuning_cache = forecasts_for(tuning_win, base, factory)
+    levels = planned_levels(base, {**GRIDS, **OWN_GRIDS})
+    cache: dict[int, Forecast] = forecasts_for(window, base, factory, levels=levels)
+    tuning_cache = forecasts_for(tuning_win, base, factory, levels=levels)
     print(f"## {shape} ({test.name}, last day; tuned on {tuning_trace.name}, last day)\n")
     ablation: dict[str, dict[str, dict[str, Interval]]] = {}
     claims: dict[str, list[Claim]] = {}

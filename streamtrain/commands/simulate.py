@@ -38,8 +38,8 @@ from streamtrain.sim.report import format_paper_table, format_table, headline_ra
 from streamtrain.sim.runner import simulate as run
 from streamtrain.sim.runner import window_forecasts, window_of
 from streamtrain.sim.settings import DEFAULT_FORECASTER, SimSettings
+from streamtrain.sim.tuning import planned_levels, tuning_window, with_tuned
 from streamtrain.sim.tuning import tune as tune_baselines
-from streamtrain.sim.tuning import tuning_window, with_tuned
 
 __all__ = ["simulate"]
 
@@ -353,6 +353,7 @@ def simulate(
                 settings,
                 settings.variants(),
                 progress=progress,
+                levels=planned_levels(settings),
             )
             result = tune_baselines(window, settings, progress=progress)
             settings = with_tuned(settings, result)

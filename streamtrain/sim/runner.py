@@ -57,7 +57,6 @@ from streamtrain.sim.workload import SkewSettings, partition_arrivals, partition
 from streamtrain.units import DAY_S, MINUTE_S
 
 __all__ = [
-    "QUANTILE_LEVELS",
     "SeedResult",
     "SimReport",
     "Window",
@@ -72,9 +71,6 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 Progress = Callable[[str], None]
 
-# The levels precomputed when the policies are not known (a policy's default and the
-# tuning grids' levels): streamtrain's median, the demo's 0.8, Madu's 0.95.
-QUANTILE_LEVELS = (0.5, 0.8, 0.9, 0.95)
 # Every policy starts at Eq. 10's count for the true rate of the window's first minutes.
 _START_RATE_S = 10 * MINUTE_S
 
@@ -154,10 +150,11 @@ def forecasts_for(
     settings: SimSettings,
     factory: ForecasterFactory,
     progress: Progress | None = None,
-    levels: Sequence[float] = QUANTILE_LEVELS,
+    *,
+    levels: Sequence[float],
 ) -> dict[int, Forecast]:
     """Every prediction the window's replay asks for (module docstring), with the
-    model's quantiles at ``levels``."""
+    model's quantiles at ``levels`` (:func:`shared_levels` of the policies replayed)."""
     history, rates = window.history_records_per_s, window.rates_records_per_s
     if progress is not None:
         progress(
@@ -277,13 +274,38 @@ def window_forecasts(
     *,
     forecaster_factory: ForecasterFactory | None = None,
     progress: Progress | None = None,
+    levels: Sequence[float] | None = None,
 ) -> dict[int, Forecast]:
     """The forecasts a comparison of ``variants`` on ``window`` shares (empty when none
-    of them forecasts)."""
+    of them forecasts), with the quantiles at ``levels`` (default: the levels
+    ``variants`` plan on; more when the variants will change, e.g. by tuning)."""
     if not FORECASTING_POLICIES & {v.policy for v in variants}:
         return {}
     factory = forecaster_factory or named_factory(settings.forecaster, step_s=window.step_s)
-    return forecasts_for(window, settings, factory, progress, shared_levels(variants))
+    levels = shared_levels(variants) if levels is None else levels
+    return forecasts_for(window, settings, factory, progress, levels=levels)
+
+
+def _check_levels(cache: dict[int, Forecast], variants: Sequence[Variant]) -> None:
+    """A :class:`ConfigError` when a variant plans on a quantile the forecasts were
+    precomputed without (its feed would silently calibrate the point forecast instead,
+    which the live planner does not). Forecasts without any quantile (a model that has
+    none, or none asked for) cannot tell, and pass."""
+    entry = next(iter(cache.values()), None)
+    if entry is None or not entry.quantiles:
+        return
+    missing = {
+        v.label: level
+        for v in variants
+        if v.policy in FORECASTING_POLICIES
+        and (level := planning_level(v.policy, v.settings)) is not None
+        and level not in entry.quantiles
+    }
+    if missing:
+        raise ConfigError(
+            f"the forecasts were precomputed with quantiles {sorted(entry.quantiles)}, "
+            f"without the levels these variants plan on: {missing}"
+        )
 
 
 def run_variants(
@@ -331,6 +353,7 @@ def run_variants(
         cache = window_forecasts(
             window, settings, variants, forecaster_factory=forecaster_factory, progress=progress
         )
+    _check_levels(cache, variants)
     jobs = 1 if forecaster_factory is not None else settings.jobs
     tasks = _tasks(seeds, len(variants), jobs) if jobs > 1 else ()
     comparison = _Comparison(

@@ -6,8 +6,9 @@ Owned here: :data:`GRIDS` (HPA: utilization target x scale-down window; Autopilo
 percentile x margin; Madu: horizon), :class:`TuningRule`, :func:`choose`, :func:`tune`
 (every grid point of every baseline over a few seeds of the tuning window, in one
 :func:`~streamtrain.sim.runner.run_variants` call, under the comparison's own tools and
-costs), :func:`tuning_window` (for one trace: the days just before the replayed ones)
-and :func:`with_tuned` (the chosen points as the comparison's policy settings).
+costs), :func:`tuning_window` (for one trace: the days just before the replayed ones),
+:func:`with_tuned` (the chosen points as the comparison's policy settings) and
+:func:`planned_levels` (the forecast quantiles to precompute before the tuning chose).
 
 **What "best-performing" means here** (the paper does not say): what an operator tuning
 an autoscaler asks for. Among the grid points whose mean SLO violation rate on the
@@ -31,7 +32,7 @@ from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace
 from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.metrics import PolicyMetrics
-from streamtrain.sim.runner import Window, run_variants, window_of
+from streamtrain.sim.runner import Window, run_variants, shared_levels, window_of
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import interval
 from streamtrain.units import DAY_S, MINUTE_S
@@ -44,6 +45,7 @@ __all__ = [
     "TuningResult",
     "TuningRule",
     "choose",
+    "planned_levels",
     "tune",
     "tuning_window",
     "with_tuned",
@@ -169,6 +171,21 @@ def tune(
         scores[policy] = rows
         chosen[policy] = choose(rows, rule)
     return TuningResult(chosen, scores)
+
+
+def planned_levels(
+    settings: SimSettings, grids: Mapping[str, Sequence[Mapping[str, object]]] = GRIDS
+) -> tuple[float, ...]:
+    """The forecast quantiles the policies of ``settings`` plan on, before or after
+    any of them is tuned on ``grids`` (:func:`with_tuned`): the levels to precompute
+    before the tuning has chosen."""
+    variants = list(settings.variants())
+    for policy in settings.policies:
+        given = settings.policy_settings.get(policy, {})
+        for point in grids.get(policy, ()):
+            label = _label(policy, point)
+            variants += [Variant(label, policy, point), Variant(label, policy, {**point, **given})]
+    return shared_levels(variants)
 
 
 def tuning_window(trace: Trace, settings: SimSettings) -> Window | None:

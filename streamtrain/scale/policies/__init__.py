@@ -32,6 +32,7 @@ from streamtrain.scale.policies.madu import Madu, MaduSettings
 from streamtrain.scale.policies.proactive import StreamtrainPolicy
 from streamtrain.scale.policies.proactive_settings import StreamtrainSettings
 from streamtrain.scale.policy import Policy, PolicyContext
+from streamtrain.scale.policy_settings import settings_from
 
 __all__ = [
     "FORECASTING_POLICIES",
@@ -65,12 +66,12 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 }
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 FORECASTING_POLICIES = frozenset({"madu", "kale", "streamtrain"})
-# The setting that names the forecast quantile a policy plans on, for those that do.
-QUANTILE_SETTING = {"streamtrain": "quantile", "madu": "uncertainty_level"}
-_QUANTILE_DEFAULT = {
-    "streamtrain": StreamtrainSettings().quantile,
-    "madu": MaduSettings().uncertainty_level,
+# The settings class and field of the forecast quantile a policy plans on, for those that do.
+_QUANTILE_FIELD: dict[str, tuple[type[Any], str]] = {
+    "streamtrain": (StreamtrainSettings, "quantile"),
+    "madu": (MaduSettings, "uncertainty_level"),
 }
+QUANTILE_SETTING = {name: field for name, (_, field) in _QUANTILE_FIELD.items()}
 
 
 def make_policy(name: str, context: PolicyContext | None = None, **settings: Any) -> Policy:
@@ -89,12 +90,10 @@ def make_policy(name: str, context: PolicyContext | None = None, **settings: Any
 
 
 def planning_level(name: str, settings: Mapping[str, object]) -> float | None:
-    """The forecast quantile policy ``name`` plans on with ``settings`` (its settings'
-    default unless given there); None for a policy that plans on no quantile."""
-    key = QUANTILE_SETTING.get(name)
-    if key is None:
+    """The forecast quantile policy ``name`` plans on with ``settings`` (its settings
+    class's default unless given there, checked as :func:`make_policy` checks it); None
+    for a policy that plans on no quantile."""
+    if name not in _QUANTILE_FIELD:
         return None
-    value = settings.get(key, _QUANTILE_DEFAULT[name])
-    if not isinstance(value, int | float):
-        raise ConfigError(f"{name}'s {key} must be a number, got {value!r}")
-    return float(value)
+    cls, field = _QUANTILE_FIELD[name]
+    return float(getattr(settings_from(cls, settings, policy=name), field))

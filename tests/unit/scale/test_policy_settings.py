@@ -148,5 +148,6 @@ def test_the_planning_level_is_the_policys_quantile_setting_or_its_default():
     assert planning_level("kale", {"quantile": 0.8}) is None  # kale plans on no quantile
     assert planning_level("hpa", {}) is None
     assert set(QUANTILE_SETTING) == {"streamtrain", "madu"}
-    with pytest.raises(ConfigError, match="quantile must be a number"):
-        planning_level("streamtrain", {"quantile": "high"})
+    for bad in ({"quantile": "high"}, {"quantile": True}, {"quantile": 1.5}, {"colour": 1}):
+        with pytest.raises(ConfigError, match="bad settings for policy 'streamtrain'"):
+            planning_level("streamtrain", bad)

@@ -16,7 +16,6 @@ from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.execution import RestartMode, ShuffleMode
 from streamtrain.sim.metrics import METRIC_NAMES
 from streamtrain.sim.runner import (
-    QUANTILE_LEVELS,
     prepare,
     run_variants,
     shared_levels,
@@ -25,6 +24,7 @@ from streamtrain.sim.runner import (
     window_of,
 )
 from streamtrain.sim.settings import SimSettings, Variant
+from streamtrain.sim.tuning import planned_levels
 
 FAST: dict[str, Any] = dict(partitions=16, tick_s=60, forecaster="seasonal_naive")
 
@@ -248,7 +248,6 @@ def test_the_quantiles_the_policies_plan_on_are_precomputed_and_no_others(trace)
         Variant("d", "kale"),
     ]
     assert shared_levels(planned) == (0.5, 0.7, 0.95)
-    assert set(QUANTILE_LEVELS) >= {0.5, 0.8, 0.95}  # streamtrain's, the demo's, madu's
     settings = SimSettings(policies=("kale", "madu"), **FAST)
     window = window_of(trace, settings)
     cache = window_forecasts(window, settings, settings.variants())
@@ -284,3 +283,27 @@ def test_a_replayed_feed_plans_on_the_quantile_the_live_feed_asks_its_model_for(
         )
         assert set(cache[n].quantiles) == {level}
         np.testing.assert_allclose(replayed.upper(obs, 30, level), live.upper(obs, 30, level))
+
+
+def test_the_levels_to_precompute_cover_every_tuning_point():
+    base = SimSettings(policies=("hpa", "kale", "streamtrain"), **FAST)
+    assert planned_levels(base) == (0.5,)  # no grid of GRIDS moves a quantile
+    grids = {"streamtrain": ({"quantile": 0.8}, {"quantile": 0.9, "headroom": 0.1})}
+    assert planned_levels(base, grids) == (0.5, 0.8, 0.9)
+    given = SimSettings(
+        policies=("madu", "streamtrain"),
+        policy_settings={"madu": {"uncertainty_level": 0.9}},
+        **FAST,
+    )
+    # madu's tuned points keep the level given; its tuning replays its grid's points alone
+    assert planned_levels(given) == (0.5, 0.9, 0.95)
+
+
+def test_forecasts_without_a_level_a_variant_plans_on_are_refused(trace):
+    settings = SimSettings(policies=("hpa", "streamtrain"), **FAST)
+    window = window_of(trace, settings)
+    madu_only = window_forecasts(window, settings, [Variant("madu", "madu")])
+    with pytest.raises(ConfigError, match=r"without the levels .*'streamtrain': 0\.5"):
+        run_variants(window, settings, settings.variants(), cache=madu_only)
+    none_asked = window_forecasts(window, settings, [Variant("kale", "kale")])
+    run_variants(window, settings, settings.variants(), cache=none_asked)  # cannot tell
