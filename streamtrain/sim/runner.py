@@ -41,13 +41,13 @@ from streamtrain.scale.policies import (
     FORECASTING_POLICIES,
     ForecastFeed,
     make_policy,
-    planning_level,
 )
 from streamtrain.scale.policies.feed import Forecast, precompute
 from streamtrain.scale.policies.feed import forecaster_factory as named_factory
 from streamtrain.scale.policy import ForecasterFactory, Policy, PolicyContext
 from streamtrain.sim.engine import Run, Workload, run_policy
 from streamtrain.sim.execution import action_phases
+from streamtrain.sim.levels import calibrates, check_levels, shared_levels
 from streamtrain.sim.metrics import METRIC_NAMES, PolicyMetrics, compute_metrics
 from streamtrain.sim.parallel import map_seeds
 from streamtrain.sim.settings import SimSettings, Variant
@@ -198,7 +198,9 @@ def _policy(
 ) -> Policy:
     extra = dict(variant.settings)
     if variant.policy in FORECASTING_POLICIES:
-        extra.setdefault("feed", ForecastFeed(factory, cache=comparison.cache))
+        calibrate = calibrates(variant, comparison.cache)
+        feed = ForecastFeed(factory, cache=comparison.cache, calibrate=calibrate)
+        extra.setdefault("feed", feed)
     return make_policy(variant.policy, context, **extra)
 
 
@@ -259,14 +261,6 @@ def _tasks(
     )
 
 
-def shared_levels(variants: Sequence[Variant]) -> tuple[float, ...]:
-    """The forecast quantiles the policies of ``variants`` plan on, in order: the ones to
-    precompute. Each feed then answers as the live planner's does, which asks its model
-    for the level it plans on (:meth:`ForecastFeed.upper`)."""
-    asked = {planning_level(v.policy, v.settings) for v in variants}
-    return tuple(sorted(level for level in asked if level is not None))
-
-
 def window_forecasts(
     window: Window,
     settings: SimSettings,
@@ -284,28 +278,6 @@ def window_forecasts(
     factory = forecaster_factory or named_factory(settings.forecaster, step_s=window.step_s)
     levels = shared_levels(variants) if levels is None else levels
     return forecasts_for(window, settings, factory, progress, levels=levels)
-
-
-def _check_levels(cache: dict[int, Forecast], variants: Sequence[Variant]) -> None:
-    """A :class:`ConfigError` when a variant plans on a quantile the forecasts were
-    precomputed without (its feed would silently calibrate the point forecast instead,
-    which the live planner does not). Forecasts without any quantile (a model that has
-    none, or none asked for) cannot tell, and pass."""
-    entry = next(iter(cache.values()), None)
-    if entry is None or not entry.quantiles:
-        return
-    missing = {
-        v.label: level
-        for v in variants
-        if v.policy in FORECASTING_POLICIES
-        and (level := planning_level(v.policy, v.settings)) is not None
-        and level not in entry.quantiles
-    }
-    if missing:
-        raise ConfigError(
-            f"the forecasts were precomputed with quantiles {sorted(entry.quantiles)}, "
-            f"without the levels these variants plan on: {missing}"
-        )
 
 
 def run_variants(
@@ -353,7 +325,7 @@ def run_variants(
         cache = window_forecasts(
             window, settings, variants, forecaster_factory=forecaster_factory, progress=progress
         )
-    _check_levels(cache, variants)
+    check_levels(cache, variants)
     jobs = 1 if forecaster_factory is not None else settings.jobs
     tasks = _tasks(seeds, len(variants), jobs) if jobs > 1 else ()
     comparison = _Comparison(

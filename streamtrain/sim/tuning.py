@@ -31,8 +31,9 @@ from dataclasses import dataclass, replace
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace
 from streamtrain.scale.policies.feed import Forecast
+from streamtrain.sim.levels import shared_levels
 from streamtrain.sim.metrics import PolicyMetrics
-from streamtrain.sim.runner import Window, run_variants, shared_levels, window_of
+from streamtrain.sim.runner import Window, run_variants, window_of
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import interval
 from streamtrain.units import DAY_S, MINUTE_S

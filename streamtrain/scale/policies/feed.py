@@ -253,6 +253,10 @@ class ForecastFeed:
     it (:func:`precompute` fills one). A cached prediction only ever used history up to
     its own length, so sharing leaks nothing from the future; each feed keeps its own
     scoring (what it has seen), so the empirical quantiles are never ahead of time.
+    ``calibrate=False`` skips the ratios (the one-step-ahead pairs are still kept) for a
+    feed whose predictions all carry the quantile it is asked for, or that is never asked
+    for one (a replay's cache built for its policy): should :meth:`upper` need them after
+    all, they are scored from then on.
     """
 
     def __init__(
@@ -263,6 +267,7 @@ class ForecastFeed:
         max_horizon_steps: int = 180,
         scored_predictions: int = 2000,
         cache: dict[int, Forecast] | None = None,
+        calibrate: bool = True,
     ) -> None:
         if refit_interval_s <= 0 or max_horizon_steps < 1:
             raise ConfigError("need a positive refit interval and horizon")
@@ -281,6 +286,7 @@ class ForecastFeed:
         self._issued = _Issued(max_horizon_steps, max_horizon_steps)
         self._newest: tuple[int, FloatArray] | None = None
         self._ratios = [_Recent(scored_predictions) for _ in _BUCKETS[:-1]]
+        self.calibrate = calibrate
         self._pairs: deque[tuple[float, float]] = deque(maxlen=30)  # (actual, 1-step forecast)
 
     def _predict_model(self, obs: Observation, end: int) -> FloatArray:
@@ -334,6 +340,8 @@ class ForecastFeed:
         forecast = issued.points[rows[j], lead]
         now = lead == 0
         self._pairs.extend(zip(actual[now].tolist(), forecast[now].tolist(), strict=True))
+        if not self.calibrate:
+            return
         positive = forecast > 0
         ratio = actual[positive] / forecast[positive]
         bucket = np.searchsorted(_BUCKET_EDGES, lead[positive], side="right") - 1
@@ -400,6 +408,9 @@ class ForecastFeed:
         if own is not None:
             result: FloatArray = np.maximum(own[:horizon_steps], point)
             return result
+        if not self.calibrate:
+            log.debug("no %g quantile at %d steps: scoring actual/forecast ratios", level, end)
+            self.calibrate = True
         factors = np.ones(horizon_steps)
         for b in range(len(_BUCKETS) - 1):
             ratios = self._ratios[b]

@@ -255,3 +255,25 @@ def test_model_options_parse_as_json_or_text():
         parse_model_options(["train_steps"])
     settings = forecaster_settings("auto", "1d", None, "30m", ("train_steps=5",))
     assert settings["forecaster_options"] == {"train_steps": 5}
+
+
+def test_a_feed_that_needs_no_ratios_keeps_its_pairs_and_answers_the_same():
+    """``calibrate=False`` (a replay whose cache carries the level asked for): the same
+    upper quantile and one-step errors, no ratios scored; asked for a level the model has
+    not got, it scores them from then on."""
+    rng = np.random.default_rng(3)
+    actual = 100.0 + 20.0 * rng.random(120)
+    cache = {n: Forecast(np.full(10, 100.0), {0.8: np.full(10, 110.0)}) for n in range(1, 121)}
+    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=10, cache=cache)
+    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=10, cache=cache, calibrate=False)
+    for n in range(1, 100):
+        a, b = plain.upper(_obs(actual[:n]), 10, 0.8), lean.upper(_obs(actual[:n]), 10, 0.8)
+        np.testing.assert_array_equal(a, b)
+        assert plain.recent_error() == lean.recent_error()
+        assert plain.recent_ratio() == lean.recent_ratio()
+    assert len(plain._ratios[0]) > 0  # leads 0-9: the first bucket
+    assert all(len(r) == 0 for r in lean._ratios)
+    lean.upper(_obs(actual[:100]), 10, 0.9)  # no 0.9 quantile cached: calibrate after all
+    assert lean.calibrate
+    lean.upper(_obs(actual[:101]), 10, 0.9)
+    assert len(lean._ratios[0]) > 0

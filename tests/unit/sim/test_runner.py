@@ -14,11 +14,11 @@ from streamtrain.forecast.trace import Trace, synth_trace
 from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.execution import RestartMode, ShuffleMode
+from streamtrain.sim.levels import calibrates, shared_levels
 from streamtrain.sim.metrics import METRIC_NAMES
 from streamtrain.sim.runner import (
     prepare,
     run_variants,
-    shared_levels,
     simulate,
     window_forecasts,
     window_of,
@@ -307,3 +307,12 @@ def test_forecasts_without_a_level_a_variant_plans_on_are_refused(trace):
         run_variants(window, settings, settings.variants(), cache=madu_only)
     none_asked = window_forecasts(window, settings, [Variant("kale", "kale")])
     run_variants(window, settings, settings.variants(), cache=none_asked)  # cannot tell
+
+
+def test_a_replayed_feed_scores_ratios_only_for_a_level_the_forecasts_lack():
+    cache = {1: Forecast(np.ones(3), {0.5: np.ones(3)})}
+    assert not calibrates(Variant("s", "streamtrain"), cache)  # its median is cached
+    assert calibrates(Variant("s", "streamtrain", {"quantile": 0.7}), cache)
+    assert not calibrates(Variant("k", "kale"), cache)  # point forecasts only
+    assert calibrates(Variant("s", "streamtrain"), {1: Forecast(np.ones(3))})
+    assert calibrates(Variant("m", "madu"), {})
