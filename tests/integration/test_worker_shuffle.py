@@ -122,7 +122,9 @@ def test_kill_9_of_the_receiver_and_then_the_sender_mid_run_loses_no_record(brok
     record is trained at least once and every partition is committed to its end."""
     settings = broker.kafka_settings()
     topic, group = unique("shuffle-kill"), unique("job")
-    hot_records, cold_each = 8_000, 200
+    # The hot worker alone needs 32 s for its backlog (500 records/s): longer than a
+    # restarted peer takes to start and be offered batches on a slow, busy machine.
+    hot_records, cold_each = 16_000, 200
     create_topic(settings, topic, 4)
     total = hot_records + 3 * cold_each
     producer = Producer(settings.confluent_config(**{"linger.ms": 5}))
@@ -161,6 +163,9 @@ def test_kill_9_of_the_receiver_and_then_the_sender_mid_run_loses_no_record(brok
             if process.poll() is None:
                 process.kill()
                 process.communicate(timeout=10)
+            for stream in (process.stdout, process.stderr):  # a process that exited early
+                if stream is not None and not stream.closed:
+                    stream.close()
     for name, process in processes.items():
         assert process.returncode == 0, f"{name} failed: {outputs[name][1][-3000:]}"
     ids = {i for log in logs.values() for i, _, _ in trained_lines(log)}
