@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streamtrain.errors import ConfigError
-from streamtrain.scale.policies import FORECASTING_POLICIES, planning_level
+from streamtrain.scale.policies import planning_level
 from streamtrain.scale.policies.feed import Forecast
 from streamtrain.sim.settings import Variant
 
@@ -34,19 +34,17 @@ def check_levels(cache: dict[int, Forecast], variants: Sequence[Variant]) -> Non
     precomputed without (its feed would silently calibrate the point forecast instead,
     which the live planner does not). Forecasts without any quantile (a model that has
     none, or none asked for) cannot tell, and pass."""
-    entry = next(iter(cache.values()), None)
-    if entry is None or not entry.quantiles:
+    carried = _carried(cache)
+    if not carried:
         return
     missing = {
         v.label: level
         for v in variants
-        if v.policy in FORECASTING_POLICIES
-        and (level := planning_level(v.policy, v.settings)) is not None
-        and level not in entry.quantiles
+        if (level := planning_level(v.policy, v.settings)) is not None and level not in carried
     }
     if missing:
         raise ConfigError(
-            f"the forecasts were precomputed with quantiles {sorted(entry.quantiles)}, "
+            f"the forecasts were precomputed with quantiles {sorted(carried)}, "
             f"without the levels these variants plan on: {missing}"
         )
 
@@ -56,5 +54,12 @@ def calibrates(variant: Variant, cache: dict[int, Forecast]) -> bool:
     ratios: only when it plans on a quantile the cached forecasts do not carry (a policy
     that plans on none asks only for point forecasts)."""
     level = planning_level(variant.policy, variant.settings)
+    carried = _carried(cache)
+    return level is not None and (carried is None or level not in carried)
+
+
+def _carried(cache: dict[int, Forecast]) -> frozenset[float] | None:
+    """The quantile levels the cached forecasts carry (each entry was made with the
+    same levels); None without forecasts."""
     entry = next(iter(cache.values()), None)
-    return level is not None and (entry is None or level not in entry.quantiles)
+    return None if entry is None else frozenset(entry.quantiles)

@@ -37,11 +37,7 @@ from numpy.typing import NDArray
 
 from streamtrain.errors import ConfigError
 from streamtrain.forecast.trace import Trace
-from streamtrain.scale.policies import (
-    FORECASTING_POLICIES,
-    ForecastFeed,
-    make_policy,
-)
+from streamtrain.scale.policies import FORECASTING_POLICIES, ForecastFeed, make_policy
 from streamtrain.scale.policies.feed import Forecast, precompute
 from streamtrain.scale.policies.feed import forecaster_factory as named_factory
 from streamtrain.scale.policy import ForecasterFactory, Policy, PolicyContext
