@@ -7,7 +7,8 @@ for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--
 ``--plot`` writes workers and lag over time (first seed). The replayed window's
 forecasts are computed in a thread while the baselines are tuned in worker processes
 (they do not depend on the tuned settings), and then while the policies that do not
-forecast are replayed. Results go to stdout; to stderr go the run's notes and its
+forecast are replayed; those worker processes run at a lower priority, since the other
+policies' replays wait for the forecasts. Results go to stdout; to stderr go the run's notes and its
 progress (the forecaster's fits and the seeds, with an estimate of the time left; none
 with ``--json``). All of the modelling lives in :mod:`streamtrain.sim`.
 """
@@ -34,6 +35,7 @@ from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
 from streamtrain.sim.execution import ActionCosts, RestartMode, ShuffleMode
 from streamtrain.sim.handover import measured_mode_costs
+from streamtrain.sim.parallel import BACKGROUND_NICE
 from streamtrain.sim.report import format_paper_table, format_table, headline_ratios
 from streamtrain.sim.runner import simulate as run
 from streamtrain.sim.runner import window_forecasts, window_of
@@ -355,7 +357,8 @@ def simulate(
                 progress=progress,
                 levels=planned_levels(settings),
             )
-            result = tune_baselines(window, settings, progress=progress)
+            # The forecasts come first: the replays that need them wait for them.
+            result = tune_baselines(window, settings, progress=progress, nice=BACKGROUND_NICE)
             settings = with_tuned(settings, result)
             tuned = bool(result.chosen)
             for policy, point in result.chosen.items():

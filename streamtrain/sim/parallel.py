@@ -7,6 +7,13 @@ forked: the parent may hold torch's threads from fitting a forecaster), receive
 joined before it returns; an exception in a worker is re-raised here. Results come back
 in the order of ``seeds``, so a run is the same whatever ``jobs`` is.
 
+With ``nice`` the workers run that much nicer than this process (Unix; elsewhere at its
+priority): work this process does meanwhile comes first when they compete for the
+cores. ``streamtrain simulate`` replays the policies that do not forecast at
+:data:`BACKGROUND_NICE` while it computes the forecasts that the others' replays wait
+for (on two cores the forecasts then ended after 61 s instead of 99 s and the command
+after 134 s instead of 160 s, with the same results).
+
 The workers do not ask Linux for transparent huge pages for their arrays (numpy does by
 default, with ``madvise``): each seed draws a workload of a few 64 MB arrays, and
 faulting those in as huge pages stalls on memory compaction when the machine is busy
@@ -17,13 +24,17 @@ them row by row.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from streamtrain.errors import ConfigError
 
-__all__ = ["map_seeds"]
+__all__ = ["BACKGROUND_NICE", "map_seeds"]
+
+# How much nicer worker processes run than the process that waits for other work.
+BACKGROUND_NICE = 10
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -32,10 +43,12 @@ _TASK: Callable[[Any, int], Any] | None = None
 _SHARED: Any = None
 
 
-def _install(task: Callable[[Any, int], Any], shared: Any) -> None:
+def _install(task: Callable[[Any, int], Any], shared: Any, nice: int) -> None:
     global _TASK, _SHARED  # one task per worker process, set once
     _TASK, _SHARED = task, shared
     _without_huge_pages()
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)  # a process may always lower its own priority
 
 
 def _without_huge_pages() -> None:
@@ -64,11 +77,15 @@ def map_seeds(
     jobs: int = 1,
     progress: Callable[[str], None] | None = None,
     describe: Callable[[int], str] = "seed {}".format,
+    nice: int = 0,
 ) -> list[R]:
     """See the module docstring. ``task`` must be a module-level function; ``progress``
-    hears ``<describe(seed)> done (k/N)`` as each finishes."""
+    hears ``<describe(seed)> done (k/N)`` as each finishes; ``nice`` (0 to 19) applies
+    to worker processes only, never to this one (``jobs=1`` runs here)."""
     if jobs < 1:
         raise ConfigError(f"need at least one job, got {jobs}")
+    if not 0 <= nice <= 19:
+        raise ConfigError(f"nice must be in [0, 19], got {nice}")
     seeds = list(seeds)
     if jobs == 1 or len(seeds) <= 1:
         results = []
@@ -83,7 +100,7 @@ def map_seeds(
         max_workers=min(jobs, len(seeds)),
         mp_context=context,
         initializer=_install,
-        initargs=(task, shared),
+        initargs=(task, shared, nice),
     ) as pool:
         futures = {pool.submit(_run, seed): seed for seed in seeds}
         for future in as_completed(futures):

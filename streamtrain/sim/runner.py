@@ -45,7 +45,7 @@ from streamtrain.sim.engine import Run, Workload, run_policy
 from streamtrain.sim.execution import action_phases
 from streamtrain.sim.levels import calibrates, check_levels, shared_levels
 from streamtrain.sim.metrics import METRIC_NAMES, PolicyMetrics, compute_metrics
-from streamtrain.sim.parallel import map_seeds
+from streamtrain.sim.parallel import BACKGROUND_NICE, map_seeds
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import Interval, summarize
 from streamtrain.sim.truth import JobTruth, draw_truth
@@ -285,12 +285,16 @@ def run_variants(
     forecaster_factory: ForecasterFactory | None = None,
     cache: dict[int, Forecast] | Future[dict[int, Forecast]] | None = None,
     progress: Progress | None = None,
+    nice: int = 0,
 ) -> list[SeedResult]:
     """Every variant over every seed (``settings.seed_list`` unless given), in
     ``settings.jobs`` processes (one when a custom forecaster factory is given: it
-    cannot be sent to another process). ``cache`` may be a future of the forecasts
-    still being computed: the variants that do not forecast run meanwhile, the others
-    once it is done (the same results: each row of a seed is replayed on its own)."""
+    cannot be sent to another process), ``nice`` nicer than this one
+    (:func:`~streamtrain.sim.parallel.map_seeds`). ``cache`` may be a future of the
+    forecasts still being computed: the variants that do not forecast run meanwhile, at
+    :data:`~streamtrain.sim.parallel.BACKGROUND_NICE` at least (the forecasts come
+    first: the others wait for them), the others once it is done (the same results:
+    each row of a seed is replayed on its own)."""
     seeds = tuple(settings.seed_list if seeds is None else seeds)
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels) or not variants:
@@ -299,9 +303,10 @@ def run_variants(
         raise ConfigError("run at least one seed")
     if isinstance(cache, Future):
         waiting = {v.label for v in variants if v.policy in FORECASTING_POLICIES}
-        groups: list[tuple[list[Variant], dict[int, Forecast] | None]] = [
-            ([v for v in variants if v.label not in waiting], {}),
-            ([v for v in variants if v.label in waiting], None),
+        beside = max(nice, BACKGROUND_NICE) if not cache.done() else nice
+        groups: list[tuple[list[Variant], dict[int, Forecast] | None, int]] = [
+            ([v for v in variants if v.label not in waiting], {}, beside),
+            ([v for v in variants if v.label in waiting], None, nice),
         ]
         done = [
             run_variants(
@@ -312,8 +317,9 @@ def run_variants(
                 forecaster_factory=forecaster_factory,
                 cache=cache.result() if given is None else given,
                 progress=progress,
+                nice=level,
             )
-            for group, given in groups
+            for group, given, level in groups
             if group
         ]
         return _joined(variants, done)
@@ -327,14 +333,15 @@ def run_variants(
     comparison = _Comparison(
         window, settings, tuple(variants), cache, seeds[0], forecaster_factory, tasks
     )
+    processes = min(jobs, max(len(seeds), len(tasks)))
     if progress is not None:
         progress(
             f"simulating {len(variants)} variant(s) x {len(seeds)} seed(s) over "
             f"{window.rates_records_per_s.shape[0] * window.step_s / DAY_S:g} day(s) "
-            f"in {min(jobs, max(len(seeds), len(tasks)))} process(es)"
+            f"in {processes} process(es)" + (f" at nice +{nice}" if nice and processes > 1 else "")
         )
     if len(tasks) <= len(seeds):
-        return map_seeds(run_seed, comparison, seeds, jobs=jobs, progress=progress)
+        return map_seeds(run_seed, comparison, seeds, jobs=jobs, progress=progress, nice=nice)
     parts = map_seeds(
         _run_task,
         comparison,
@@ -342,6 +349,7 @@ def run_variants(
         jobs=jobs,
         progress=progress,
         describe=lambda task: f"seed {tasks[task][0]} part",
+        nice=nice,
     )
     results: list[SeedResult] = []
     for seed in seeds:

@@ -132,11 +132,13 @@ def tune(
     cache: dict[int, Forecast] | None = None,
     progress: Callable[[str], None] | None = None,
     grids: Mapping[str, Sequence[Point]] | None = None,
+    nice: int = 0,
 ) -> TuningResult:
     """Grid-search ``policies`` (default: the tuned baselines among
     ``settings.policies``) on ``window`` under ``settings``' tools and costs
     (``cache``: the window's forecasts, when already computed; ``grids``: default
-    :data:`GRIDS`, e.g. :data:`OWN_GRIDS` for KALE and streamtrain)."""
+    :data:`GRIDS`, e.g. :data:`OWN_GRIDS` for KALE and streamtrain), in worker
+    processes ``nice`` nicer than this one (while it computes something else)."""
     rule = rule or TuningRule()
     grids = GRIDS if grids is None else grids
     wanted = [p for p in (policies or settings.policies) if p in grids]
@@ -153,7 +155,7 @@ def tune(
     if progress is not None:
         progress(f"tuning {', '.join(wanted)}: {len(variants)} settings x {rule.seeds} seeds")
     results = run_variants(
-        window, settings, variants, seeds=list(seeds), cache=cache, progress=progress
+        window, settings, variants, seeds=list(seeds), cache=cache, progress=progress, nice=nice
     )
     chosen: dict[str, Point] = {}
     scores: dict[str, list[tuple[Point, float, float, float]]] = {}

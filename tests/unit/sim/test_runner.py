@@ -136,6 +136,35 @@ def test_variants_that_do_not_forecast_run_while_the_forecasts_are_computed(trac
     assert got[1].runs is None
 
 
+def test_while_the_forecasts_are_computed_the_other_replays_run_at_a_lower_priority(trace):
+    settings = SimSettings(policies=("hpa", "kale"), seeds=2, jobs=2, **FAST)
+    window = window_of(trace, settings)
+    variants = settings.variants()
+    cache = window_forecasts(window, settings, variants)
+    pending: Future[dict[int, Forecast]] = Future()
+    heard: list[str] = []
+
+    def progress(message: str) -> None:
+        heard.append(message)
+        if "done (2/2)" in message and not pending.done():
+            pending.set_result(cache)
+
+    def give_up() -> None:  # a bounded wait, as above
+        if not pending.done():
+            pending.set_result({})
+
+    backstop = threading.Timer(60.0, give_up)
+    backstop.start()
+    try:
+        run_variants(window, settings, variants, cache=pending, progress=progress)
+    finally:
+        backstop.cancel()
+    started = [m for m in heard if m.startswith("simulating")]
+    assert len(started) == 2
+    assert started[0].endswith("in 2 process(es) at nice +10")  # hpa, beside the forecasts
+    assert started[1].endswith("in 2 process(es)")  # kale, which waited for them
+
+
 def test_variants_switch_a_tool_for_one_row(trace):
     settings = SimSettings(policies=("hpa",), **FAST)
     rows = [
