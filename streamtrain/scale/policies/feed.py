@@ -157,8 +157,14 @@ class _Issued:
         self.starts = np.zeros(capacity, dtype=np.int64)
         self.lengths = np.zeros(capacity, dtype=np.int64)
         self.count = 0  # predictions ever issued
+        # whether no start was ever below the one before (a replay, the live loop)
+        self.ordered = True
+        self._last_start = 0
 
     def append(self, start: int, point: FloatArray) -> None:
+        if self.count and start < self._last_start:
+            self.ordered = False
+        self._last_start = start
         if point.shape[0] > self.points.shape[1]:
             wider = np.zeros((self.capacity, point.shape[0]))
             wider[:, : self.points.shape[1]] = self.points
@@ -172,6 +178,24 @@ class _Issued:
         """The stored rows, oldest first."""
         n = min(self.count, self.capacity)
         return np.arange(self.count - n, self.count, dtype=np.int64) % self.capacity
+
+    def starting_in(self, first: int, end: int) -> list[tuple[int, int]] | None:
+        """``(start, row)`` of the stored predictions that start in ``[first, end)``, by
+        start and then oldest first; found from the newest back to the first older start
+        (one or two rows when a feed is asked once a step), or ``None`` when the starts
+        were ever out of order (then only a scan of every row finds them all)."""
+        if not self.ordered:
+            return None
+        found = []
+        for age in range(min(self.count, self.capacity)):
+            row = (self.count - 1 - age) % self.capacity
+            start = int(self.starts[row])
+            if start < first:
+                break
+            if start < end and self.lengths[row] > 0:
+                found.append((start, row))
+        found.reverse()
+        return found
 
 
 def _quantiles(
@@ -319,6 +343,13 @@ class ForecastFeed:
         self.scored_steps_ = max(self.scored_steps_, end)
         issued = self._issued
         if first >= end or issued.count == 0:
+            return
+        starting = None if self.calibrate else issued.starting_in(first, end)
+        if starting is not None:  # only the one-step pairs: the predictions at lead 0
+            points = issued.points
+            self._pairs.extend(
+                (float(history[start - base]), float(points[row, 0])) for start, row in starting
+            )
             return
         rows = issued.rows()
         starts, lengths = issued.starts[rows], issued.lengths[rows]

@@ -257,6 +257,29 @@ def test_model_options_parse_as_json_or_text():
     assert settings["forecaster_options"] == {"train_steps": 5}
 
 
+@given(
+    jumps=st.lists(st.integers(min_value=-3, max_value=4), min_size=1, max_size=40),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_a_lean_feed_keeps_the_one_step_pairs_that_scoring_every_lead_keeps(jumps, seed):
+    """The one-step pairs of a feed that scores no ratios (it looks only at the
+    predictions that start at a new step) equal those of one that scores every lead,
+    after every observation: asked once a step, after a gap of several steps, and with
+    histories that go back (then it scans every prediction)."""
+    rng = np.random.default_rng(seed)
+    actual = 50.0 + 100.0 * rng.random(200)
+    cache = {n: Forecast(100.0 * rng.random(6)) for n in range(1, 201)}
+    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache)
+    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache, calibrate=False)
+    n = 1
+    for jump in jumps:
+        n = min(200, max(1, n + jump))
+        for feed in (plain, lean):
+            feed.forecast(_obs(actual[:n]), 6)
+        assert list(lean._pairs) == list(plain._pairs)
+        assert lean.recent_error() == plain.recent_error()
+
+
 def test_a_feed_that_needs_no_ratios_keeps_its_pairs_and_answers_the_same():
     """``calibrate=False`` (a replay whose cache carries the level asked for): the same
     upper quantile and one-step errors, no ratios scored; asked for a level the model has

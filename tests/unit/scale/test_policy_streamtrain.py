@@ -1,12 +1,16 @@
 """streamtrain's policy: acts at the last safe moment, covers the ramp, pays for its
 pauses (Eq. 8 gate), and hands over to the fallback when measurements disagree."""
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policies import make_policy
-from streamtrain.scale.policies.proactive import nowcast_floor
+from streamtrain.scale.policies.proactive import nowcast_floor, recent_median
 from streamtrain.scale.policy import Observation, PendingAction, PolicyContext
 from streamtrain.testing import ScriptedForecaster
 
@@ -293,3 +297,22 @@ def test_a_rebuilt_policy_keeps_the_fallback_cooldown_of_the_one_it_replaces():
     assert fresh.decide(_obs(63, 10, load, **lagging)) is not None  # cooldown forgotten
     assert rebuilt.decide(_obs(63, 10, load, **lagging)) is None  # 10 min of cooldown left
     assert rebuilt.trigger == first.trigger
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=0, max_value=1e9, allow_nan=False), st.sampled_from([math.nan])
+        ),
+        max_size=12,
+    )
+)
+def test_the_recent_median_is_numpys(values):
+    array = np.array(values, dtype=np.float64)
+    ours = recent_median(array)
+    if not values:
+        assert ours == 0.0
+    elif math.isnan(float(np.median(array))):
+        assert math.isnan(ours)
+    else:
+        assert ours == float(np.median(array))
