@@ -1,4 +1,4 @@
-"""Long-lived child processes: dying with their parent, and being stopped.
+"""Child processes: dying with their parent, being stopped, running at a lower priority.
 
 The embedded broker, the local S3 server and the local worker pool start long-lived
 children. On Linux each child asks the kernel for a signal (SIGTERM; the broker, SIGINT)
@@ -8,7 +8,9 @@ parents' own shutdown paths are all there is. :func:`stop_children` is the one
 signal-wait-kill sequence (:func:`stop_child` for one child): every child is signalled
 first and they share one grace period, so stopping ten takes no longer than one.
 :class:`ChildLog` is a server child's combined output: a temporary file it writes to
-and whose last bytes go into the error when it fails to start.
+and whose last bytes go into the error when it fails to start. :func:`lower_priority`
+is the one way a child (a forecaster's fit process, a simulator's replays) yields the
+cores to its parent's work.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
@@ -28,6 +31,7 @@ __all__ = [
     "ChildLog",
     "die_with_parent_initializer",
     "die_with_parent_preexec",
+    "lower_priority",
     "stop_child",
     "stop_children",
 ]
@@ -72,6 +76,23 @@ def die_with_parent_initializer(parent_pid: int) -> None:  # pragma: no cover - 
             log.warning("prctl is unavailable (%s); this child will not die with its parent", exc)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def lower_priority(increment: int, what: str) -> None:
+    """Make this process ``increment`` nicer (a process may always lower its own
+    priority), every thread of it on Linux, where niceness is per thread and a pool
+    started at import (numpy's BLAS threads) would keep the old one. Where that is
+    refused or not supported, ``what`` keeps its priority, with a warning."""
+    if increment <= 0:
+        return
+    try:
+        niceness = os.nice(increment)
+        if sys.platform == "linux":
+            for task in os.listdir("/proc/self/task"):
+                if int(task) != threading.get_native_id():
+                    os.setpriority(os.PRIO_PROCESS, int(task), niceness)
+    except (OSError, AttributeError, ValueError) as exc:
+        log.warning("%s keeps its priority: %s", what, exc)
 
 
 def stop_child(

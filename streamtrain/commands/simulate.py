@@ -31,7 +31,7 @@ from streamtrain.commands.common import handle_errors, option, parse_names
 from streamtrain.commands.progress import Meter, duration_text
 from streamtrain.config import AssignmentMode
 from streamtrain.forecast.trace import load_trace, synth_trace
-from streamtrain.scale.policies import POLICY_NAMES
+from streamtrain.scale.policies import FORECASTING_POLICIES, POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
 from streamtrain.sim.execution import ActionCosts, RestartMode, ShuffleMode
 from streamtrain.sim.handover import measured_mode_costs
@@ -358,7 +358,8 @@ def simulate(
                 levels=planned_levels(settings),
             )
             # The forecasts come first: the replays that need them wait for them.
-            result = tune_baselines(window, settings, progress=progress, nice=BACKGROUND_NICE)
+            beside = BACKGROUND_NICE if FORECASTING_POLICIES & set(settings.policies) else 0
+            result = tune_baselines(window, settings, progress=progress, nice=beside)
             settings = with_tuned(settings, result)
             tuned = bool(result.chosen)
             for policy, point in result.chosen.items():

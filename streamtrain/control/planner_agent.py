@@ -29,7 +29,7 @@ from streamtrain.errors import SchemaError
 from streamtrain.forecast.live import FitJob, Submit, fit_and_save
 from streamtrain.lag.history_tables import HistoryTables, arrival_message
 from streamtrain.lag.results import GroupLag
-from streamtrain.process import die_with_parent_initializer
+from streamtrain.process import die_with_parent_initializer, lower_priority
 from streamtrain.proto import control_plane_pb2 as pb
 from streamtrain.scale.planner import LagReading, Planner
 from streamtrain.wire import DecodeFailures, decode, encode
@@ -69,10 +69,7 @@ FIT_NICENESS = 10
 def _start_fit_process(parent_pid: int) -> None:  # pragma: no cover - in the child
     """The fit process's initializer: it dies with the app, at :data:`FIT_NICENESS`."""
     die_with_parent_initializer(parent_pid)
-    try:
-        os.nice(FIT_NICENESS)
-    except OSError as exc:
-        log.warning("the forecaster's fit process keeps the app's priority: %s", exc)
+    lower_priority(FIT_NICENESS, "the forecaster's fit process")
 
 
 def forecast_pool() -> tuple[ProcessPoolExecutor, Submit]:

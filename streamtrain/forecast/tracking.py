@@ -33,9 +33,9 @@ class RecentErrors:
             raise ConfigError("track_steps, window_steps and min_tracked must be positive")
         self.track_steps = track_steps
         self.min_tracked = min_tracked
-        # the window's errors as Python floats, oldest first (one deque per model: read
-        # into an array at C speed, where a deque of pairs of numpy scalars took a
-        # fiftieth of a second per hundred steps)
+        # the window's errors as Python floats, oldest first, one deque per model: read
+        # into an array at C speed (a deque of pairs of numpy scalars goes through
+        # np.asarray element by element, at every scored step)
         self._model_errors: deque[float] = deque(maxlen=window_steps)
         self._naive_errors: deque[float] = deque(maxlen=window_steps)
         self._pending: tuple[FloatArray | None, FloatArray] | None = None

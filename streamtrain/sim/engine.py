@@ -373,9 +373,10 @@ def run_policy(
     workers = initial_workers
     action: _InFlight | None = None
     last_pause_s: float | None = None
-    # Loop invariants as locals (the loop runs 40,320 times a simulated week): the same
-    # arithmetic, fewer lookups. A tick's capacity at a count is ``capacity[count] *
-    # tick_s`` as numpy computes it elementwise (the same IEEE product as in Python).
+    # Loop invariants as locals (the loop runs once a tick: 40,320 times a simulated week
+    # at the default 15-s tick): the same arithmetic, fewer lookups. A tick's capacity at
+    # a count is ``capacity[count] * tick_s`` as numpy computes it elementwise (the same
+    # IEEE product as in Python).
     capacities = capacity.tolist()
     tick_capacities = (capacity * tick_s).tolist()
     forward_cpu_s = execution.shuffle_costs.forward_cpu_s

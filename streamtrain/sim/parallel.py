@@ -7,12 +7,11 @@ forked: the parent may hold torch's threads from fitting a forecaster), receive
 joined before it returns; an exception in a worker is re-raised here. Results come back
 in the order of ``seeds``, so a run is the same whatever ``jobs`` is.
 
-With ``nice`` the workers run that much nicer than this process (Unix; elsewhere at its
-priority): work this process does meanwhile comes first when they compete for the
-cores. ``streamtrain simulate`` replays the policies that do not forecast at
-:data:`BACKGROUND_NICE` while it computes the forecasts that the others' replays wait
-for (on two cores the forecasts then ended after 61 s instead of 99 s and the command
-after 134 s instead of 160 s, with the same results).
+With ``nice`` the worker processes run that much nicer than this one
+(:func:`~streamtrain.process.lower_priority`): work this process does meanwhile comes
+first when they compete for the cores. ``streamtrain simulate`` replays the policies
+that do not forecast at :data:`BACKGROUND_NICE` while it computes the forecasts that
+the other policies' replays wait for (docs/benchmarks.md, "Forecast commands").
 
 The workers do not ask Linux for transparent huge pages for their arrays (numpy does by
 default, with ``madvise``): each seed draws a workload of a few 64 MB arrays, and
@@ -24,16 +23,16 @@ them row by row.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from streamtrain.errors import ConfigError
+from streamtrain.process import lower_priority
 
 __all__ = ["BACKGROUND_NICE", "map_seeds"]
 
-# How much nicer worker processes run than the process that waits for other work.
+# How much nicer replay processes run than the process computing what others wait for.
 BACKGROUND_NICE = 10
 
 S = TypeVar("S")
@@ -47,8 +46,7 @@ def _install(task: Callable[[Any, int], Any], shared: Any, nice: int) -> None:
     global _TASK, _SHARED  # one task per worker process, set once
     _TASK, _SHARED = task, shared
     _without_huge_pages()
-    if nice and hasattr(os, "nice"):
-        os.nice(nice)  # a process may always lower its own priority
+    lower_priority(nice, "a replay process")
 
 
 def _without_huge_pages() -> None:
@@ -81,7 +79,8 @@ def map_seeds(
 ) -> list[R]:
     """See the module docstring. ``task`` must be a module-level function; ``progress``
     hears ``<describe(seed)> done (k/N)`` as each finishes; ``nice`` (0 to 19) applies
-    to worker processes only, never to this one (``jobs=1`` runs here)."""
+    to worker processes only, never to this one (``jobs=1`` or a single seed runs
+    here)."""
     if jobs < 1:
         raise ConfigError(f"need at least one job, got {jobs}")
     if not 0 <= nice <= 19:

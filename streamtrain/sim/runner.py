@@ -289,8 +289,8 @@ def run_variants(
 ) -> list[SeedResult]:
     """Every variant over every seed (``settings.seed_list`` unless given), in
     ``settings.jobs`` processes (one when a custom forecaster factory is given: it
-    cannot be sent to another process), ``nice`` nicer than this one
-    (:func:`~streamtrain.sim.parallel.map_seeds`). ``cache`` may be a future of the
+    cannot be sent to another process), ``nice`` nicer than this one when they run in
+    others (:func:`~streamtrain.sim.parallel.map_seeds`). ``cache`` may be a future of the
     forecasts still being computed: the variants that do not forecast run meanwhile, at
     :data:`~streamtrain.sim.parallel.BACKGROUND_NICE` at least (the forecasts come
     first: the others wait for them), the others once it is done (the same results:

@@ -137,8 +137,8 @@ def tune(
     """Grid-search ``policies`` (default: the tuned baselines among
     ``settings.policies``) on ``window`` under ``settings``' tools and costs
     (``cache``: the window's forecasts, when already computed; ``grids``: default
-    :data:`GRIDS`, e.g. :data:`OWN_GRIDS` for KALE and streamtrain), in worker
-    processes ``nice`` nicer than this one (while it computes something else)."""
+    :data:`GRIDS`, e.g. :data:`OWN_GRIDS` for KALE and streamtrain); replays in other
+    processes run ``nice`` nicer than this one (while it computes something else)."""
     rule = rule or TuningRule()
     grids = GRIDS if grids is None else grids
     wanted = [p for p in (policies or settings.policies) if p in grids]

@@ -1,9 +1,11 @@
 """stop_child and stop_children: signal, wait, then kill, on real child processes; a
-child's log and its tail."""
+child's log and its tail; a child lowering its priority, every thread of it."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -92,3 +94,39 @@ def test_the_log_tail_is_the_last_bytes_the_children_wrote() -> None:
     log.close()
     log.close()
     assert log.tail() == ""
+
+
+LOWERS_ITS_PRIORITY = (
+    "import json, os, threading\n"
+    "from streamtrain.process import lower_priority\n"
+    "started = threading.Event()\n"
+    "stop = threading.Event()\n"
+    "def wait():\n"
+    "    started.set()\n"
+    "    stop.wait(30)\n"
+    "thread = threading.Thread(target=wait)\n"
+    "thread.start()\n"
+    "started.wait(30)\n"
+    "before = os.nice(0)\n"
+    "lower_priority(4, 'a test child')\n"
+    "tasks = [int(t) for t in os.listdir('/proc/self/task')]\n"
+    "after = [os.getpriority(os.PRIO_PROCESS, t) for t in tasks]\n"
+    "stop.set()\n"
+    "thread.join()\n"
+    "print(json.dumps({'before': before, 'after': after}))\n"
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
+def test_lower_priority_lowers_every_thread_of_the_process_and_not_its_parent():
+    mine = os.nice(0)
+    out = subprocess.run(
+        [sys.executable, "-c", LOWERS_ITS_PRIORITY],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(out.stdout)
+    assert len(report["after"]) >= 2  # the main thread and the one started before
+    assert set(report["after"]) == {min(19, report["before"] + 4)}
+    assert os.nice(0) == mine

@@ -157,7 +157,8 @@ class _Issued:
         self.starts = np.zeros(capacity, dtype=np.int64)
         self.lengths = np.zeros(capacity, dtype=np.int64)
         self.count = 0  # predictions ever issued
-        # whether no start was ever below the one before (a replay, the live loop)
+        # whether no start was ever below the one before (true in a replay and in the
+        # live loop, whose histories only grow)
         self.ordered = True
         self._last_start = 0
 

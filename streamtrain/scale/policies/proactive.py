@@ -66,9 +66,9 @@ def nowcast_floor(load: FloatArray, rate_records_per_s: float, steps: int) -> Fl
 
 
 def recent_median(values: FloatArray) -> float:
-    """``float(np.median(values))`` (NaN when any is; 0 when there are none) without
-    numpy's per-call cost, which was a tenth of a decision: the few steps of a recent
-    window sorted in Python, the middle one or the mean of the middle two."""
+    """The value of ``float(np.median(values))`` (NaN when any is; 0 when there are
+    none) without numpy's per-call overhead, which dwarfs sorting the few steps of a
+    recent window in Python: the middle one, or the mean of the middle two."""
     items = sorted(values.tolist())
     if not items:
         return 0.0

@@ -280,6 +280,28 @@ def test_a_lean_feed_keeps_the_one_step_pairs_that_scoring_every_lead_keeps(jump
         assert lean.recent_error() == plain.recent_error()
 
 
+@given(
+    jumps=st.lists(st.integers(min_value=0, max_value=9), min_size=1, max_size=60),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_a_lean_feed_asked_as_a_replay_asks_finds_its_pairs_without_scanning(jumps, seed):
+    """Histories that only grow (a replay, the live loop), by gaps below and above the
+    predictions' length and past the stored predictions' ring: the lean feed never falls
+    back to scanning every prediction, and keeps the same pairs."""
+    rng = np.random.default_rng(seed)
+    actual = 50.0 + 100.0 * rng.random(600)
+    cache = {n: Forecast(100.0 * rng.random(6)) for n in range(1, 601)}
+    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache)
+    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache, calibrate=False)
+    n = 1
+    for jump in jumps:
+        n = min(600, n + jump)
+        for feed in (plain, lean):
+            feed.forecast(_obs(actual[:n]), 6)
+        assert lean._issued.ordered
+        assert list(lean._pairs) == list(plain._pairs)
+
+
 def test_a_feed_that_needs_no_ratios_keeps_its_pairs_and_answers_the_same():
     """``calibrate=False`` (a replay whose cache carries the level asked for): the same
     upper quantile and one-step errors, no ratios scored; asked for a level the model has

@@ -9,7 +9,7 @@ from streamtrain.sim.parallel import map_seeds
 
 
 def _seed_and_niceness(offset: int, seed: int) -> tuple[int, int]:
-    return seed + offset, os.nice(0)
+    return seed + offset, os.nice(0) if hasattr(os, "nice") else 0
 
 
 def test_results_come_back_in_seed_order_whatever_the_processes():
