@@ -7,7 +7,7 @@ finds a chunk's offset runs (``streamtrain.records``);
 multiply-adds, so that every number is the same). ``optional=True``: without a C
 compiler the package installs anyway and each uses its pure-Python path
 (``streamtrain.ingest.messages.active_builder()`` and
-``streamtrain.sim.engine.COMPILED`` say which ones run).
+``streamtrain.sim.partitions.COMPILED`` say which ones run).
 """
 
 from setuptools import Extension, setup

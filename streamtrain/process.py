@@ -90,7 +90,10 @@ def lower_priority(increment: int, what: str) -> None:
         if sys.platform == "linux":
             for task in os.listdir("/proc/self/task"):
                 if int(task) != threading.get_native_id():
-                    os.setpriority(os.PRIO_PROCESS, int(task), niceness)
+                    try:
+                        os.setpriority(os.PRIO_PROCESS, int(task), niceness)
+                    except ProcessLookupError:  # the thread ended meanwhile
+                        continue
     except (OSError, AttributeError, ValueError) as exc:
         log.warning("%s keeps its priority: %s", what, exc)
 

@@ -8,9 +8,9 @@ for it with 95 % intervals: a text table, the paper's cells beside ours, or ``--
 forecasts are computed in a thread while the baselines are tuned in worker processes
 (they do not depend on the tuned settings), and then while the policies that do not
 forecast are replayed; those worker processes run at a lower priority, since the other
-policies' replays wait for the forecasts. Results go to stdout; to stderr go the run's notes and its
-progress (the forecaster's fits and the seeds, with an estimate of the time left; none
-with ``--json``). All of the modelling lives in :mod:`streamtrain.sim`.
+policies' replays wait for the forecasts. Results go to stdout; to stderr go the run's
+notes and its progress (the forecaster's fits and the seeds, with an estimate of the
+time left; none with ``--json``). All of the modelling lives in :mod:`streamtrain.sim`.
 """
 
 from __future__ import annotations

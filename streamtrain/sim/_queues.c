@@ -3,7 +3,7 @@
  *
  * The per-tick hot path of streamtrain/sim/engine.py: a week at 15-s ticks is 40,320
  * ticks, and each computes the arrivals, the consumption and the lag of every partition
- * (800 by default). engine.py's _Partitions does it with a dozen numpy calls a tick
+ * (800 by default). partitions.py's Partitions does it with a dozen numpy calls a tick
  * (a few dozen microseconds, mostly call overhead); this does the same arithmetic in
  * one loop over the partitions. It is the same arithmetic, operation for operation and
  * in the same order, so a replay's every number is the same with or without it:
@@ -33,7 +33,7 @@
  *   max_workers: the largest training count tick() accepts
  * Queues.tick(step, fraction, training, capacity_records, shuffle, forward_cost, now_s)
  *   -> (consumed_records, forwarded_records, lag_s, backlog_records): see
- *   engine.py's _Partitions.tick, which this mirrors (backlog_records is 0.0 when
+ *   partitions.py's Partitions.tick, which this mirrors (backlog_records is 0.0 when
  *   drained).
  * Queues.drained: every arrival so far consumed.
  */
@@ -222,7 +222,7 @@ owners_of(Queues *self, long training)
     return row;
 }
 
-/* _Partitions.consume: returns the records consumed, sets *forwarded. */
+/* Partitions.consume: returns the records consumed, sets *forwarded. */
 static double
 consume(Queues *self, long training, double capacity, int shuffle, double forward_cost,
         double *forwarded_out)
@@ -283,7 +283,7 @@ consume(Queues *self, long training, double capacity, int shuffle, double forwar
     return served + forwarded;
 }
 
-/* _Partitions.max_lag_s. */
+/* Partitions.max_lag_s. */
 static double
 max_lag_s(Queues *self, Py_ssize_t step, double now_s)
 {

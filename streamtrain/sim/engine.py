@@ -14,9 +14,8 @@ says how.
 Deterministic: the workload is generated, seeded, beforehand, and the pauses come from
 ``execution.seed``.
 
-A tick's partition arithmetic (arrivals, consumption, lag, backlog) runs in the optional
-C extension :mod:`streamtrain.sim._queues` when it is built (:data:`COMPILED`), else in
-:class:`_Partitions` with numpy; both compute the same numbers, operation for operation.
+A tick's partition arithmetic (arrivals, consumption, lag, backlog) is
+:mod:`streamtrain.sim.partitions`'s: in C when the extension is built, else in numpy.
 """
 
 from __future__ import annotations
@@ -30,15 +29,9 @@ from numpy.typing import NDArray
 from streamtrain.errors import ConfigError
 from streamtrain.scale.policy import Observation, PendingAction, Policy
 from streamtrain.sim.execution import Execution, action_phases
+from streamtrain.sim.partitions import new_queues
 
-try:  # the optional C extension (setup.py); _Partitions computes the same with numpy
-    from streamtrain.sim._queues import Queues
-except ImportError:  # pragma: no cover - built wherever a C compiler was found
-    Queues = None  # type: ignore[assignment,misc]
-
-__all__ = ["COMPILED", "Action", "Run", "Throughput", "Workload", "run_policy"]
-
-COMPILED = Queues is not None  # whether replays run their ticks in C
+__all__ = ["Action", "Run", "Throughput", "Workload", "run_policy"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -123,171 +116,6 @@ class Run:
     shuffle: bool = False
 
 
-class _Partitions:
-    """Per-partition queue state: cumulative consumption and the lag-inversion pointer."""
-
-    def __init__(self, workload: Workload) -> None:
-        self.w = workload
-        p = workload.partitions
-        self.consumed = np.zeros(p)
-        self.pointer = np.zeros(p, dtype=np.int64)
-        self.index = np.arange(p)
-        order = np.random.default_rng(workload.assignment_seed).permutation(p)
-        self.rank = np.empty(p, dtype=np.int64)
-        self.rank[order] = np.arange(p)
-        self.tolerance = 1e-9 * (1.0 + workload.cumulative[-1])
-        self.drained = True  # every arrival so far consumed (``consumed`` is ``arrived``)
-        self._owners: dict[int, IntArray] = {}
-
-    def owner(self, training: int) -> IntArray:
-        """Each partition's worker when ``training`` workers train (round-robin over
-        the fixed random order), computed once per count."""
-        owner = self._owners.get(training)
-        if owner is None:
-            owner = self._owners[training] = self.rank % training
-        return owner
-
-    def arrived(self, step: int, fraction: float) -> FloatArray:
-        result: FloatArray = self.w.cumulative[step] + fraction * self.w.per_step[step]
-        return result
-
-    def consume(
-        self,
-        arrived: FloatArray,
-        training: int,
-        capacity_records: float,
-        shuffle: bool,
-        forward_cost: float,
-    ) -> tuple[float, float]:
-        """Consume up to ``capacity_records`` this tick; returns ``(consumed, forwarded)``
-        records. ``forward_cost``: capacity one forwarded record uses beyond its
-        training, in records.
-
-        ``w`` training workers have ``F(w)·seconds`` of capacity (``F`` the true
-        throughput, records/s), ``F(w)/w`` each. Partitions are assigned round-robin
-        (over a fixed random order) to the workers; each worker first serves its own
-        partitions, in proportion to their backlog. With shuffling (KALE §3.5) the
-        backlog workers cannot serve (their overflow) is forwarded to workers with spare
-        capacity, and each forwarded record costs ``forward_cpu_s`` of a worker's time
-        (so forwarding ``x`` records uses ``x·(1 + forward_cpu_s·F(w)/w)`` records of
-        capacity). Without shuffling hot partitions lag while other workers idle.
-        """
-        backlog = np.maximum(arrived - self.consumed, 0.0)
-        if training <= 0 or capacity_records <= 0:
-            self.drained = False
-            return 0.0, 0.0
-        owner = self.owner(training)
-        per_worker = np.bincount(owner, weights=backlog, minlength=training)
-        limit = capacity_records / training
-        if float(per_worker.max()) <= limit:
-            # Every worker serves its whole backlog: what the general case below
-            # computes (ratios of exactly 1, nothing to forward), without computing it.
-            self.consumed, self.drained = arrived, True
-            return float(per_worker.sum()), 0.0
-        self.drained = False
-        local = np.minimum(per_worker, limit)
-        # local / per_worker where a worker has backlog, else 1 (divided only there).
-        ratio = np.divide(local, per_worker, out=np.ones_like(per_worker), where=per_worker > 0)
-        served = float(local.sum())
-        forwarded = 0.0
-        overflow = float(per_worker.sum()) - served
-        if shuffle and overflow > 0:
-            spare = max(0.0, capacity_records - served)
-            forwarded = min(overflow, spare / (1.0 + forward_cost))
-            ratio = ratio + (1.0 - ratio) * (forwarded / overflow)
-        share = ratio[owner]
-        self.consumed = np.where(share >= 1.0, arrived, self.consumed + backlog * share)
-        return served + forwarded, forwarded
-
-    def tick(
-        self,
-        step: int,
-        fraction: float,
-        training: int,
-        capacity_records: float,
-        shuffle: bool,
-        forward_cost: float,
-        now_s: float,
-    ) -> tuple[float, float, float, float]:
-        """One tick: ``fraction`` of step ``step`` has arrived; consume (:meth:`consume`)
-        and measure (:meth:`max_lag_s`). Returns ``(consumed, forwarded, lag_s,
-        backlog)``: records, records, seconds (before any ACK latency) and the unconsumed
-        records (0.0 when drained, else their sum, which may read a hair below 0)."""
-        arrived = self.arrived(step, fraction)
-        consumed, forwarded = self.consume(
-            arrived, training, capacity_records, shuffle, forward_cost
-        )
-        lag = self.max_lag_s(arrived, step, now_s)
-        backlog = 0.0 if self.drained else float((arrived - self.consumed).sum())
-        return consumed, forwarded, lag, backlog
-
-    def max_lag_s(self, arrived: FloatArray, step: int, now_s: float) -> float:
-        """Age of the oldest unconsumed record over all partitions, at ``now_s``: the
-        cumulative-arrival curve is inverted at the cumulative consumption (exact for
-        arrivals uniform within a step). The job's lag is this maximum plus the ACK
-        latency a forwarded record's commit waits for when anything was forwarded
-        (added by the caller)."""
-        if self.drained:
-            return 0.0
-        remaining = arrived - self.consumed
-        lagging = remaining > self.tolerance
-        if not lagging.any():
-            return 0.0
-        cumulative, ptr, idx = self.w.cumulative, self.pointer, self.index
-        while True:
-            advance = (ptr < step) & (cumulative[np.minimum(ptr + 1, step), idx] <= self.consumed)
-            if not advance.any():
-                break
-            ptr += advance
-        per_step = self.w.per_step[ptr, idx]
-        # The fraction of the pointer's step consumed, in [0, 1]; 0 for a step without
-        # arrivals (divided only where there were some).
-        within = np.divide(
-            self.consumed - cumulative[ptr, idx],
-            per_step,
-            out=np.zeros_like(per_step),
-            where=per_step > 0,
-        )
-        np.minimum(np.maximum(within, 0.0, out=within), 1.0, out=within)
-        oldest_s = (ptr + within) * self.w.step_s
-        return float(np.max(np.where(lagging, now_s - oldest_s, 0.0)))
-
-
-class _Ticker(Protocol):
-    """A replay's partition queues, a tick at a time (:meth:`_Partitions.tick`)."""
-
-    @property
-    def drained(self) -> bool: ...
-
-    def tick(
-        self,
-        step: int,
-        fraction: float,
-        training: int,
-        capacity_records: float,
-        shuffle: bool,
-        forward_cost: float,
-        now_s: float,
-    ) -> tuple[float, float, float, float]: ...
-
-
-def _queues(workload: Workload) -> _Ticker:
-    """The queues of a new replay of ``workload``: in C when the extension is built."""
-    python = _Partitions(workload)
-    if Queues is None:
-        return python
-    return Queues(
-        np.ascontiguousarray(workload.cumulative, dtype=np.float64),
-        np.ascontiguousarray(workload.per_step, dtype=np.float64),
-        python.rank,
-        python.consumed,
-        python.pointer,
-        np.ascontiguousarray(python.tolerance, dtype=np.float64),
-        float(workload.step_s),
-        workload.max_workers,
-    )
-
-
 @dataclass(slots=True)
 class _InFlight:
     """An action in progress, in seconds since the window start."""
@@ -352,8 +180,8 @@ def run_policy(
        ``max(from, to)`` workers until the action completes.
     3. **Arrive.** Each partition receives its share of the step's rate, uniformly in
        time.
-    4. **Consume** (:meth:`_Partitions.consume`) and 5. **measure**
-       (:meth:`_Partitions.max_lag_s`).
+    4. **Consume** (:meth:`~streamtrain.sim.partitions.Partitions.consume`) and 5. **measure**
+       (:meth:`~streamtrain.sim.partitions.Partitions.max_lag_s`).
     """
     if not 1 <= initial_workers <= workload.max_workers:
         raise ConfigError(f"initial workers must be in [1, {workload.max_workers}]")
@@ -365,7 +193,7 @@ def run_policy(
     seen = np.concatenate([workload.history_records_per_s, workload.rates_records_per_s])
     seen.setflags(write=False)
     capacity = workload.capacity_records_per_s
-    state = _queues(workload)
+    state = new_queues(workload)
     pauses = np.random.default_rng(execution.seed + _PAUSE_STREAM)
     series = _Series()
     actions: list[Action] = []

@@ -1,6 +1,6 @@
 """The C ticks of the simulator's partition queues (``streamtrain.sim._queues``) against
-the numpy reference (``engine._Partitions``): the same numbers, bit for bit, tick by
-tick and over whole replays."""
+the numpy reference (``streamtrain.sim.partitions.Partitions``): the same numbers, bit
+for bit, tick by tick and over whole replays."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtrain.scale.models import ThroughputModel
-from streamtrain.sim import engine
+from streamtrain.sim import partitions as sim_partitions
 from streamtrain.sim.engine import Workload, run_policy
 from streamtrain.sim.execution import Execution
 from streamtrain.sim.metrics import compute_metrics
@@ -64,8 +64,8 @@ def test_the_pairwise_sum_is_numpys():
 def test_every_tick_matches_the_numpy_reference(seed, partitions, ticks):
     steps = -(-len(ticks) // 4) + 1
     workload = _workload(seed, steps, partitions)
-    python = engine._Partitions(workload)
-    twin = engine._Partitions(workload)  # the state the compiled queues write into
+    python = sim_partitions.Partitions(workload)
+    twin = sim_partitions.Partitions(workload)  # the state the compiled queues write into
     compiled = queues.Queues(
         workload.cumulative,
         workload.per_step,
@@ -88,13 +88,13 @@ def test_every_tick_matches_the_numpy_reference(seed, partitions, ticks):
 
 
 def test_replays_tick_in_c_when_it_is_built():
-    assert engine.COMPILED
-    assert isinstance(engine._queues(_workload(1, 3, 2)), queues.Queues)
+    assert sim_partitions.COMPILED
+    assert isinstance(sim_partitions.new_queues(_workload(1, 3, 2)), queues.Queues)
 
 
 def _runs(workload, policy, execution, monkeypatch, compiled):
     if not compiled:
-        monkeypatch.setattr(engine, "Queues", None)
+        monkeypatch.setattr(sim_partitions, "Queues", None)
     return run_policy(workload, policy(), execution, initial_workers=3)
 
 
@@ -122,7 +122,7 @@ def test_a_replay_is_the_same_in_c(shuffle, two_phase, monkeypatch):
 
 def test_bad_arrays_are_refused():
     workload = _workload(3, 5, 4)
-    python = engine._Partitions(workload)
+    python = sim_partitions.Partitions(workload)
     good = (
         workload.cumulative,
         workload.per_step,
