@@ -257,6 +257,26 @@ def test_model_options_parse_as_json_or_text():
     assert settings["forecaster_options"] == {"train_steps": 5}
 
 
+def _walk_twin_feeds(jumps, seed, steps, *, grow_only):
+    """A feed that scores every lead and a lean one (no ratios) over the same random
+    actuals and cached forecasts, asked at histories that move by ``jumps``; after each
+    observation the lean feed's one-step pairs must equal the other's (and, with
+    ``grow_only``, it must not have fallen back to scanning every prediction)."""
+    rng = np.random.default_rng(seed)
+    actual = 50.0 + 100.0 * rng.random(steps)
+    cache = {n: Forecast(100.0 * rng.random(6)) for n in range(1, steps + 1)}
+    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache)
+    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache, calibrate=False)
+    n = 1
+    for jump in jumps:
+        n = min(steps, max(1, n + jump))
+        for feed in (plain, lean):
+            feed.forecast(_obs(actual[:n]), 6)
+        assert list(lean._pairs) == list(plain._pairs)
+        assert lean.recent_error() == plain.recent_error()
+        assert lean._issued.ordered or not grow_only
+
+
 @given(
     jumps=st.lists(st.integers(min_value=-3, max_value=4), min_size=1, max_size=40),
     seed=st.integers(min_value=0, max_value=2**16),
@@ -266,18 +286,7 @@ def test_a_lean_feed_keeps_the_one_step_pairs_that_scoring_every_lead_keeps(jump
     predictions that start at a new step) equal those of one that scores every lead,
     after every observation: asked once a step, after a gap of several steps, and with
     histories that go back (then it scans every prediction)."""
-    rng = np.random.default_rng(seed)
-    actual = 50.0 + 100.0 * rng.random(200)
-    cache = {n: Forecast(100.0 * rng.random(6)) for n in range(1, 201)}
-    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache)
-    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache, calibrate=False)
-    n = 1
-    for jump in jumps:
-        n = min(200, max(1, n + jump))
-        for feed in (plain, lean):
-            feed.forecast(_obs(actual[:n]), 6)
-        assert list(lean._pairs) == list(plain._pairs)
-        assert lean.recent_error() == plain.recent_error()
+    _walk_twin_feeds(jumps, seed, 200, grow_only=False)
 
 
 @given(
@@ -288,18 +297,7 @@ def test_a_lean_feed_asked_as_a_replay_asks_finds_its_pairs_without_scanning(jum
     """Histories that only grow (a replay, the live loop), by gaps below and above the
     predictions' length and past the stored predictions' ring: the lean feed never falls
     back to scanning every prediction, and keeps the same pairs."""
-    rng = np.random.default_rng(seed)
-    actual = 50.0 + 100.0 * rng.random(600)
-    cache = {n: Forecast(100.0 * rng.random(6)) for n in range(1, 601)}
-    plain = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache)
-    lean = ForecastFeed(lambda n: Spy([]), max_horizon_steps=6, cache=cache, calibrate=False)
-    n = 1
-    for jump in jumps:
-        n = min(600, n + jump)
-        for feed in (plain, lean):
-            feed.forecast(_obs(actual[:n]), 6)
-        assert lean._issued.ordered
-        assert list(lean._pairs) == list(plain._pairs)
+    _walk_twin_feeds(jumps, seed, 600, grow_only=True)
 
 
 def test_a_feed_that_needs_no_ratios_keeps_its_pairs_and_answers_the_same():
