@@ -31,11 +31,11 @@ from streamtrain.commands.common import handle_errors, option, parse_names
 from streamtrain.commands.progress import Meter, duration_text
 from streamtrain.config import AssignmentMode
 from streamtrain.forecast.trace import load_trace, synth_trace
-from streamtrain.scale.policies import FORECASTING_POLICIES, POLICY_NAMES
+from streamtrain.scale.policies import POLICY_NAMES
 from streamtrain.scale.policies.feed import FORECASTER_CHOICES
 from streamtrain.sim.execution import ActionCosts, RestartMode, ShuffleMode
 from streamtrain.sim.handover import measured_mode_costs
-from streamtrain.sim.parallel import BACKGROUND_NICE
+from streamtrain.sim.parallel import nice_beside
 from streamtrain.sim.report import format_paper_table, format_table, headline_ratios
 from streamtrain.sim.runner import simulate as run
 from streamtrain.sim.runner import window_forecasts, window_of
@@ -358,8 +358,9 @@ def simulate(
                 levels=planned_levels(settings),
             )
             # The forecasts come first: the replays that need them wait for them.
-            beside = BACKGROUND_NICE if FORECASTING_POLICIES & set(settings.policies) else 0
-            result = tune_baselines(window, settings, progress=progress, nice=beside)
+            result = tune_baselines(
+                window, settings, progress=progress, nice=nice_beside(forecasts)
+            )
             settings = with_tuned(settings, result)
             tuned = bool(result.chosen)
             for policy, point in result.chosen.items():

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from streamtrain.errors import ConfigError
 from streamtrain.process import lower_priority
 
-__all__ = ["BACKGROUND_NICE", "map_seeds"]
+__all__ = ["BACKGROUND_NICE", "map_seeds", "nice_beside"]
 
 # How much nicer replay processes run than the process computing what others wait for.
 BACKGROUND_NICE = 10
@@ -40,6 +40,13 @@ R = TypeVar("R")
 
 _TASK: Callable[[Any, int], Any] | None = None
 _SHARED: Any = None
+
+
+def nice_beside(pending: Future[Any], nice: int = 0) -> int:
+    """The niceness of replays started while ``pending`` (this process's work that other
+    replays wait for) is still running: at least :data:`BACKGROUND_NICE` until it is
+    done, ``nice`` after."""
+    return nice if pending.done() else max(nice, BACKGROUND_NICE)
 
 
 def _install(task: Callable[[Any, int], Any], shared: Any, nice: int) -> None:

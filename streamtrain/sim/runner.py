@@ -45,7 +45,7 @@ from streamtrain.sim.engine import Run, Workload, run_policy
 from streamtrain.sim.execution import action_phases
 from streamtrain.sim.levels import calibrates, check_levels, shared_levels
 from streamtrain.sim.metrics import METRIC_NAMES, PolicyMetrics, compute_metrics
-from streamtrain.sim.parallel import BACKGROUND_NICE, map_seeds
+from streamtrain.sim.parallel import map_seeds, nice_beside
 from streamtrain.sim.settings import SimSettings, Variant
 from streamtrain.sim.stats import Interval, summarize
 from streamtrain.sim.truth import JobTruth, draw_truth
@@ -303,7 +303,7 @@ def run_variants(
         raise ConfigError("run at least one seed")
     if isinstance(cache, Future):
         waiting = {v.label for v in variants if v.policy in FORECASTING_POLICIES}
-        beside = max(nice, BACKGROUND_NICE) if not cache.done() else nice
+        beside = nice_beside(cache, nice)
         groups: list[tuple[list[Variant], dict[int, Forecast] | None, int]] = [
             ([v for v in variants if v.label not in waiting], {}, beside),
             ([v for v in variants if v.label in waiting], None, nice),

@@ -160,12 +160,10 @@ class _Issued:
         # whether no start was ever below the one before (true in a replay and in the
         # live loop, whose histories only grow)
         self.ordered = True
-        self._last_start = 0
 
     def append(self, start: int, point: FloatArray) -> None:
-        if self.count and start < self._last_start:
+        if self.count and start < self.starts[(self.count - 1) % self.capacity]:
             self.ordered = False
-        self._last_start = start
         if point.shape[0] > self.points.shape[1]:
             wider = np.zeros((self.capacity, point.shape[0]))
             wider[:, : self.points.shape[1]] = self.points

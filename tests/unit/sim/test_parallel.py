@@ -1,11 +1,12 @@
 """Seeds spread over processes: the same results in order, the workers' priority."""
 
 import os
+from concurrent.futures import Future
 
 import pytest
 
 from streamtrain.errors import ConfigError
-from streamtrain.sim.parallel import map_seeds
+from streamtrain.sim.parallel import BACKGROUND_NICE, map_seeds, nice_beside
 
 
 def _seed_and_niceness(offset: int, seed: int) -> tuple[int, int]:
@@ -33,3 +34,12 @@ def test_nice_lowers_the_workers_priority_and_never_this_process():
 def test_a_priority_out_of_range_is_refused(nice):
     with pytest.raises(ConfigError, match="nice"):
         map_seeds(_seed_and_niceness, 0, [1], nice=nice)
+
+
+def test_replays_beside_pending_work_run_nicer_until_it_is_done():
+    pending: Future[int] = Future()
+    assert nice_beside(pending) == BACKGROUND_NICE
+    assert nice_beside(pending, 15) == 15
+    pending.set_result(0)
+    assert nice_beside(pending) == 0
+    assert nice_beside(pending, 3) == 3
